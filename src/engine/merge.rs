@@ -1,0 +1,225 @@
+//! Merging the sources of a home feed (the reader's inbox and the outboxes it
+//! pulls) into one de-duplicated stream, and telling how far down that stream
+//! can be trusted.
+
+use std::collections::HashSet;
+
+use super::cursor::{feed_order, Entry};
+
+/// What one range read of one source returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceRead {
+    /// Entries from the request's `max` down, in feed order.
+    pub entries: Vec<Entry>,
+    /// The source holds everything it should only for scores above this
+    /// (it was trimmed, or rebuilt up to a cap). `None`: down to the bottom.
+    pub floor: Option<i64>,
+    /// The read stopped at its `LIMIT`: more entries may follow.
+    pub truncated: bool,
+}
+
+/// Why a merged stream ends before the bottom of the feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Horizon {
+    /// Nothing older exists: the stream is the whole rest of the feed.
+    Complete,
+    /// A read stopped at its limit at this score: read more.
+    Truncated(i64),
+    /// A source's retention ends at this score: older entries live only in
+    /// PostgreSQL.
+    Floor(i64),
+}
+
+/// The merged stream: every entry strictly above the horizon, once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merged {
+    pub entries: Vec<Entry>,
+    pub horizon: Horizon,
+}
+
+/// Merges source reads. Only entries above every source's horizon are kept:
+/// below it, some source may be missing entries it should hold.
+pub fn merge(reads: &[SourceRead]) -> Merged {
+    let mut horizon = Horizon::Complete;
+    let mut bound: Option<i64> = None;
+    for read in reads {
+        if let Some(floor) = read.floor {
+            if bound.is_none_or(|b| floor >= b) {
+                bound = Some(floor);
+                horizon = Horizon::Floor(floor);
+            }
+        }
+        if read.truncated {
+            if let Some(last) = read.entries.last() {
+                // Strictly greater: a floor at the same score wins, since
+                // reading more would not help there.
+                if bound.is_none_or(|b| last.score > b) {
+                    bound = Some(last.score);
+                    horizon = Horizon::Truncated(last.score);
+                }
+            }
+        }
+    }
+    let total: usize = reads.iter().map(|r| r.entries.len()).sum();
+    let mut entries = Vec::with_capacity(total);
+    for read in reads {
+        entries.extend(
+            read.entries
+                .iter()
+                .copied()
+                .filter(|e| bound.is_none_or(|b| e.score > b)),
+        );
+    }
+    entries.sort_unstable_by(feed_order);
+    let mut seen = HashSet::with_capacity(entries.len());
+    entries.retain(|e| seen.insert(e.id));
+    Merged { entries, horizon }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cursor::{cut, Cursor, Cut, PageRequest};
+    use proptest::prelude::*;
+
+    fn read(entries: &[(i64, i64)], floor: Option<i64>, truncated: bool) -> SourceRead {
+        let mut entries: Vec<Entry> = entries.iter().map(|&(s, id)| Entry::new(s, id)).collect();
+        entries.sort_by(feed_order);
+        SourceRead {
+            entries,
+            floor,
+            truncated,
+        }
+    }
+
+    #[test]
+    fn duplicates_across_sources_appear_once() {
+        let m = merge(&[
+            read(&[(5, 1), (3, 2)], None, false),
+            read(&[(5, 1), (4, 3)], None, false),
+        ]);
+        assert_eq!(
+            m.entries,
+            vec![Entry::new(5, 1), Entry::new(4, 3), Entry::new(3, 2)]
+        );
+        assert_eq!(m.horizon, Horizon::Complete);
+    }
+
+    #[test]
+    fn entries_at_or_below_a_horizon_are_dropped() {
+        let m = merge(&[
+            read(&[(9, 1), (5, 2), (2, 3)], None, false),
+            read(&[(8, 4), (5, 5)], None, true),
+        ]);
+        assert_eq!(m.horizon, Horizon::Truncated(5));
+        assert_eq!(m.entries, vec![Entry::new(9, 1), Entry::new(8, 4)]);
+        let m = merge(&[
+            read(&[(9, 1), (5, 2)], Some(6), false),
+            read(&[(8, 4), (7, 5)], None, true),
+        ]);
+        assert_eq!(m.horizon, Horizon::Truncated(7));
+        let m = merge(&[read(&[(9, 1), (5, 2)], Some(5), true)]);
+        assert_eq!(m.horizon, Horizon::Floor(5));
+        assert_eq!(m.entries, vec![Entry::new(9, 1)]);
+    }
+
+    /// A model of the engine's read loop over in-memory sources: each source
+    /// holds some of the posts (every post in at least one source), is read
+    /// `window` entries at a time and may be trimmed to a cap; when the merge
+    /// cannot decide a page it reads more, and past a floor it answers from
+    /// the full list (as the engine answers from PostgreSQL).
+    fn page_of(
+        sources: &[Vec<Entry>],
+        caps: &[Option<usize>],
+        all: &[Entry],
+        req: &PageRequest,
+    ) -> (Vec<Entry>, Option<Cursor>) {
+        let mut fetch = req.window();
+        loop {
+            let reads: Vec<SourceRead> = sources
+                .iter()
+                .zip(caps)
+                .map(|(src, cap)| {
+                    let kept = &src[..cap.map_or(src.len(), |c| c.min(src.len()))];
+                    let floor = match cap {
+                        Some(c) if src.len() > *c => {
+                            Some(src[*c].score.max(kept.last().map_or(i64::MIN, |e| e.score)))
+                        }
+                        _ => None,
+                    };
+                    let from: Vec<Entry> = kept
+                        .iter()
+                        .copied()
+                        .filter(|e| req.max.is_none_or(|m| e.score <= m))
+                        .collect();
+                    SourceRead {
+                        truncated: from.len() > fetch,
+                        entries: from.into_iter().take(fetch).collect(),
+                        floor,
+                    }
+                })
+                .collect();
+            let merged = merge(&reads);
+            let complete = merged.horizon == Horizon::Complete;
+            match cut(merged.entries.iter().copied(), |e| *e, req, complete) {
+                Cut::Page { items, next } => return (items, next),
+                Cut::NeedMore => match merged.horizon {
+                    Horizon::Truncated(_) => fetch *= 2,
+                    _ => match cut(all.iter().copied(), |e| *e, req, true) {
+                        Cut::Page { items, next } => return (items, next),
+                        Cut::NeedMore => unreachable!(),
+                    },
+                },
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn any_sources_and_page_sizes_yield_every_post_once_in_order(
+            posts in prop::collection::vec((0i64..12, 1u8..=255), 0..120),
+            n_sources in 1usize..6,
+            caps in prop::collection::vec(prop::option::of(3usize..40), 6),
+            sizes in prop::collection::vec(1u32..8, 1..10),
+        ) {
+            // Unique ids, few distinct scores: many ties.
+            let mut all: Vec<Entry> = posts
+                .iter()
+                .enumerate()
+                .map(|(i, &(score, _))| Entry::new(score, i as i64 + 1))
+                .collect();
+            all.sort_by(feed_order);
+            let mut sources = vec![Vec::new(); n_sources];
+            for (i, &(_, mask)) in posts.iter().enumerate() {
+                let e = all.iter().find(|e| e.id == i as i64 + 1).copied().unwrap();
+                let mut placed = false;
+                for (s, src) in sources.iter_mut().enumerate() {
+                    if mask & (1 << s) != 0 {
+                        src.push(e);
+                        placed = true;
+                    }
+                }
+                if !placed {
+                    sources[i % n_sources].push(e);
+                }
+            }
+            for src in &mut sources {
+                src.sort_by(feed_order);
+            }
+            let mut seen = Vec::new();
+            let mut req = PageRequest::first(sizes[0]);
+            for turn in 0.. {
+                let (items, next) = page_of(&sources, &caps[..n_sources], &all, &req);
+                prop_assert!(items.len() <= req.limit as usize);
+                seen.extend(items);
+                match next {
+                    Some(c) => req = PageRequest::after(c, sizes[(turn + 1) % sizes.len()]),
+                    None => break,
+                }
+                prop_assert!(turn < 1000, "the scroll does not end");
+            }
+            prop_assert_eq!(seen, all);
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The HTTP layer: parses, authorises and serialises; the engine does the rest.
+
+pub mod admin;
+pub mod auth;
+pub mod errors;
+pub mod feed;
+pub mod health;
+pub mod posts;
+pub mod users;
+
+use std::time::Instant;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{web, Resource};
+use serde::Deserialize;
+
+use crate::engine::cursor::PageRequest;
+use crate::error::AppError;
+use errors::method_not_allowed;
+
+/// A resource whose unsupported methods answer 405 in JSON.
+fn resource(path: &str) -> Resource {
+    web::resource(path).default_service(web::to(method_not_allowed))
+}
+
+/// The route table.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(resource("/healthz").route(web::get().to(health::healthz)))
+        .service(resource("/readyz").route(web::get().to(health::readyz)))
+        .service(
+            web::scope("/api/v1/admin").service(
+                resource("/settings")
+                    .route(web::get().to(admin::get_settings))
+                    .route(web::put().to(admin::put_settings)),
+            ),
+        )
+        .service(
+            web::scope("/api/v1")
+                .service(resource("/users").route(web::post().to(users::create)))
+                .service(resource("/users/{id}").route(web::get().to(users::get)))
+                .service(
+                    resource("/users/{id}/following/{target}")
+                        .route(web::put().to(users::follow))
+                        .route(web::delete().to(users::unfollow)),
+                )
+                .service(resource("/users/{id}/posts").route(web::get().to(users::posts)))
+                .service(resource("/posts").route(web::post().to(posts::create)))
+                .service(
+                    resource("/posts/{id}")
+                        .route(web::get().to(posts::get))
+                        .route(web::delete().to(posts::delete)),
+                )
+                .service(resource("/feed").route(web::get().to(feed::home))),
+        );
+}
+
+/// Scroll parameters as sent; parsed into a [`PageRequest`].
+#[derive(Debug, Deserialize)]
+pub struct PageQuery {
+    max: Option<String>,
+    offset: Option<String>,
+    limit: Option<String>,
+}
+
+impl PageQuery {
+    pub fn parse(&self) -> Result<PageRequest, AppError> {
+        let int = |name: &str, raw: &Option<String>| -> Result<Option<i64>, AppError> {
+            raw.as_deref()
+                .map(|v| {
+                    v.parse::<i64>().map_err(|_| {
+                        AppError::BadRequest(format!("{name} must be an integer, got {v:?}"))
+                    })
+                })
+                .transpose()
+        };
+        PageRequest::parse(
+            int("max", &self.max)?,
+            int("offset", &self.offset)?,
+            int("limit", &self.limit)?,
+        )
+        .map_err(AppError::BadRequest)
+    }
+}
+
+/// One log line per request, with a request id (also sent back as
+/// `x-request-id`). Headers, and so tokens, are never logged.
+pub async fn log_request(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let started = Instant::now();
+    let request_id = uuid::Uuid::new_v4().simple().to_string();
+    let method = req.method().clone();
+    let path = req.path().to_string();
+    let span = tracing::info_span!("request", id = %request_id, %method, %path);
+    let mut res = {
+        let _enter = span.enter();
+        next.call(req)
+    }
+    .await?;
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&request_id) {
+        res.headers_mut().insert(
+            actix_web::http::header::HeaderName::from_static("x-request-id"),
+            value,
+        );
+    }
+    tracing::info!(
+        request_id = %request_id,
+        %method,
+        %path,
+        status = res.status().as_u16(),
+        elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    Ok(res)
+}

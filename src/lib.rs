@@ -1,0 +1,15 @@
+//! A push/pull hybrid follow-feed service.
+//!
+//! - [`http`]: the REST layer (actix-web): routes, auth, JSON errors.
+//! - [`engine`]: publish, fan-out, follow and the merged scroll read; no HTTP.
+//! - [`store`]: PostgreSQL (records of truth) and Redis (derived cache).
+//! - [`settings`]: start-up configuration; [`telemetry`]: logging.
+
+pub mod domain;
+pub mod engine;
+pub mod error;
+pub mod http;
+pub mod settings;
+pub mod startup;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,63 @@
+// @generated automatically by Diesel CLI.
+
+diesel::table! {
+    fanout_jobs (id) {
+        id -> Int8,
+        kind -> Text,
+        author_id -> Int8,
+        post_id -> Nullable<Int8>,
+        since_ms -> Nullable<Int8>,
+        checkpoint -> Int8,
+        attempts -> Int4,
+        lease_until -> Timestamptz,
+        last_error -> Nullable<Text>,
+        dead -> Bool,
+        created_at_ms -> Int8,
+    }
+}
+
+diesel::table! {
+    follows (follower_id, followee_id) {
+        follower_id -> Int8,
+        followee_id -> Int8,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    posts (id) {
+        id -> Int8,
+        author_id -> Int8,
+        body -> Text,
+        created_at_ms -> Int8,
+        deleted_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    settings (id) {
+        id -> Int2,
+        big_v_threshold -> Int8,
+        big_v_demote_threshold -> Int8,
+        active_window_secs -> Int8,
+        inbox_max_len -> Int8,
+        outbox_max_len -> Int8,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    users (id) {
+        id -> Int8,
+        username -> Text,
+        follower_count -> Int8,
+        following_count -> Int8,
+        big_v -> Bool,
+        big_v_since_ms -> Nullable<Int8>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::joinable!(posts -> users (author_id));
+
+diesel::allow_tables_to_appear_in_same_query!(fanout_jobs, follows, posts, settings, users,);

@@ -1,0 +1,319 @@
+//! The Redis store: feed ZSETs (inboxes, outboxes) and active fans.
+//! Everything here is derived from PostgreSQL and may vanish at any time.
+
+pub mod keys;
+pub mod scripts;
+
+use std::future::Future;
+use std::time::Duration;
+
+use deadpool_redis::{Config, Pool, Runtime};
+use redis::{AsyncCommands, Value};
+use secrecy::ExposeSecret;
+
+use crate::engine::cursor::Entry;
+use crate::engine::merge::SourceRead;
+use crate::error::{AppError, AppResult};
+use crate::settings::RedisSettings;
+
+pub use keys::Keys;
+
+/// How long a ZSET may stay in the building state before it expires.
+const BUILD_TTL_SECS: u64 = 30;
+
+/// A range read of one feed ZSET.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Range {
+    /// The key does not exist: rebuild it.
+    Missing,
+    /// Being built by someone else: answer from PostgreSQL this time.
+    Building,
+    Read(SourceRead),
+}
+
+#[derive(Clone)]
+pub struct RedisStore {
+    pool: Pool,
+    keys: Keys,
+    timeout: Duration,
+}
+
+impl RedisStore {
+    pub fn new(settings: &RedisSettings) -> AppResult<Self> {
+        let timeout = Duration::from_millis(settings.timeout_ms);
+        let pool = Config::from_url(settings.url.expose_secret())
+            .builder()
+            .map_err(|e| AppError::internal("redis.url", e))?
+            .max_size(settings.pool_size)
+            .wait_timeout(Some(timeout))
+            .create_timeout(Some(timeout))
+            .recycle_timeout(Some(timeout))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| AppError::internal("building the Redis pool", e))?;
+        Ok(RedisStore {
+            pool,
+            keys: Keys::new(settings.key_prefix.clone()),
+            timeout,
+        })
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// Runs one Redis exchange on a pooled connection, bounded by the timeout.
+    async fn with_conn<T, F, Fut>(&self, f: F) -> AppResult<T>
+    where
+        F: FnOnce(deadpool_redis::Connection) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let work = async {
+            let conn = self.pool.get().await?;
+            Ok::<T, AppError>(f(conn).await?)
+        };
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(result) => result,
+            Err(elapsed) => Err(AppError::Unavailable {
+                what: "Redis",
+                source: elapsed.into(),
+            }),
+        }
+    }
+
+    pub async fn ping(&self) -> AppResult<()> {
+        self.with_conn(|mut c| async move {
+            let _: String = redis::cmd("PING").query_async(&mut c).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Reads `fetch` entries of each ZSET from `max` down, all concurrently.
+    /// Each read is one MULTI/EXEC (floor and range agree).
+    pub async fn ranges(
+        &self,
+        keys: &[String],
+        max: Option<i64>,
+        fetch: usize,
+    ) -> AppResult<Vec<Range>> {
+        let reads = keys.iter().map(|key| self.range(key, max, fetch));
+        futures::future::try_join_all(reads).await
+    }
+
+    async fn range(&self, key: &str, max: Option<i64>, fetch: usize) -> AppResult<Range> {
+        let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+        let (floor, raw): (Option<String>, Vec<(String, f64)>) = self
+            .with_conn(|mut c| async move {
+                redis::pipe()
+                    .atomic()
+                    .zscore(key, "")
+                    .zrevrangebyscore_limit_withscores(key, &max_arg, "-inf", 0, fetch as isize + 1)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let floor = match floor.as_deref() {
+            None => return Ok(Range::Missing),
+            Some("inf") | Some("+inf") => return Ok(Range::Building),
+            Some("-inf") => None,
+            Some(text) => Some(parse_score(text)?),
+        };
+        let mut reached_sentinel = false;
+        let mut entries = Vec::with_capacity(raw.len());
+        for (member, score) in &raw {
+            if member.is_empty() {
+                reached_sentinel = true;
+                continue;
+            }
+            let id = member
+                .parse::<i64>()
+                .map_err(|e| AppError::internal(format!("bad member {member:?} in {key}"), e))?;
+            entries.push(Entry::new(*score as i64, id));
+        }
+        Ok(Range::Read(SourceRead {
+            truncated: !reached_sentinel && raw.len() > fetch,
+            entries,
+            floor,
+        }))
+    }
+
+    /// Starts building a missing ZSET; true if this caller must fill it.
+    pub async fn begin_build(&self, key: &str) -> AppResult<bool> {
+        let started: i64 = self
+            .with_conn(|mut c| async move {
+                scripts::BEGIN
+                    .key(key)
+                    .arg(BUILD_TTL_SECS)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(started == 1)
+    }
+
+    /// Completes a build with the newest entries read from PostgreSQL.
+    /// `floor`: `None` when they are all there are.
+    pub async fn fill(
+        &self,
+        key: &str,
+        cap: i64,
+        floor: Option<i64>,
+        entries: &[Entry],
+    ) -> AppResult<()> {
+        let floor = floor.map_or_else(|| "-inf".to_string(), |f| f.to_string());
+        self.with_conn(|mut c| async move {
+            let mut inv = scripts::FILL.key(key);
+            inv.arg(cap).arg(&floor);
+            for e in entries {
+                inv.arg(e.score).arg(e.id);
+            }
+            let _: i64 = inv.invoke_async(&mut c).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Pushes entries into existing feed ZSETs, one pipeline for all keys.
+    /// Returns how many entries were added.
+    pub async fn push(&self, targets: &[(String, &[Entry])], cap: i64) -> AppResult<i64> {
+        if targets.is_empty() {
+            return Ok(0);
+        }
+        self.with_conn(|mut c| async move {
+            let mut pipe = redis::pipe();
+            pipe.load_script(&scripts::PUSH).ignore();
+            for (key, entries) in targets {
+                let mut inv = scripts::PUSH.key(key);
+                inv.arg(cap);
+                for e in entries.iter() {
+                    inv.arg(e.score).arg(e.id);
+                }
+                pipe.invoke_script(&inv);
+            }
+            let added: Vec<i64> = pipe.query_async(&mut c).await?;
+            Ok(added.iter().sum())
+        })
+        .await
+    }
+
+    /// Removes posts from feed ZSETs, one pipeline for all keys.
+    pub async fn remove(&self, keys: &[String], ids: &[i64]) -> AppResult<()> {
+        if keys.is_empty() || ids.is_empty() {
+            return Ok(());
+        }
+        self.with_conn(|mut c| async move {
+            let mut pipe = redis::pipe();
+            for key in keys {
+                pipe.zrem(key, ids).ignore();
+            }
+            let _: () = pipe.query_async(&mut c).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn delete(&self, key: &str) -> AppResult<()> {
+        self.with_conn(|mut c| async move {
+            let _: i64 = c.del(key).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Records `reader` as an active fan of `authors`, at most once per
+    /// `interval_secs` (a marker key rate-limits it). Returns whether it did.
+    pub async fn record_active_fan(
+        &self,
+        reader: i64,
+        authors: &[i64],
+        now_ms: i64,
+        interval_secs: u64,
+    ) -> AppResult<bool> {
+        if authors.is_empty() {
+            return Ok(false);
+        }
+        let mark = self.keys.active_mark(reader);
+        let fans: Vec<String> = authors.iter().map(|a| self.keys.active_fans(*a)).collect();
+        self.with_conn(|mut c| async move {
+            let set: Value = redis::cmd("SET")
+                .arg(&mark)
+                .arg(now_ms)
+                .arg("NX")
+                .arg("EX")
+                .arg(interval_secs.max(1))
+                .query_async(&mut c)
+                .await?;
+            if set == Value::Nil {
+                return Ok(false);
+            }
+            let mut pipe = redis::pipe();
+            for key in &fans {
+                pipe.zadd(key, reader, now_ms).ignore();
+            }
+            let _: () = pipe.query_async(&mut c).await?;
+            Ok(true)
+        })
+        .await
+    }
+
+    /// Active fans of `author` seen at or after `since_ms`, ascending by id;
+    /// older entries are dropped on the way.
+    pub async fn active_fans(&self, author: i64, since_ms: i64) -> AppResult<Vec<i64>> {
+        let key = self.keys.active_fans(author);
+        let mut fans: Vec<i64> = self
+            .with_conn(|mut c| async move {
+                let (fans,): (Vec<i64>,) = redis::pipe()
+                    .zrembyscore(&key, "-inf", format!("({since_ms}"))
+                    .ignore()
+                    .zrangebyscore(&key, since_ms, "+inf")
+                    .query_async(&mut c)
+                    .await?;
+                Ok(fans)
+            })
+            .await?;
+        fans.sort_unstable();
+        Ok(fans)
+    }
+
+    pub async fn forget_active_fan(&self, author: i64, reader: i64) -> AppResult<()> {
+        let key = self.keys.active_fans(author);
+        self.with_conn(|mut c| async move {
+            let _: i64 = c.zrem(&key, reader).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Deletes every key of this store's prefix (tests and operators).
+    pub async fn delete_all(&self) -> AppResult<u64> {
+        let pattern = self.keys.pattern();
+        let mut conn = self.pool.get().await?;
+        let mut cursor: u64 = 0;
+        let mut deleted = 0u64;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await?;
+            if !keys.is_empty() {
+                let n: u64 = conn.del(&keys).await?;
+                deleted += n;
+            }
+            if next == 0 {
+                return Ok(deleted);
+            }
+            cursor = next;
+        }
+    }
+}
+
+fn parse_score(text: &str) -> AppResult<i64> {
+    text.parse::<f64>()
+        .map(|f| f as i64)
+        .map_err(|e| AppError::internal(format!("bad score {text:?}"), e))
+}
