@@ -201,7 +201,7 @@ impl Engine {
             .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
     }
 
-    #[tracing::instrument(skip(self), err(Display))]
+    #[tracing::instrument(skip(self))]
     pub async fn follow(&self, follower: i64, followee: i64) -> AppResult<()> {
         if follower == followee {
             return Err(AppError::Unprocessable(
@@ -237,7 +237,7 @@ impl Engine {
         Ok(())
     }
 
-    #[tracing::instrument(skip(self), err(Display))]
+    #[tracing::instrument(skip(self))]
     pub async fn unfollow(&self, follower: i64, followee: i64) -> AppResult<()> {
         let s = self.settings();
         let change = self
@@ -287,7 +287,7 @@ impl Engine {
     /// Publishes with a chosen timestamp (tests and seeding use it to make
     /// ties). Returns once the post and its fan-out job are committed and the
     /// post is in the author's outbox; the fan-out itself runs in the workers.
-    #[tracing::instrument(skip(self, body), err(Display))]
+    #[tracing::instrument(skip(self, body))]
     pub async fn publish_at(
         &self,
         author: i64,
@@ -324,7 +324,7 @@ impl Engine {
     }
 
     /// Deletes a post; `actor` is the user asking (`None` for an admin).
-    #[tracing::instrument(skip(self), err(Display))]
+    #[tracing::instrument(skip(self))]
     pub async fn delete_post(&self, id: i64, actor: Option<i64>) -> AppResult<()> {
         match self.inner.pg.delete_post(id, actor, now_ms()).await? {
             Deletion::NotFound => Err(AppError::NotFound(format!("post {id} does not exist"))),
@@ -350,13 +350,13 @@ impl Engine {
     // ----- reads -----
 
     /// A page of `reader`'s home feed.
-    #[tracing::instrument(skip(self), err(Display))]
+    #[tracing::instrument(skip(self))]
     pub async fn home_page(&self, reader: i64, req: PageRequest) -> AppResult<Page> {
         self.page(Scope::Home(reader), req).await
     }
 
     /// A page of `author`'s own posts.
-    #[tracing::instrument(skip(self), err(Display))]
+    #[tracing::instrument(skip(self))]
     pub async fn author_page(&self, author: i64, req: PageRequest) -> AppResult<Page> {
         self.user(author).await?;
         self.page(Scope::Author(author), req).await
@@ -560,7 +560,7 @@ impl Engine {
 
     // ----- admin -----
 
-    #[tracing::instrument(skip(self), err(Display))]
+    #[tracing::instrument(skip(self))]
     pub async fn update_settings(&self, patch: &SettingsPatch) -> AppResult<FeedSettings> {
         let current = self.inner.pg.settings().await?;
         let new = patch.apply(&current).map_err(AppError::Unprocessable)?;

@@ -1,6 +1,7 @@
 use actix_web::{web, HttpResponse};
 
 use super::auth::Admin;
+use super::JsonObject;
 use crate::engine::{Engine, SettingsPatch};
 use crate::error::AppError;
 
@@ -15,7 +16,7 @@ pub async fn get_settings(
 pub async fn put_settings(
     _admin: Admin,
     engine: web::Data<Engine>,
-    patch: web::Json<SettingsPatch>,
+    JsonObject(patch): JsonObject<SettingsPatch>,
 ) -> Result<HttpResponse, AppError> {
     let settings = engine.update_settings(&patch).await?;
     Ok(HttpResponse::Ok().json(settings))

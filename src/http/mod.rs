@@ -116,3 +116,26 @@ pub async fn log_request(
     );
     Ok(res)
 }
+
+/// A JSON request body that must be an object (serde would also accept an
+/// array for a struct), deserialized into `T`.
+pub struct JsonObject<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned + 'static> actix_web::FromRequest for JsonObject<T> {
+    type Error = actix_web::Error;
+    type Future = futures::future::LocalBoxFuture<'static, Result<Self, Self::Error>>;
+
+    fn from_request(
+        req: &actix_web::HttpRequest,
+        payload: &mut actix_web::dev::Payload,
+    ) -> Self::Future {
+        let object =
+            web::Json::<serde_json::Map<String, serde_json::Value>>::from_request(req, payload);
+        Box::pin(async move {
+            let web::Json(map) = object.await?;
+            serde_json::from_value(serde_json::Value::Object(map))
+                .map(JsonObject)
+                .map_err(|e| AppError::BadRequest(format!("invalid JSON body: {e}")).into())
+        })
+    }
+}

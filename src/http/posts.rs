@@ -2,6 +2,7 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::auth::Caller;
+use super::JsonObject;
 use crate::domain::{parse_id, PostBody};
 use crate::engine::Engine;
 use crate::error::AppError;
@@ -15,7 +16,7 @@ pub struct NewPostBody {
 pub async fn create(
     caller: Caller,
     engine: web::Data<Engine>,
-    body: web::Json<NewPostBody>,
+    JsonObject(body): JsonObject<NewPostBody>,
 ) -> Result<HttpResponse, AppError> {
     let text = PostBody::parse(&body.body).map_err(AppError::Unprocessable)?;
     let post = engine.publish(caller.id, &text).await?;

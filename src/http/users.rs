@@ -2,7 +2,7 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::auth::{Admin, Caller};
-use super::PageQuery;
+use super::{JsonObject, PageQuery};
 use crate::domain::{parse_id, Username};
 use crate::engine::Engine;
 use crate::error::AppError;
@@ -20,7 +20,7 @@ fn id(raw: &str, what: &str) -> Result<i64, AppError> {
 pub async fn create(
     _admin: Admin,
     engine: web::Data<Engine>,
-    body: web::Json<NewUserBody>,
+    JsonObject(body): JsonObject<NewUserBody>,
 ) -> Result<HttpResponse, AppError> {
     let username = Username::parse(&body.username).map_err(AppError::Unprocessable)?;
     let user = engine.create_user(&username).await?;

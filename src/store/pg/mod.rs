@@ -687,35 +687,43 @@ pub async fn run_migrations(url: &str) -> AppResult<()> {
     .map_err(|e| AppError::internal("migration task", e))?
 }
 
-/// Splits a PostgreSQL URL into (server URL with the `postgres` database, database name).
-pub fn split_database_url(url: &str) -> AppResult<(String, String)> {
+/// Splits a PostgreSQL URL into (server part, database name, query).
+fn url_parts(url: &str) -> AppResult<(&str, &str, Option<&str>)> {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (url, None),
     };
     let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let no_name = || {
+        AppError::internal(
+            "database.url",
+            Message("no database name in the URL".into()),
+        )
+    };
     let slash = base[scheme_end..]
         .rfind('/')
         .map(|i| i + scheme_end)
-        .ok_or_else(|| {
-            AppError::internal(
-                "database.url",
-                Message("no database name in the URL".into()),
-            )
-        })?;
-    let name = base[slash + 1..].to_string();
+        .ok_or_else(no_name)?;
+    let name = &base[slash + 1..];
     if name.is_empty() {
-        return Err(AppError::internal(
-            "database.url",
-            Message("no database name in the URL".into()),
-        ));
+        return Err(no_name());
     }
-    let mut server = format!("{}/postgres", &base[..slash]);
-    if let Some(q) = query {
-        server.push('?');
-        server.push_str(q);
-    }
-    Ok((server, name))
+    Ok((&base[..slash], name, query))
+}
+
+/// The same server and options, another database.
+pub fn with_database(url: &str, database: &str) -> AppResult<String> {
+    let (server, _, query) = url_parts(url)?;
+    Ok(match query {
+        Some(q) => format!("{server}/{database}?{q}"),
+        None => format!("{server}/{database}"),
+    })
+}
+
+/// Splits a PostgreSQL URL into (URL of the `postgres` database, database name).
+pub fn split_database_url(url: &str) -> AppResult<(String, String)> {
+    let (_, name, _) = url_parts(url)?;
+    Ok((with_database(url, "postgres")?, name.to_string()))
 }
 
 /// Creates the database named in `url` when it does not exist.
@@ -789,5 +797,9 @@ mod tests {
         );
         assert_eq!(name, "feed");
         assert!(split_database_url("postgres://h:5432/").is_err());
+        assert_eq!(
+            with_database("postgres://postgres@h/a?x=1", "b").unwrap(),
+            "postgres://postgres@h/b?x=1"
+        );
     }
 }

@@ -1,0 +1,85 @@
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::helpers::{spawn_app, spawn_app_with, test_settings};
+
+#[tokio::test]
+async fn settings_are_read_updated_in_part_and_persisted() {
+    let app = spawn_app().await;
+    let res = app
+        .request(
+            Method::GET,
+            "/api/v1/admin/settings",
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let before: Value = res.json().await.unwrap();
+    assert_eq!(before["big_v_threshold"], 10000);
+    let after = app
+        .set_settings(json!({"inbox_max_len": 50, "active_window_secs": 60}))
+        .await;
+    assert_eq!(after["inbox_max_len"], 50);
+    assert_eq!(after["active_window_secs"], 60);
+    assert_eq!(after["big_v_threshold"], 10000);
+    let again: Value = app
+        .request(
+            Method::GET,
+            "/api/v1/admin/settings",
+            Some(&app.admin),
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again, after);
+}
+
+#[tokio::test]
+async fn a_change_through_one_instance_is_live_on_another_within_a_second() {
+    let one = spawn_app().await;
+    // A second instance on the same database and Redis prefix.
+    let mut settings = test_settings();
+    settings.database.url = secrecy::SecretString::from(one_database_url(&one));
+    let two = spawn_app_with(settings).await;
+    one.set_settings(json!({"big_v_threshold": 5, "big_v_demote_threshold": 2}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(two.engine.settings().big_v_threshold, 5);
+    assert_eq!(two.engine.settings().big_v_demote_threshold, 2);
+    // `two` drops first and removes the shared database; `one` finds it gone.
+}
+
+fn one_database_url(app: &crate::helpers::TestApp) -> String {
+    app.database_url().to_string()
+}
+
+#[tokio::test]
+async fn big_v_follows_follower_counts_with_hysteresis() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"big_v_threshold": 3, "big_v_demote_threshold": 2}))
+        .await;
+    let star = app.create_user("star").await;
+    let fans = app.users("fan", 3).await;
+    app.follow(&fans[0], &star).await;
+    app.follow(&fans[1], &star).await;
+    assert_eq!(app.user(star.id).await["big_v"], false);
+    app.follow(&fans[2], &star).await;
+    assert_eq!(app.user(star.id).await["big_v"], true);
+    // 2 followers: not below the demote threshold yet.
+    app.unfollow(&fans[2], &star).await;
+    assert_eq!(app.user(star.id).await["big_v"], true);
+    app.unfollow(&fans[1], &star).await;
+    assert_eq!(app.user(star.id).await["big_v"], false);
+    // Threshold changes apply to every author at once.
+    app.set_settings(json!({"big_v_threshold": 1, "big_v_demote_threshold": 0}))
+        .await;
+    assert_eq!(app.user(star.id).await["big_v"], true);
+    app.set_settings(json!({"big_v_threshold": 100, "big_v_demote_threshold": 50}))
+        .await;
+    assert_eq!(app.user(star.id).await["big_v"], false);
+}

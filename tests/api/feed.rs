@@ -1,0 +1,311 @@
+//! The invariants of DESIGN.md, through the API.
+
+use std::collections::HashSet;
+
+use feed_service::store::pg::models::Post;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::{assert_unique, ids, newest_first, spawn_app, TestApp, TestUser};
+
+const BASE: i64 = 1_700_000_000_000;
+
+/// `n` posts spread round-robin over `authors`, ten per millisecond.
+async fn tied_posts(app: &TestApp, authors: &[TestUser], n: usize, base: i64) -> Vec<Post> {
+    let mut posts = Vec::with_capacity(n);
+    for i in 0..n {
+        let author = &authors[i % authors.len()];
+        posts.push(
+            app.publish_at(author, &format!("post {i}"), base + (i / 10) as i64)
+                .await,
+        );
+    }
+    posts
+}
+
+async fn follow_all(app: &TestApp, reader: &TestUser, authors: &[TestUser]) {
+    for a in authors {
+        app.follow(reader, a).await;
+    }
+}
+
+#[tokio::test]
+async fn exactly_once_with_ties_for_every_page_size() {
+    let app = spawn_app().await;
+    let authors = app.users("author", 4).await;
+    let stranger = app.create_user("stranger").await;
+    let pushed = app.create_user("pushed").await;
+    let rebuilt = app.create_user("rebuilt").await;
+    follow_all(&app, &pushed, &authors).await;
+    follow_all(&app, &rebuilt, &authors).await;
+    // `pushed` has an inbox before the posts: fan-out fills it.
+    assert!(app.home(&pushed, 5).await.is_empty());
+    let posts = tied_posts(&app, &authors, 120, BASE).await;
+    tied_posts(&app, std::slice::from_ref(&stranger), 15, BASE).await;
+    app.settle().await;
+    let expected = newest_first(&posts);
+    for size in 1..=7 {
+        assert_eq!(
+            app.home(&pushed, size).await,
+            expected,
+            "pushed, page size {size}"
+        );
+        assert_eq!(
+            app.home(&rebuilt, size).await,
+            expected,
+            "rebuilt, page size {size}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_publish_is_in_every_follower_feed_when_it_returns() {
+    let app = spawn_app().await;
+    let author = app.create_user("author").await;
+    let readers = app.users("reader", 20).await;
+    for r in &readers {
+        app.follow(r, &author).await;
+        app.home(r, 5).await;
+    }
+    // No wait for the fan-out: readers pull the outbox while it is pending.
+    let post = app.publish(&author, "now").await;
+    for r in &readers {
+        assert_eq!(app.home(r, 5).await, vec![post.id]);
+    }
+}
+
+#[tokio::test]
+async fn posts_published_between_pages_are_neither_repeated_nor_skipped() {
+    let app = spawn_app().await;
+    let authors = app.users("author", 3).await;
+    let reader = app.create_user("reader").await;
+    follow_all(&app, &reader, &authors).await;
+    let before = tied_posts(&app, &authors, 45, BASE).await;
+    app.settle().await;
+    let mut published = Vec::new();
+    let seen = app
+        .scroll_with("/api/v1/feed", &reader.token, &[3, 1, 4], async |turn| {
+            published.push(app.publish(&authors[turn % 3], "fresh").await);
+        })
+        .await;
+    assert_eq!(ids(&seen), newest_first(&before));
+    app.settle().await;
+    let all: Vec<Post> = before.iter().chain(&published).cloned().collect();
+    assert_eq!(app.home(&reader, 6).await, newest_first(&all));
+}
+
+#[tokio::test]
+async fn promotion_demotion_and_threshold_changes_mid_scroll_lose_nothing() {
+    let app = spawn_app().await;
+    let star = app.create_user("star").await;
+    let plain = app.create_user("plain").await;
+    let reader = app.create_user("reader").await;
+    let quiet = app.create_user("quiet").await;
+    let fans = app.users("fan", 3).await;
+    for u in [&reader, &quiet].into_iter().chain(&fans) {
+        app.follow(u, &star).await;
+        app.follow(u, &plain).await;
+    }
+    // `quiet` has an inbox but never reads again: never an active fan.
+    app.home(&quiet, 5).await;
+    let authors = [star.clone(), plain.clone()];
+    let before = tied_posts(&app, &authors, 60, BASE).await;
+    app.settle().await;
+    let mut published = Vec::new();
+    let seen = app
+        .scroll_with("/api/v1/feed", &reader.token, &[2, 5, 3], async |turn| {
+            match turn % 4 {
+                // star (5 followers) and plain become big-V
+                0 => {
+                    app.set_settings(json!({"big_v_threshold": 5, "big_v_demote_threshold": 4}))
+                        .await;
+                }
+                // a big-V publishes, then the thresholds move again
+                1 => published.push(app.publish(&star, "as big-V").await),
+                2 => {
+                    app.set_settings(
+                        json!({"big_v_threshold": 1000, "big_v_demote_threshold": 900}),
+                    )
+                    .await;
+                }
+                _ => {
+                    // unfollow + follow moves the count across the thresholds
+                    app.set_settings(json!({"big_v_threshold": 5, "big_v_demote_threshold": 1}))
+                        .await;
+                    app.unfollow(&fans[0], &star).await;
+                    app.follow(&fans[0], &star).await;
+                    published.push(app.publish(&plain, "ordinary").await);
+                }
+            }
+        })
+        .await;
+    assert_unique(&ids(&seen));
+    assert_eq!(ids(&seen), newest_first(&before));
+    // Settle and demote everyone: the big-V posts must now be in inboxes.
+    app.set_settings(json!({"big_v_threshold": 1000, "big_v_demote_threshold": 900}))
+        .await;
+    app.settle().await;
+    assert_eq!(app.user(star.id).await["big_v"], false);
+    let all: Vec<Post> = before.iter().chain(&published).cloned().collect();
+    let expected = newest_first(&all);
+    for u in [&reader, &quiet, &fans[1]] {
+        assert_eq!(app.home(u, 7).await, expected, "user {}", u.id);
+    }
+    // And they are there for a quiet reader's inbox itself, not a rebuild.
+    let inbox = app.engine.redis().keys().inbox(quiet.id);
+    let members = zrange(&app, &inbox).await;
+    for p in &published {
+        assert!(
+            members.contains(&p.id.to_string()),
+            "post {} in {inbox}",
+            p.id
+        );
+    }
+}
+
+#[tokio::test]
+async fn losing_every_redis_key_mid_scroll_loses_nothing() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"big_v_threshold": 3, "big_v_demote_threshold": 2}))
+        .await;
+    let authors = app.users("author", 3).await;
+    let reader = app.create_user("reader").await;
+    let extra = app.users("extra", 2).await;
+    follow_all(&app, &reader, &authors).await;
+    for e in &extra {
+        app.follow(e, &authors[0]).await; // authors[0] becomes big-V
+    }
+    assert_eq!(app.user(authors[0].id).await["big_v"], true);
+    let posts = tied_posts(&app, &authors, 70, BASE).await;
+    app.settle().await;
+    for sizes in [[4, 1, 6], [7, 2, 3]] {
+        let seen = app
+            .scroll_with("/api/v1/feed", &reader.token, &sizes, async |turn| {
+                if turn % 2 == 0 {
+                    app.engine.redis().delete_all().await.unwrap();
+                }
+            })
+            .await;
+        assert_eq!(ids(&seen), newest_first(&posts), "sizes {sizes:?}");
+    }
+}
+
+#[tokio::test]
+async fn scrolling_past_the_caps_continues_to_the_first_post() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"inbox_max_len": 10, "outbox_max_len": 10, "big_v_threshold": 2, "big_v_demote_threshold": 1}))
+        .await;
+    let authors = app.users("author", 5).await;
+    let reader = app.create_user("reader").await;
+    let other = app.create_user("other").await;
+    follow_all(&app, &reader, &authors).await;
+    app.follow(&other, &authors[0]).await; // authors[0] is big-V: pulled
+    app.home(&reader, 3).await; // the inbox exists: fan-out fills and trims it
+    let posts = tied_posts(&app, &authors, 300, BASE).await;
+    app.settle().await;
+    let expected = newest_first(&posts);
+    for sizes in [vec![1, 3, 7], vec![5], vec![7, 2]] {
+        let seen = app
+            .scroll_with("/api/v1/feed", &reader.token, &sizes, async |_| {})
+            .await;
+        assert_eq!(ids(&seen), expected, "sizes {sizes:?}");
+    }
+    let zcard = zrange(&app, &app.engine.redis().keys().inbox(reader.id))
+        .await
+        .len();
+    assert!(
+        zcard <= 11,
+        "the inbox is trimmed to its cap, holds {zcard}"
+    );
+}
+
+#[tokio::test]
+async fn deleted_posts_and_unfollowed_authors_vanish_once_the_call_returns() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"big_v_threshold": 3, "big_v_demote_threshold": 2}))
+        .await;
+    let plain = app.create_user("plain").await;
+    let star = app.create_user("star").await;
+    let reader = app.create_user("reader").await;
+    let fans = app.users("fan", 2).await;
+    follow_all(&app, &reader, &[plain.clone(), star.clone()]).await;
+    follow_all(&app, &fans[0], std::slice::from_ref(&star)).await;
+    follow_all(&app, &fans[1], std::slice::from_ref(&star)).await;
+    app.home(&reader, 5).await;
+    let posts = tied_posts(&app, &[plain.clone(), star.clone()], 30, BASE).await;
+    app.settle().await;
+    // Delete one post of each; no waiting for the clean-up.
+    let gone: HashSet<i64> = [posts[4].id, posts[7].id].into();
+    for p in [&posts[4], &posts[7]] {
+        let owner = if p.author_id == plain.id {
+            &plain
+        } else {
+            &star
+        };
+        assert_eq!(
+            app.delete_post(owner, p.id).await.status(),
+            StatusCode::NO_CONTENT
+        );
+    }
+    for size in [1, 4, 30] {
+        let seen = app.home(&reader, size).await;
+        assert!(
+            seen.iter().all(|id| !gone.contains(id)),
+            "deleted post shown"
+        );
+        assert_eq!(seen.len(), 28);
+    }
+    // Unfollow: none of that author's posts, at once.
+    app.unfollow(&reader, &plain).await;
+    let seen = app.home(&reader, 6).await;
+    assert!(!seen.is_empty());
+    assert!(posts
+        .iter()
+        .filter(|p| p.author_id == plain.id)
+        .all(|p| !seen.contains(&p.id)));
+    app.unfollow(&reader, &star).await;
+    assert!(app.home(&reader, 6).await.is_empty());
+}
+
+#[tokio::test]
+async fn following_brings_recent_posts_and_big_v_posts_reach_active_fans() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
+        .await;
+    let star = app.create_user("star").await;
+    let active = app.create_user("active").await;
+    let idle = app.create_user("idle").await;
+    let old = app.publish_at(&star, "before anyone followed", BASE).await;
+    app.follow(&idle, &star).await;
+    app.home(&idle, 5).await; // inbox exists, but star was ordinary then
+    app.follow(&active, &star).await;
+    assert_eq!(app.user(star.id).await["big_v"], true);
+    assert_eq!(app.home(&active, 5).await, vec![old.id]); // reads as a fan of a big-V
+    app.settle().await;
+    let post = app.publish(&star, "to active fans").await;
+    app.settle().await;
+    let keys = app.engine.redis().keys();
+    assert!(zrange(&app, &keys.inbox(active.id))
+        .await
+        .contains(&post.id.to_string()));
+    assert!(!zrange(&app, &keys.inbox(idle.id))
+        .await
+        .contains(&post.id.to_string()));
+    // Both see it: the idle fan pulls the outbox.
+    assert_eq!(app.home(&active, 5).await, vec![post.id, old.id]);
+    assert_eq!(app.home(&idle, 5).await, vec![post.id, old.id]);
+}
+
+/// Every member of a feed ZSET but the sentinel.
+async fn zrange(app: &TestApp, key: &str) -> Vec<String> {
+    let client = redis::Client::open(app.redis_url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let members: Vec<String> = redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    members.into_iter().filter(|m| !m.is_empty()).collect()
+}

@@ -1,0 +1,360 @@
+//! `spawn_app()`: the real application on port 0, with its own PostgreSQL
+//! database and Redis key prefix, both removed when the `TestApp` drops.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use feed_service::domain::PostBody;
+use feed_service::engine::Engine;
+use feed_service::http::auth::JwtKeys;
+use feed_service::settings::Settings;
+use feed_service::startup::Application;
+use feed_service::store::pg::models::Post;
+use feed_service::store::pg::{drop_database, with_database};
+use reqwest::{Method, Response, StatusCode};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{json, Value};
+
+pub struct TestApp {
+    pub address: String,
+    pub engine: Engine,
+    pub client: reqwest::Client,
+    pub keys: JwtKeys,
+    pub admin: String,
+    pub jwt_secret: String,
+    pub redis_url: String,
+    database_url: String,
+    handle: actix_web::dev::ServerHandle,
+}
+
+/// Test settings: the defaults (and FEED_ environment), with a fresh
+/// database name, a fresh key prefix and port 0.
+pub fn test_settings() -> Settings {
+    let mut settings = Settings::load().expect("test configuration loads");
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let url = with_database(
+        settings.database.url.expose_secret(),
+        &format!("feed_test_{tag}"),
+    )
+    .expect("database.url");
+    settings.database.url = SecretString::from(url);
+    settings.database.create_if_missing = true;
+    settings.database.pool_size = 8;
+    settings.redis.key_prefix = format!("test:{tag}:");
+    settings.redis.pool_size = 8;
+    settings.server.port = 0;
+    settings.server.workers = 1;
+    settings.feed.fanout_workers = 2;
+    settings.feed.fanout_batch_size = 50;
+    settings
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(test_settings()).await
+}
+
+pub async fn spawn_app_with(settings: Settings) -> TestApp {
+    let app = Application::build(&settings)
+        .await
+        .expect("application builds");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let engine = app.engine().clone();
+    let handle = app.handle();
+    tokio::spawn(app.run());
+    let keys = JwtKeys::new(settings.auth.jwt_secret.expose_secret().as_bytes()).unwrap();
+    let admin = keys.mint(0, true, 3600).unwrap();
+    TestApp {
+        address,
+        engine,
+        client: reqwest::Client::new(),
+        admin,
+        keys,
+        jwt_secret: settings.auth.jwt_secret.expose_secret().to_string(),
+        redis_url: settings.redis.url.expose_secret().to_string(),
+        database_url: settings.database.url.expose_secret().to_string(),
+        handle,
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let url = self.database_url.clone();
+        let engine = self.engine.clone();
+        let handle = self.handle.clone();
+        // Clean up on a runtime of our own: Drop cannot await.
+        let cleanup = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("cleanup runtime");
+            rt.block_on(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(5), handle.stop(false)).await;
+                let _ = engine.redis().delete_all().await;
+                if let Err(e) = drop_database(&url).await {
+                    eprintln!("could not drop the test database: {}", e.chain());
+                }
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// A user created through the API, with a token.
+#[derive(Debug, Clone)]
+pub struct TestUser {
+    pub id: i64,
+    pub token: String,
+}
+
+impl TestApp {
+    pub fn database_url(&self) -> &str {
+        &self.database_url
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Response {
+        let mut req = self.client.request(method, self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req.send().await.expect("request is sent")
+    }
+
+    pub async fn create_user(&self, username: &str) -> TestUser {
+        let res = self
+            .request(
+                Method::POST,
+                "/api/v1/users",
+                Some(&self.admin),
+                Some(json!({ "username": username })),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::CREATED, "creating {username}");
+        let user: Value = res.json().await.unwrap();
+        let id = user["id"].as_i64().unwrap();
+        TestUser {
+            id,
+            token: self.keys.mint(id, false, 3600).unwrap(),
+        }
+    }
+
+    pub async fn users(&self, prefix: &str, n: usize) -> Vec<TestUser> {
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            out.push(self.create_user(&format!("{prefix}{i}")).await);
+        }
+        out
+    }
+
+    pub async fn follow(&self, who: &TestUser, target: &TestUser) {
+        let res = self
+            .request(
+                Method::PUT,
+                &format!("/api/v1/users/{}/following/{}", who.id, target.id),
+                Some(&who.token),
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    }
+
+    pub async fn unfollow(&self, who: &TestUser, target: &TestUser) {
+        let res = self
+            .request(
+                Method::DELETE,
+                &format!("/api/v1/users/{}/following/{}", who.id, target.id),
+                Some(&who.token),
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    }
+
+    pub async fn publish(&self, author: &TestUser, body: &str) -> Post {
+        let res = self
+            .request(
+                Method::POST,
+                "/api/v1/posts",
+                Some(&author.token),
+                Some(json!({ "body": body })),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+        post_of(&res.json().await.unwrap())
+    }
+
+    /// Publishes through the store layer with a chosen timestamp.
+    pub async fn publish_at(&self, author: &TestUser, body: &str, created_at_ms: i64) -> Post {
+        self.engine
+            .publish_at(author.id, &PostBody::parse(body).unwrap(), created_at_ms)
+            .await
+            .expect("publish_at")
+    }
+
+    pub async fn delete_post(&self, who: &TestUser, post: i64) -> Response {
+        self.request(
+            Method::DELETE,
+            &format!("/api/v1/posts/{post}"),
+            Some(&who.token),
+            None,
+        )
+        .await
+    }
+
+    pub async fn set_settings(&self, body: Value) -> Value {
+        let res = self
+            .request(
+                Method::PUT,
+                "/api/v1/admin/settings",
+                Some(&self.admin),
+                Some(body),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        res.json().await.unwrap()
+    }
+
+    pub async fn user(&self, id: i64) -> Value {
+        let res = self
+            .request(
+                Method::GET,
+                &format!("/api/v1/users/{id}"),
+                Some(&self.admin),
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        res.json().await.unwrap()
+    }
+
+    /// One feed page: (items, next).
+    pub async fn page(
+        &self,
+        path: &str,
+        token: &str,
+        cursor: Option<(i64, i64)>,
+        limit: u32,
+    ) -> (Vec<Post>, Option<(i64, i64)>) {
+        let query = match cursor {
+            Some((max, offset)) => format!("?max={max}&offset={offset}&limit={limit}"),
+            None => format!("?limit={limit}"),
+        };
+        let res = self
+            .request(Method::GET, &format!("{path}{query}"), Some(token), None)
+            .await;
+        assert_eq!(res.status(), StatusCode::OK, "{path}{query}");
+        let page: Value = res.json().await.unwrap();
+        let items = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(post_of)
+            .collect();
+        let next = match &page["next"] {
+            Value::Null => None,
+            n => Some((n["max"].as_i64().unwrap(), n["offset"].as_i64().unwrap())),
+        };
+        (items, next)
+    }
+
+    /// Scrolls a feed to its end, page sizes cycling through `sizes`,
+    /// running `between(page_number)` after each page.
+    pub async fn scroll_with(
+        &self,
+        path: &str,
+        token: &str,
+        sizes: &[u32],
+        mut between: impl AsyncFnMut(usize),
+    ) -> Vec<Post> {
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        for turn in 0.. {
+            assert!(turn < 10_000, "the scroll does not end");
+            let (items, next) = self
+                .page(path, token, cursor, sizes[turn % sizes.len()])
+                .await;
+            seen.extend(items);
+            match next {
+                Some(c) => cursor = Some(c),
+                None => return seen,
+            }
+            between(turn).await;
+        }
+        unreachable!()
+    }
+
+    pub async fn scroll(&self, path: &str, token: &str, size: u32) -> Vec<Post> {
+        self.scroll_with(path, token, &[size], async |_| {}).await
+    }
+
+    pub async fn home(&self, reader: &TestUser, size: u32) -> Vec<i64> {
+        ids(&self.scroll("/api/v1/feed", &reader.token, size).await)
+    }
+
+    pub async fn settle(&self) {
+        self.engine
+            .wait_for_fanout(Duration::from_secs(60))
+            .await
+            .expect("fan-out finishes");
+    }
+}
+
+pub fn post_of(v: &Value) -> Post {
+    Post {
+        id: v["id"].as_i64().unwrap(),
+        author_id: v["author_id"].as_i64().unwrap(),
+        author_username: v["author_username"].as_str().unwrap().to_string(),
+        body: v["body"].as_str().unwrap().to_string(),
+        created_at_ms: v["created_at_ms"].as_i64().unwrap(),
+    }
+}
+
+pub fn ids(posts: &[Post]) -> Vec<i64> {
+    posts.iter().map(|p| p.id).collect()
+}
+
+/// The feed order, computed independently: newest first, ties by the id's
+/// decimal string descending (as Redis orders equal scores).
+pub fn newest_first(posts: &[Post]) -> Vec<i64> {
+    let mut v: Vec<&Post> = posts.iter().collect();
+    v.sort_by(|a, b| {
+        b.created_at_ms
+            .cmp(&a.created_at_ms)
+            .then_with(|| b.id.to_string().cmp(&a.id.to_string()))
+    });
+    v.iter().map(|p| p.id).collect()
+}
+
+/// Asserts no id appears twice.
+pub fn assert_unique(ids: &[i64]) {
+    let mut count: HashMap<i64, usize> = HashMap::new();
+    for id in ids {
+        *count.entry(*id).or_default() += 1;
+    }
+    let dup: Vec<_> = count.into_iter().filter(|(_, n)| *n > 1).collect();
+    assert!(dup.is_empty(), "repeated posts: {dup:?}");
+}
+
+pub async fn error_code(res: Response) -> (StatusCode, String) {
+    let status = res.status();
+    let body: Value = res.json().await.unwrap_or(Value::Null);
+    (
+        status,
+        body["error"]["code"]
+            .as_str()
+            .unwrap_or("<no JSON error>")
+            .to_string(),
+    )
+}

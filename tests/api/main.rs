@@ -1,0 +1,11 @@
+//! API tests against the real PostgreSQL and Redis: each test spawns the
+//! application with its own database and key prefix.
+
+mod admin;
+mod auth;
+mod bad_input;
+mod feed;
+mod health;
+mod helpers;
+mod posts;
+mod users;

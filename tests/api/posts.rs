@@ -1,0 +1,120 @@
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::helpers::{error_code, ids, spawn_app};
+
+#[tokio::test]
+async fn a_published_post_can_be_read_and_deleted_once() {
+    let app = spawn_app().await;
+    let alice = app.create_user("alice").await;
+    let before = feed_service::engine::now_ms();
+    let post = app.publish(&alice, "héllo wörld").await;
+    assert_eq!(post.author_id, alice.id);
+    assert_eq!(post.author_username, "alice");
+    assert_eq!(post.body, "héllo wörld");
+    assert!(post.created_at_ms >= before);
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/posts/{}", post.id),
+            Some(&alice.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let fetched: Value = res.json().await.unwrap();
+    assert_eq!(fetched["body"], "héllo wörld");
+    assert_eq!(fetched["author_username"], "alice");
+
+    assert_eq!(
+        app.delete_post(&alice, post.id).await.status(),
+        StatusCode::NO_CONTENT
+    );
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/posts/{}", post.id),
+            Some(&alice.token),
+            None,
+        )
+        .await;
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    let res = app.delete_post(&alice, post.id).await;
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+}
+
+#[tokio::test]
+async fn only_the_author_or_an_admin_deletes() {
+    let app = spawn_app().await;
+    let alice = app.create_user("alice").await;
+    let bob = app.create_user("bob").await;
+    let post = app.publish(&alice, "one").await;
+    let res = app.delete_post(&bob, post.id).await;
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+    let res = app
+        .request(
+            Method::DELETE,
+            &format!("/api/v1/posts/{}", post.id),
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn an_author_page_lists_its_own_live_posts() {
+    let app = spawn_app().await;
+    let alice = app.create_user("alice").await;
+    let bob = app.create_user("bob").await;
+    let mut mine = Vec::new();
+    for i in 0..9 {
+        mine.push(
+            app.publish_at(&alice, &format!("p{i}"), 1_000 + (i / 3))
+                .await,
+        );
+    }
+    app.publish(&bob, "not alice").await;
+    assert_eq!(
+        app.delete_post(&alice, mine[4].id).await.status(),
+        StatusCode::NO_CONTENT
+    );
+    mine.remove(4);
+    let expected = crate::helpers::newest_first(&mine);
+    for size in 1..=4 {
+        let seen = app
+            .scroll(
+                &format!("/api/v1/users/{}/posts", alice.id),
+                &bob.token,
+                size,
+            )
+            .await;
+        assert_eq!(ids(&seen), expected, "page size {size}");
+    }
+}
+
+#[tokio::test]
+async fn a_token_for_a_user_that_does_not_exist_cannot_publish() {
+    let app = spawn_app().await;
+    let res = app
+        .request(
+            Method::POST,
+            "/api/v1/posts",
+            Some(&app.admin),
+            Some(serde_json::json!({"body": "x"})),
+        )
+        .await;
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+}

@@ -1,0 +1,60 @@
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::helpers::spawn_app;
+
+#[tokio::test]
+async fn created_users_can_be_read_back() {
+    let app = spawn_app().await;
+    let res = app
+        .request(
+            Method::POST,
+            "/api/v1/users",
+            Some(&app.admin),
+            Some(json!({"username": "a_1"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let created: Value = res.json().await.unwrap();
+    assert_eq!(created["username"], "a_1");
+    assert_eq!(created["follower_count"], 0);
+    assert_eq!(created["following_count"], 0);
+    assert_eq!(created["big_v"], false);
+    let fetched = app.user(created["id"].as_i64().unwrap()).await;
+    assert_eq!(fetched, created);
+}
+
+#[tokio::test]
+async fn follow_and_unfollow_are_idempotent_and_keep_counts() {
+    let app = spawn_app().await;
+    let alice = app.create_user("alice").await;
+    let bob = app.create_user("bob").await;
+    app.follow(&bob, &alice).await;
+    app.follow(&bob, &alice).await;
+    assert_eq!(app.user(alice.id).await["follower_count"], 1);
+    assert_eq!(app.user(bob.id).await["following_count"], 1);
+    app.unfollow(&bob, &alice).await;
+    app.unfollow(&bob, &alice).await;
+    assert_eq!(app.user(alice.id).await["follower_count"], 0);
+    assert_eq!(app.user(bob.id).await["following_count"], 0);
+}
+
+#[tokio::test]
+async fn concurrent_mutual_follows_do_not_deadlock() {
+    let app = spawn_app().await;
+    let users = app.users("u", 6).await;
+    let mut tasks = Vec::new();
+    for a in &users {
+        for b in &users {
+            if a.id != b.id {
+                tasks.push(app.follow(a, b));
+            }
+        }
+    }
+    futures::future::join_all(tasks).await;
+    for u in &users {
+        let v = app.user(u.id).await;
+        assert_eq!(v["follower_count"], 5);
+        assert_eq!(v["following_count"], 5);
+    }
+}
