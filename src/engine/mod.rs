@@ -21,6 +21,7 @@ pub mod fanout;
 pub mod merge;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -114,6 +115,31 @@ enum Source {
     Outbox(i64),
 }
 
+/// Counters of this engine's work (tests assert read costs with them).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Range reads of feed ZSETs (one per source per round).
+    pub range_reads: AtomicU64,
+    /// Hydration queries.
+    pub hydrations: AtomicU64,
+    /// Pages answered from PostgreSQL.
+    pub pg_pages: AtomicU64,
+    /// Inboxes and outboxes rebuilt from PostgreSQL.
+    pub rebuilds: AtomicU64,
+    /// Redis failures on the read path (answered from PostgreSQL).
+    pub redis_read_errors: AtomicU64,
+}
+
+impl Stats {
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    fn bump(counter: &AtomicU64, by: u64) {
+        counter.fetch_add(by, Ordering::Relaxed);
+    }
+}
+
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<Inner>,
@@ -128,6 +154,7 @@ struct Inner {
     wake: Notify,
     /// Signalled whenever a job finishes.
     job_done: Notify,
+    stats: Stats,
 }
 
 pub fn now_ms() -> i64 {
@@ -148,6 +175,7 @@ impl Engine {
                 live: RwLock::new(live),
                 wake: Notify::new(),
                 job_done: Notify::new(),
+                stats: Stats::default(),
             }),
         })
     }
@@ -158,6 +186,10 @@ impl Engine {
 
     pub fn redis(&self) -> &RedisStore {
         &self.inner.redis
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
     }
 
     pub fn tuning(&self) -> &EngineSettings {
@@ -372,6 +404,7 @@ impl Engine {
 
     /// The page straight from PostgreSQL.
     pub async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
+        Stats::bump(&self.inner.stats.pg_pages, 1);
         let window = req.window();
         let rows = self
             .inner
@@ -416,9 +449,11 @@ impl Engine {
         let mut fetch = req.window();
         let mut rebuilt = false;
         for _ in 0..MAX_READ_ROUNDS {
+            Stats::bump(&self.inner.stats.range_reads, names.len() as u64);
             let ranges = match self.inner.redis.ranges(&names, req.max, fetch).await {
                 Ok(r) => r,
                 Err(e) => {
+                    Stats::bump(&self.inner.stats.redis_read_errors, 1);
                     tracing::warn!(error = %e.chain(), "Redis read failed; answering from PostgreSQL");
                     return Ok(None);
                 }
@@ -487,6 +522,7 @@ impl Engine {
         let mut take = req.window().min(entries.len());
         loop {
             let ids: Vec<i64> = entries[..take].iter().map(|e| e.id).collect();
+            Stats::bump(&self.inner.stats.hydrations, 1);
             let mut posts: HashMap<i64, Post> = self
                 .inner
                 .pg
@@ -534,6 +570,7 @@ impl Engine {
             None
         };
         self.inner.redis.fill(&key, cap, floor, &entries).await?;
+        Stats::bump(&self.inner.stats.rebuilds, 1);
         tracing::debug!(key, entries = entries.len(), "rebuilt from PostgreSQL");
         Ok(true)
     }

@@ -309,3 +309,27 @@ async fn zrange(app: &TestApp, key: &str) -> Vec<String> {
         .unwrap();
     members.into_iter().filter(|m| !m.is_empty()).collect()
 }
+
+#[tokio::test]
+async fn next_carries_the_request_offset_through_a_run_of_equal_scores() {
+    let app = spawn_app().await;
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    let mut posts = Vec::new();
+    for i in 0..7 {
+        posts.push(app.publish_at(&author, &format!("tie {i}"), BASE).await);
+    }
+    posts.push(app.publish_at(&author, "older", BASE - 1).await);
+    app.settle().await;
+    let order = newest_first(&posts);
+    let (p1, n1) = app.page("/api/v1/feed", &reader.token, None, 3).await;
+    assert_eq!(ids(&p1), order[..3]);
+    assert_eq!(n1, Some((BASE, 3)));
+    let (p2, n2) = app.page("/api/v1/feed", &reader.token, n1, 3).await;
+    assert_eq!(ids(&p2), order[3..6]);
+    assert_eq!(n2, Some((BASE, 6)));
+    let (p3, n3) = app.page("/api/v1/feed", &reader.token, n2, 3).await;
+    assert_eq!(ids(&p3), order[6..8]);
+    assert_eq!(n3, None);
+}

@@ -78,25 +78,44 @@ pub async fn spawn_app_with(settings: Settings) -> TestApp {
 
 impl Drop for TestApp {
     fn drop(&mut self) {
-        let url = self.database_url.clone();
-        let engine = self.engine.clone();
-        let handle = self.handle.clone();
-        // Clean up on a runtime of our own: Drop cannot await.
-        let cleanup = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("cleanup runtime");
-            rt.block_on(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(5), handle.stop(false)).await;
-                let _ = engine.redis().delete_all().await;
-                if let Err(e) = drop_database(&url).await {
-                    eprintln!("could not drop the test database: {}", e.chain());
-                }
-            });
-        });
-        let _ = cleanup.join();
+        cleanup(&self.database_url, &self.engine, Some(self.handle.clone()));
     }
+}
+
+/// Removes a test's database and Redis keys when dropped, for tests that
+/// build an engine without a `TestApp`.
+pub struct Cleanup {
+    pub database_url: String,
+    pub engine: Engine,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        cleanup(&self.database_url, &self.engine, None);
+    }
+}
+
+/// Stops the server, deletes the prefix's keys and drops the database, on
+/// a runtime of its own (Drop cannot await).
+fn cleanup(url: &str, engine: &Engine, handle: Option<actix_web::dev::ServerHandle>) {
+    let url = url.to_string();
+    let engine = engine.clone();
+    let done = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("cleanup runtime");
+        rt.block_on(async move {
+            if let Some(handle) = handle {
+                let _ = tokio::time::timeout(Duration::from_secs(5), handle.stop(false)).await;
+            }
+            let _ = engine.redis().delete_all().await;
+            if let Err(e) = drop_database(&url).await {
+                eprintln!("could not drop the test database: {}", e.chain());
+            }
+        });
+    });
+    let _ = done.join();
 }
 
 /// A user created through the API, with a token.

@@ -4,6 +4,7 @@
 mod admin;
 mod auth;
 mod bad_input;
+mod fanout;
 mod feed;
 mod health;
 mod helpers;

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use deadpool_redis::{Config, Pool, Runtime};
+use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Value};
 use secrecy::ExposeSecret;
 
@@ -89,53 +90,33 @@ impl RedisStore {
         .await
     }
 
-    /// Reads `fetch` entries of each ZSET from `max` down, all concurrently.
-    /// Each read is one MULTI/EXEC (floor and range agree).
+    /// Reads `fetch` entries of each ZSET from `max` down, all concurrently
+    /// over one multiplexed connection. Each read is one MULTI/EXEC, so its
+    /// floor and its range agree.
     pub async fn ranges(
         &self,
         keys: &[String],
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<Vec<Range>> {
-        let reads = keys.iter().map(|key| self.range(key, max, fetch));
-        futures::future::try_join_all(reads).await
-    }
-
-    async fn range(&self, key: &str, max: Option<i64>, fetch: usize) -> AppResult<Range> {
         let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
-        let (floor, raw): (Option<String>, Vec<(String, f64)>) = self
-            .with_conn(|mut c| async move {
-                redis::pipe()
-                    .atomic()
-                    .zscore(key, "")
-                    .zrevrangebyscore_limit_withscores(key, &max_arg, "-inf", 0, fetch as isize + 1)
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?;
-        let floor = match floor.as_deref() {
-            None => return Ok(Range::Missing),
-            Some("inf") | Some("+inf") => return Ok(Range::Building),
-            Some("-inf") => None,
-            Some(text) => Some(parse_score(text)?),
+        let work = async {
+            let pooled = self.pool.get().await?;
+            let conn: MultiplexedConnection = (*pooled).clone();
+            let reads = keys.iter().map(|key| {
+                let mut conn = conn.clone();
+                let max_arg = &max_arg;
+                async move { read_range(&mut conn, key, max_arg, fetch).await }
+            });
+            futures::future::try_join_all(reads).await
         };
-        let mut reached_sentinel = false;
-        let mut entries = Vec::with_capacity(raw.len());
-        for (member, score) in &raw {
-            if member.is_empty() {
-                reached_sentinel = true;
-                continue;
-            }
-            let id = member
-                .parse::<i64>()
-                .map_err(|e| AppError::internal(format!("bad member {member:?} in {key}"), e))?;
-            entries.push(Entry::new(*score as i64, id));
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(result) => result,
+            Err(elapsed) => Err(AppError::Unavailable {
+                what: "Redis",
+                source: elapsed.into(),
+            }),
         }
-        Ok(Range::Read(SourceRead {
-            truncated: !reached_sentinel && raw.len() > fetch,
-            entries,
-            floor,
-        }))
     }
 
     /// Starts building a missing ZSET; true if this caller must fill it.
@@ -310,6 +291,43 @@ impl RedisStore {
             cursor = next;
         }
     }
+}
+
+async fn read_range(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    max_arg: &str,
+    fetch: usize,
+) -> AppResult<Range> {
+    let (floor, raw): (Option<String>, Vec<(String, f64)>) = redis::pipe()
+        .atomic()
+        .zscore(key, "")
+        .zrevrangebyscore_limit_withscores(key, max_arg, "-inf", 0, fetch as isize + 1)
+        .query_async(conn)
+        .await?;
+    let floor = match floor.as_deref() {
+        None => return Ok(Range::Missing),
+        Some("inf") | Some("+inf") => return Ok(Range::Building),
+        Some("-inf") => None,
+        Some(text) => Some(parse_score(text)?),
+    };
+    let mut reached_sentinel = false;
+    let mut entries = Vec::with_capacity(raw.len());
+    for (member, score) in &raw {
+        if member.is_empty() {
+            reached_sentinel = true;
+            continue;
+        }
+        let id = member
+            .parse::<i64>()
+            .map_err(|e| AppError::internal(format!("bad member {member:?} in {key}"), e))?;
+        entries.push(Entry::new(*score as i64, id));
+    }
+    Ok(Range::Read(SourceRead {
+        truncated: !reached_sentinel && raw.len() > fetch,
+        entries,
+        floor,
+    }))
 }
 
 fn parse_score(text: &str) -> AppResult<i64> {
