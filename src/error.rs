@@ -96,6 +96,7 @@ impl From<diesel::result::Error> for AppError {
     #[track_caller]
     fn from(err: diesel::result::Error) -> Self {
         use diesel::result::Error as E;
+        crate::metrics::PG_ERRORS.inc();
         match err {
             E::DatabaseError(diesel::result::DatabaseErrorKind::ClosedConnection, _) => {
                 AppError::Unavailable {
@@ -110,6 +111,7 @@ impl From<diesel::result::Error> for AppError {
 
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for AppError {
     fn from(err: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
+        crate::metrics::PG_ERRORS.inc();
         AppError::Unavailable {
             what: "PostgreSQL",
             source: err.into(),
@@ -120,6 +122,7 @@ impl From<diesel_async::pooled_connection::deadpool::PoolError> for AppError {
 impl From<redis::RedisError> for AppError {
     #[track_caller]
     fn from(err: redis::RedisError) -> Self {
+        crate::metrics::REDIS_ERRORS.inc();
         if err.is_timeout() || err.is_connection_dropped() || err.is_io_error() {
             AppError::Unavailable {
                 what: "Redis",
@@ -133,6 +136,7 @@ impl From<redis::RedisError> for AppError {
 
 impl From<deadpool_redis::PoolError> for AppError {
     fn from(err: deadpool_redis::PoolError) -> Self {
+        crate::metrics::REDIS_ERRORS.inc();
         AppError::Unavailable {
             what: "Redis",
             source: err.into(),

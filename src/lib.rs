@@ -3,12 +3,14 @@
 //! - [`http`]: the REST layer (actix-web): routes, auth, JSON errors.
 //! - [`engine`]: publish, fan-out, follow and the merged scroll read; no HTTP.
 //! - [`store`]: PostgreSQL (records of truth) and Redis (derived cache).
-//! - [`settings`]: start-up configuration; [`telemetry`]: logging.
+//! - [`settings`]: start-up configuration; [`telemetry`]: logging;
+//!   [`metrics`]: Prometheus metrics.
 
 pub mod domain;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod metrics;
 pub mod settings;
 pub mod startup;
 pub mod store;

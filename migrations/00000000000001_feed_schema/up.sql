@@ -55,10 +55,14 @@ CREATE TABLE fanout_jobs (
     id                BIGSERIAL PRIMARY KEY,
     -- 'push': one post to every follower; 'push_active': one post of a big-V
     -- to its active fans; 'backfill': a demoted author's big-V-era posts to
-    -- every follower; 'retract': a deleted post out of followers' inboxes.
-    kind              TEXT NOT NULL CHECK (kind IN ('push', 'push_active', 'backfill', 'retract')),
+    -- every follower; 'retract': a deleted post out of followers' inboxes;
+    -- 'follow' / 'unfollow': an author's recent posts into / out of one
+    -- follower's inbox.
+    kind              TEXT NOT NULL CHECK (kind IN ('push', 'push_active', 'backfill', 'retract', 'follow', 'unfollow')),
     author_id         BIGINT NOT NULL,
     post_id           BIGINT,
+    -- For 'follow' and 'unfollow': the one follower concerned.
+    follower_id       BIGINT,
     -- For 'backfill': the start of the big-V interval being settled.
     since_ms          BIGINT,
     -- Keyset checkpoint: the last follower id done.
@@ -67,6 +71,7 @@ CREATE TABLE fanout_jobs (
     lease_until       TIMESTAMPTZ NOT NULL DEFAULT '-infinity',
     last_error        TEXT,
     dead              BOOLEAN NOT NULL DEFAULT FALSE,
+    -- When the job was queued (ms): fan-out lag is measured from here.
     created_at_ms     BIGINT NOT NULL
 );
 CREATE INDEX fanout_jobs_author ON fanout_jobs (author_id);

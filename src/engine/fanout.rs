@@ -86,6 +86,7 @@ impl Engine {
     async fn run_job(&self, worker: usize, job: JobRow, shutdown: &watch::Receiver<bool>) {
         let outcome = match job.kind.as_str() {
             "push" | "push_active" | "backfill" | "retract" => self.work(&job, shutdown).await,
+            "follow" | "unfollow" => self.work_one_inbox(&job).await,
             other => Err(AppError::internal(
                 "unknown job kind",
                 crate::error::Message(other.to_string()),
@@ -94,23 +95,59 @@ impl Engine {
         let pg = self.pg();
         let recorded = match outcome {
             Ok(Run::Finished) => {
-                tracing::debug!(lag_ms = now_ms() - job.created_at_ms, "fan-out job done");
+                let lag_ms = now_ms() - job.created_at_ms;
+                if job.kind.starts_with("push") {
+                    crate::metrics::FANOUT_LAG.observe(lag_ms.max(0) as f64 / 1000.0);
+                }
+                tracing::debug!(lag_ms, "fan-out job done");
                 let r = pg.finish_job(job.id).await;
                 self.inner.job_done.notify_waiters();
                 r
             }
             Ok(Run::Interrupted) => pg.release_job(job.id).await,
             Err(e) => {
-                let dead = job.attempts >= self.tuning().fanout_max_attempts;
-                let backoff = Duration::from_secs(1u64 << job.attempts.clamp(0, 8) as u64);
-                tracing::warn!(worker, attempts = job.attempts, dead, error = %e.chain(), "fan-out job failed");
-                pg.fail_job(job.id, &e.chain(), backoff, dead).await
+                // A store that is down is waited for, not counted against the job.
+                let transient = matches!(e, AppError::Unavailable { .. });
+                let dead = !transient && job.attempts >= self.tuning().fanout_max_attempts;
+                let backoff = if transient {
+                    Duration::from_secs(2)
+                } else {
+                    Duration::from_secs(1u64 << job.attempts.clamp(0, 8) as u64)
+                };
+                tracing::warn!(worker, attempts = job.attempts, dead, transient, error = %e.chain(), "fan-out job failed");
+                pg.fail_job(job.id, &e.chain(), backoff, dead, transient)
+                    .await
             }
         };
         if let Err(e) = recorded {
             // The lease expires and another worker resumes from the checkpoint.
             tracing::warn!(error = %e.chain(), "could not record a fan-out job's outcome");
         }
+    }
+
+    /// A follow's or unfollow's work on the one follower's inbox: the
+    /// author's recent posts merged in, or taken out.
+    async fn work_one_inbox(&self, job: &JobRow) -> AppResult<Run> {
+        let Some(follower) = job.follower_id else {
+            return Ok(Run::Finished);
+        };
+        let cap = self.settings().inbox_max_len;
+        let inbox = self.redis().keys().inbox(follower);
+        let entries = self
+            .pg()
+            .entries(Scope::Author(job.author_id), i64::MIN, cap)
+            .await?;
+        if job.kind == "follow" {
+            let added = self.redis().push(&[(inbox, &entries[..])], cap).await?;
+            crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
+        } else {
+            let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
+            self.redis().remove(&[inbox], &ids).await?;
+            self.redis()
+                .forget_active_fan(job.author_id, follower)
+                .await?;
+        }
+        Ok(Run::Finished)
     }
 
     async fn work(&self, job: &JobRow, shutdown: &watch::Receiver<bool>) -> AppResult<Run> {
@@ -176,7 +213,8 @@ impl Engine {
                 None => {
                     let targets: Vec<(String, &[Entry])> =
                         inboxes.into_iter().map(|k| (k, &entries[..])).collect();
-                    self.redis().push(&targets, s.inbox_max_len).await?;
+                    let added = self.redis().push(&targets, s.inbox_max_len).await?;
+                    crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
                 }
             }
             checkpoint = last;

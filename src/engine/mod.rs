@@ -233,6 +233,9 @@ impl Engine {
             .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
     }
 
+    /// Follows (idempotent). The followee's recent posts reach the
+    /// follower's inbox through a `follow` job; until it is done the reader
+    /// pulls the followee's outbox, so they show at once.
     #[tracing::instrument(skip(self))]
     pub async fn follow(&self, follower: i64, followee: i64) -> AppResult<()> {
         if follower == followee {
@@ -249,26 +252,13 @@ impl Engine {
             .follow(follower, followee, s.big_v_threshold, now_ms())
             .await?;
         if change.changed {
-            // Merge the followee's recent posts into the follower's inbox, so
-            // they stay there if the followee is (or becomes) ordinary.
-            let entries = self
-                .inner
-                .pg
-                .entries(Scope::Author(followee), i64::MIN, s.inbox_max_len)
-                .await?;
-            let inbox = self.inner.redis.keys().inbox(follower);
-            if let Err(e) = self
-                .inner
-                .redis
-                .push(&[(inbox.clone(), &entries[..])], s.inbox_max_len)
-                .await
-            {
-                self.forget(&inbox, &e).await;
-            }
+            self.inner.wake.notify_waiters();
         }
         Ok(())
     }
 
+    /// Unfollows (idempotent). Reads drop the author's posts at once; an
+    /// `unfollow` job frees them from the inbox.
     #[tracing::instrument(skip(self))]
     pub async fn unfollow(&self, follower: i64, followee: i64) -> AppResult<()> {
         let s = self.settings();
@@ -278,25 +268,7 @@ impl Engine {
             .unfollow(follower, followee, s.big_v_demote_threshold, now_ms())
             .await?;
         if change.changed {
-            // A demotion queued a backfill job.
             self.inner.wake.notify_waiters();
-            // Reads already drop posts of authors not followed; this frees memory.
-            let entries = self
-                .inner
-                .pg
-                .entries(Scope::Author(followee), i64::MIN, s.inbox_max_len)
-                .await?;
-            let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
-            let inbox = self.inner.redis.keys().inbox(follower);
-            if let Err(e) = self
-                .inner
-                .redis
-                .remove(std::slice::from_ref(&inbox), &ids)
-                .await
-            {
-                self.forget(&inbox, &e).await;
-            }
-            let _ = self.inner.redis.forget_active_fan(followee, follower).await;
         }
         Ok(())
     }
@@ -329,7 +301,7 @@ impl Engine {
         let post = self
             .inner
             .pg
-            .publish(author, body.as_str(), created_at_ms)
+            .publish(author, body.as_str(), created_at_ms, now_ms())
             .await?
             .ok_or_else(|| AppError::NotFound(format!("user {author} does not exist")))?;
         let outbox = self.inner.redis.keys().outbox(author);
@@ -405,6 +377,9 @@ impl Engine {
     /// The page straight from PostgreSQL.
     pub async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
         Stats::bump(&self.inner.stats.pg_pages, 1);
+        crate::metrics::FEED_PAGES
+            .with_label_values(&["postgres"])
+            .inc();
         let window = req.window();
         let rows = self
             .inner
@@ -499,7 +474,12 @@ impl Engine {
                 )
                 .await?
             {
-                Some(page) => return Ok(Some(page)),
+                Some(page) => {
+                    crate::metrics::FEED_PAGES
+                        .with_label_values(&["redis"])
+                        .inc();
+                    return Ok(Some(page));
+                }
                 None => match merged.horizon {
                     Horizon::Truncated(_) => fetch *= 4,
                     Horizon::Floor(_) | Horizon::Complete => return Ok(None),
@@ -571,6 +551,7 @@ impl Engine {
         };
         self.inner.redis.fill(&key, cap, floor, &entries).await?;
         Stats::bump(&self.inner.stats.rebuilds, 1);
+        crate::metrics::REBUILDS.inc();
         tracing::debug!(key, entries = entries.len(), "rebuilt from PostgreSQL");
         Ok(true)
     }

@@ -30,3 +30,16 @@ pub async fn readyz(engine: web::Data<Engine>) -> Result<HttpResponse, AppError>
         })
     }
 }
+
+/// Prometheus metrics (text format).
+pub async fn metrics(engine: web::Data<Engine>) -> HttpResponse {
+    if let Ok((pending, running, dead)) = engine.pg().job_counts().await {
+        let jobs = &crate::metrics::FANOUT_JOBS;
+        jobs.with_label_values(&["pending"]).set(pending);
+        jobs.with_label_values(&["running"]).set(running);
+        jobs.with_label_values(&["dead"]).set(dead);
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(crate::metrics::render())
+}

@@ -29,6 +29,7 @@ fn resource(path: &str) -> Resource {
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/healthz").route(web::get().to(health::healthz)))
         .service(resource("/readyz").route(web::get().to(health::readyz)))
+        .service(resource("/metrics").route(web::get().to(health::metrics)))
         .service(
             web::scope("/api/v1/admin").service(
                 resource("/settings")
@@ -106,12 +107,23 @@ pub async fn log_request(
             value,
         );
     }
+    let route = res
+        .request()
+        .match_pattern()
+        .unwrap_or_else(|| "unmatched".to_string());
+    let elapsed = started.elapsed();
+    crate::metrics::HTTP_REQUESTS
+        .with_label_values(&[route.as_str(), method.as_str(), res.status().as_str()])
+        .inc();
+    crate::metrics::HTTP_LATENCY
+        .with_label_values(&[route.as_str(), method.as_str()])
+        .observe(elapsed.as_secs_f64());
     tracing::info!(
         request_id = %request_id,
         %method,
         %path,
         status = res.status().as_u16(),
-        elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+        elapsed_ms = elapsed.as_secs_f64() * 1000.0,
         "request"
     );
     Ok(res)

@@ -18,10 +18,7 @@ async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
     // The first instance publishes and "dies": its workers never run.
     let first = Application::build(&settings).await.unwrap();
     let engine = first.engine().clone();
-    let _cleanup = Cleanup {
-        database_url: secrecy::ExposeSecret::expose_secret(&settings.database.url).to_string(),
-        engine: engine.clone(),
-    };
+    let _cleanup = Cleanup::of(&settings);
     let author = engine.pg().create_user("author").await.unwrap();
     let mut followers = Vec::new();
     for i in 0..120 {
@@ -135,10 +132,7 @@ async fn with_fan_out_stalled_every_feed_is_still_complete() {
     let settings = test_settings();
     let app = Application::build(&settings).await.unwrap();
     let engine = app.engine().clone();
-    let _cleanup = Cleanup {
-        database_url: secrecy::ExposeSecret::expose_secret(&settings.database.url).to_string(),
-        engine: engine.clone(),
-    };
+    let _cleanup = Cleanup::of(&settings);
     let star = engine.pg().create_user("star").await.unwrap();
     let mut readers = Vec::new();
     for name in ["reader", "quiet", "fan"] {

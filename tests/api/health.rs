@@ -38,3 +38,40 @@ async fn unknown_routes_and_methods_answer_in_json() {
     let res = app.request(Method::POST, "/healthz", None, None).await;
     assert_eq!(res.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
+
+#[tokio::test]
+async fn metrics_expose_requests_fan_out_and_fallbacks() {
+    let app = spawn_app().await;
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    app.home(&reader, 5).await;
+    app.publish(&author, "counted").await;
+    app.settle().await;
+    app.home(&reader, 5).await;
+    let res = app.request(Method::GET, "/metrics", None, None).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let text = res.text().await.unwrap();
+    for needle in [
+        r#"http_requests_total{method="GET",route="/api/v1/feed",status="200"}"#,
+        r#"http_request_duration_seconds_bucket{method="POST",route="/api/v1/posts""#,
+        r#"fanout_jobs{state="pending"}"#,
+        r#"fanout_jobs{state="running"}"#,
+        r#"fanout_jobs{state="dead"}"#,
+        "fanout_delivery_lag_seconds_count",
+        "fanout_inbox_writes_total",
+        "redis_errors_total",
+        "postgres_errors_total",
+        r#"feed_pages_total{source="redis"}"#,
+        "feed_rebuilds_total",
+    ] {
+        assert!(text.contains(needle), "/metrics lacks {needle}");
+    }
+    let writes: f64 = text
+        .lines()
+        .find(|l| l.starts_with("fanout_inbox_writes_total "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(writes >= 1.0, "the publish wrote to the reader's inbox");
+}

@@ -11,6 +11,7 @@ use feed_service::settings::Settings;
 use feed_service::startup::Application;
 use feed_service::store::pg::models::Post;
 use feed_service::store::pg::{drop_database, with_database};
+use feed_service::store::redis::RedisStore;
 use reqwest::{Method, Response, StatusCode};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Value};
@@ -78,28 +79,41 @@ pub async fn spawn_app_with(settings: Settings) -> TestApp {
 
 impl Drop for TestApp {
     fn drop(&mut self) {
-        cleanup(&self.database_url, &self.engine, Some(self.handle.clone()));
+        cleanup(
+            &self.database_url,
+            self.engine.redis(),
+            Some(self.handle.clone()),
+        );
     }
 }
 
 /// Removes a test's database and Redis keys when dropped, for tests that
-/// build an engine without a `TestApp`.
+/// run the service without a `TestApp`.
 pub struct Cleanup {
     pub database_url: String,
-    pub engine: Engine,
+    pub redis: RedisStore,
+}
+
+impl Cleanup {
+    pub fn of(settings: &Settings) -> Self {
+        Cleanup {
+            database_url: settings.database.url.expose_secret().to_string(),
+            redis: RedisStore::new(&settings.redis).expect("Redis settings"),
+        }
+    }
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        cleanup(&self.database_url, &self.engine, None);
+        cleanup(&self.database_url, &self.redis, None);
     }
 }
 
 /// Stops the server, deletes the prefix's keys and drops the database, on
 /// a runtime of its own (Drop cannot await).
-fn cleanup(url: &str, engine: &Engine, handle: Option<actix_web::dev::ServerHandle>) {
+fn cleanup(url: &str, redis: &RedisStore, handle: Option<actix_web::dev::ServerHandle>) {
     let url = url.to_string();
-    let engine = engine.clone();
+    let redis = redis.clone();
     let done = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -109,7 +123,7 @@ fn cleanup(url: &str, engine: &Engine, handle: Option<actix_web::dev::ServerHand
             if let Some(handle) = handle {
                 let _ = tokio::time::timeout(Duration::from_secs(5), handle.stop(false)).await;
             }
-            let _ = engine.redis().delete_all().await;
+            let _ = redis.delete_all().await;
             if let Err(e) = drop_database(&url).await {
                 eprintln!("could not drop the test database: {}", e.chain());
             }

@@ -9,4 +9,6 @@ mod feed;
 mod health;
 mod helpers;
 mod posts;
+mod process;
+mod redis_outage;
 mod users;

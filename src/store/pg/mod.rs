@@ -158,6 +158,7 @@ impl PgStore {
                 });
             }
             let (count, big_v) = bump_counts(conn, follower, followee, 1).await?;
+            queue_follower_job(conn, "follow", followee, follower, now_ms).await?;
             let big_v = if !big_v && count >= promote_at {
                 promote(conn, followee, now_ms).await?;
                 true
@@ -201,6 +202,7 @@ impl PgStore {
                 });
             }
             let (count, big_v) = bump_counts(conn, follower, followee, -1).await?;
+            queue_follower_job(conn, "unfollow", followee, follower, now_ms).await?;
             let big_v = if big_v && count < demote_below {
                 demote(conn, followee, now_ms).await?;
                 false
@@ -216,13 +218,15 @@ impl PgStore {
     }
 
     /// Followed authors whose outboxes `reader` must pull: big-Vs, and
-    /// authors with a delivery still pending.
+    /// authors with a delivery still pending (to everyone, or to this
+    /// reader after it followed them).
     pub async fn pulled_followees(&self, reader: i64) -> AppResult<Vec<PulledRow>> {
         let mut conn = self.conn().await?;
         Ok(diesel::sql_query(
             "SELECT u.id, u.big_v FROM follows f JOIN users u ON u.id = f.followee_id \
              WHERE f.follower_id = $1 AND (u.big_v OR EXISTS ( \
-                SELECT 1 FROM fanout_jobs j WHERE j.author_id = u.id AND j.kind = ANY($2)))",
+                SELECT 1 FROM fanout_jobs j WHERE j.author_id = u.id \
+                AND (j.kind = ANY($2) OR (j.kind = 'follow' AND j.follower_id = $1))))",
         )
         .bind::<BigInt, _>(reader)
         .bind::<Array<Text>, _>(&PULLING_JOB_KINDS[..])
@@ -257,6 +261,7 @@ impl PgStore {
         author: i64,
         body: &str,
         created_at_ms: i64,
+        now_ms: i64,
     ) -> AppResult<Option<Post>> {
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
@@ -284,8 +289,9 @@ impl PgStore {
                     kind: if big_v { "push_active" } else { "push" },
                     author_id: author,
                     post_id: Some(id),
+                    follower_id: None,
                     since_ms: None,
-                    created_at_ms,
+                    created_at_ms: now_ms,
                 })
                 .execute(conn)
                 .await?;
@@ -359,6 +365,7 @@ impl PgStore {
                     kind: "retract",
                     author_id,
                     post_id: Some(id),
+                    follower_id: None,
                     since_ms: None,
                     created_at_ms: now_ms,
                 })
@@ -511,7 +518,7 @@ impl PgStore {
                 attempts = attempts + 1 \
              WHERE id = (SELECT id FROM fanout_jobs WHERE NOT dead AND lease_until < now() \
                          ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) \
-             RETURNING id, kind, author_id, post_id, since_ms, checkpoint, attempts, created_at_ms",
+             RETURNING id, kind, author_id, post_id, follower_id, since_ms, checkpoint, attempts, created_at_ms",
         )
         .bind::<BigInt, _>(lease.as_secs() as i64)
         .get_result(&mut conn)
@@ -542,23 +549,27 @@ impl PgStore {
         Ok(())
     }
 
-    /// Records a failure: retried after `retry_in`, or parked as dead.
+    /// Records a failure: retried after `retry_in`, or parked as dead. A
+    /// transient failure (a store unavailable) does not count as an attempt.
     pub async fn fail_job(
         &self,
         id: i64,
         error: &str,
         retry_in: Duration,
         dead: bool,
+        transient: bool,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
         diesel::sql_query(
             "UPDATE fanout_jobs SET last_error = $2, dead = $3, \
+                attempts = attempts - CASE WHEN $5 THEN 1 ELSE 0 END, \
                 lease_until = now() + make_interval(secs => $4::float8) WHERE id = $1",
         )
         .bind::<BigInt, _>(id)
         .bind::<Text, _>(error)
         .bind::<diesel::sql_types::Bool, _>(dead)
         .bind::<diesel::sql_types::Double, _>(retry_in.as_secs_f64())
+        .bind::<diesel::sql_types::Bool, _>(transient)
         .execute(&mut conn)
         .await?;
         Ok(())
@@ -572,6 +583,20 @@ impl PgStore {
             .execute(&mut conn)
             .await?;
         Ok(())
+    }
+
+    /// Jobs (pending, running, dead): pending waits for a worker; running is
+    /// leased (or waiting out a retry backoff).
+    pub async fn job_counts(&self) -> AppResult<(i64, i64, i64)> {
+        let mut conn = self.conn().await?;
+        let row: JobCounts = diesel::sql_query(
+            "SELECT count(*) FILTER (WHERE NOT dead AND lease_until <= now()) AS pending, \
+                    count(*) FILTER (WHERE NOT dead AND lease_until > now()) AS running, \
+                    count(*) FILTER (WHERE dead) AS dead FROM fanout_jobs",
+        )
+        .get_result(&mut conn)
+        .await?;
+        Ok((row.pending, row.running, row.dead))
     }
 
     /// Jobs not yet done and not dead.
@@ -632,6 +657,28 @@ async fn bump_counts(
     Ok((count, big_v))
 }
 
+/// Queues the work on one follower's inbox that a follow or unfollow needs.
+async fn queue_follower_job(
+    conn: &mut AsyncPgConnection,
+    kind: &str,
+    author: i64,
+    follower: i64,
+    now_ms: i64,
+) -> AppResult<()> {
+    diesel::insert_into(fanout_jobs::table)
+        .values(NewJob {
+            kind,
+            author_id: author,
+            post_id: None,
+            follower_id: Some(follower),
+            since_ms: None,
+            created_at_ms: now_ms,
+        })
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 async fn promote(conn: &mut AsyncPgConnection, author: i64, now_ms: i64) -> AppResult<()> {
     diesel::update(users::table.find(author))
         .set((users::big_v.eq(true), users::big_v_since_ms.eq(now_ms)))
@@ -660,6 +707,7 @@ async fn demote(conn: &mut AsyncPgConnection, author: i64, now_ms: i64) -> AppRe
             kind: "backfill",
             author_id: author,
             post_id: None,
+            follower_id: None,
             since_ms: Some(since.unwrap_or(0)),
             created_at_ms: now_ms,
         })
@@ -775,6 +823,16 @@ pub async fn drop_database(url: &str) -> AppResult<()> {
     ))
     .await?;
     Ok(())
+}
+
+#[derive(QueryableByName)]
+struct JobCounts {
+    #[diesel(sql_type = BigInt)]
+    pending: i64,
+    #[diesel(sql_type = BigInt)]
+    running: i64,
+    #[diesel(sql_type = BigInt)]
+    dead: i64,
 }
 
 #[derive(QueryableByName)]

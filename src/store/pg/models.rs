@@ -74,6 +74,7 @@ pub struct NewJob<'a> {
     pub kind: &'a str,
     pub author_id: i64,
     pub post_id: Option<i64>,
+    pub follower_id: Option<i64>,
     pub since_ms: Option<i64>,
     pub created_at_ms: i64,
 }
@@ -89,6 +90,8 @@ pub struct JobRow {
     pub author_id: i64,
     #[diesel(sql_type = Nullable<BigInt>)]
     pub post_id: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub follower_id: Option<i64>,
     #[diesel(sql_type = Nullable<BigInt>)]
     pub since_ms: Option<i64>,
     #[diesel(sql_type = BigInt)]

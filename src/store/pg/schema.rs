@@ -6,6 +6,7 @@ diesel::table! {
         kind -> Text,
         author_id -> Int8,
         post_id -> Nullable<Int8>,
+        follower_id -> Nullable<Int8>,
         since_ms -> Nullable<Int8>,
         checkpoint -> Int8,
         attempts -> Int4,

@@ -75,10 +75,7 @@ impl RedisStore {
         };
         match tokio::time::timeout(self.timeout, work).await {
             Ok(result) => result,
-            Err(elapsed) => Err(AppError::Unavailable {
-                what: "Redis",
-                source: elapsed.into(),
-            }),
+            Err(elapsed) => Err(timed_out(elapsed)),
         }
     }
 
@@ -112,10 +109,7 @@ impl RedisStore {
         };
         match tokio::time::timeout(self.timeout, work).await {
             Ok(result) => result,
-            Err(elapsed) => Err(AppError::Unavailable {
-                what: "Redis",
-                source: elapsed.into(),
-            }),
+            Err(elapsed) => Err(timed_out(elapsed)),
         }
     }
 
@@ -328,6 +322,14 @@ async fn read_range(
         entries,
         floor,
     }))
+}
+
+fn timed_out(elapsed: tokio::time::error::Elapsed) -> AppError {
+    crate::metrics::REDIS_ERRORS.inc();
+    AppError::Unavailable {
+        what: "Redis",
+        source: elapsed.into(),
+    }
 }
 
 fn parse_score(text: &str) -> AppResult<i64> {

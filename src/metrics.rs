@@ -1,0 +1,137 @@
+//! Prometheus metrics, served at `GET /metrics` in the text format.
+//!
+//! One process-wide registry: counters and histograms are updated where the
+//! work happens; the fan-out job gauges are read from PostgreSQL at scrape.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+fn register<T: prometheus::core::Collector + Clone + 'static>(metric: T) -> T {
+    // Registering twice only happens if a name is reused: a bug caught by tests.
+    let _ = REGISTRY.register(Box::new(metric.clone()));
+    metric
+}
+
+fn counter(name: &str, help: &str) -> IntCounter {
+    register(IntCounter::new(name, help).unwrap_or_else(|e| panic!("metric {name}: {e}")))
+}
+
+/// Requests by route pattern, method and status.
+pub static HTTP_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "http_requests_total",
+                "HTTP requests by route, method and status",
+            ),
+            &["route", "method", "status"],
+        )
+        .expect("http_requests_total"),
+    )
+});
+
+/// Request latency by route pattern and method.
+pub static HTTP_LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register(
+        HistogramVec::new(
+            HistogramOpts::new("http_request_duration_seconds", "HTTP request latency").buckets(
+                vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                ],
+            ),
+            &["route", "method"],
+        )
+        .expect("http_request_duration_seconds"),
+    )
+});
+
+/// Fan-out jobs by state (read from PostgreSQL at scrape time).
+pub static FANOUT_JOBS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new("fanout_jobs", "Fan-out jobs: pending (waiting for a worker), running (leased, or waiting out a retry backoff), dead"),
+            &["state"],
+        )
+        .expect("fanout_jobs"),
+    )
+});
+
+/// Time from a publish's commit to the last inbox written for it.
+pub static FANOUT_LAG: LazyLock<prometheus::Histogram> = LazyLock::new(|| {
+    register(
+        prometheus::Histogram::with_opts(
+            HistogramOpts::new(
+                "fanout_delivery_lag_seconds",
+                "Publish commit to last inbox written",
+            )
+            .buckets(vec![
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                300.0,
+            ]),
+        )
+        .expect("fanout_delivery_lag_seconds"),
+    )
+});
+
+/// Entries added to inboxes by fan-out.
+pub static INBOX_WRITES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "fanout_inbox_writes_total",
+        "Entries added to inboxes by fan-out",
+    )
+});
+
+pub static REDIS_ERRORS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "redis_errors_total",
+        "Failed Redis calls (errors and timeouts)",
+    )
+});
+
+pub static PG_ERRORS: LazyLock<IntCounter> =
+    LazyLock::new(|| counter("postgres_errors_total", "Failed PostgreSQL calls"));
+
+/// Feed pages by where they were answered from.
+pub static FEED_PAGES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "feed_pages_total",
+                "Feed pages served, by source (redis, or the postgres fallback)",
+            ),
+            &["source"],
+        )
+        .expect("feed_pages_total"),
+    )
+});
+
+/// Inboxes and outboxes rebuilt from PostgreSQL.
+pub static REBUILDS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "feed_rebuilds_total",
+        "Inboxes and outboxes rebuilt from PostgreSQL",
+    )
+});
+
+/// The registry in the Prometheus text format.
+pub fn render() -> String {
+    // Touch every metric so that each is exposed from the first scrape.
+    LazyLock::force(&HTTP_REQUESTS);
+    LazyLock::force(&HTTP_LATENCY);
+    LazyLock::force(&FANOUT_JOBS);
+    LazyLock::force(&FANOUT_LAG);
+    LazyLock::force(&INBOX_WRITES);
+    LazyLock::force(&REDIS_ERRORS);
+    LazyLock::force(&PG_ERRORS);
+    LazyLock::force(&FEED_PAGES);
+    LazyLock::force(&REBUILDS);
+    let mut out = Vec::new();
+    let _ = TextEncoder::new().encode(&REGISTRY.gather(), &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}

@@ -1,0 +1,286 @@
+//! The service binary as a child process: killed with SIGKILL or stopped
+//! with SIGTERM in the middle of a fan-out to 200,000 followers.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use diesel::sql_types::BigInt;
+use diesel::QueryableByName;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use feed_service::settings::Settings;
+use reqwest::StatusCode;
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+use crate::helpers::{test_settings, Cleanup};
+
+struct Service {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts the binary with the test's database and key prefix.
+async fn start(settings: &Settings, batch: i64) -> Service {
+    let port = free_port();
+    // Service's Drop kills and waits for it.
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(env!("CARGO_BIN_EXE_feed-service"))
+        .env("FEED_SERVER__PORT", port.to_string())
+        .env("FEED_DATABASE__URL", settings.database.url.expose_secret())
+        .env("FEED_REDIS__URL", settings.redis.url.expose_secret())
+        .env("FEED_REDIS__KEY_PREFIX", &settings.redis.key_prefix)
+        .env("FEED_FEED__FANOUT_BATCH_SIZE", batch.to_string())
+        .env("FEED_FEED__FANOUT_LEASE_SECS", "2")
+        .env("FEED_FEED__FANOUT_WORKERS", "2")
+        .env("FEED_TELEMETRY__LEVEL", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the service binary starts");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(res) = client
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+        {
+            if res.status() == StatusCode::OK {
+                return Service { child, port };
+            }
+        }
+        assert!(Instant::now() < deadline, "the service did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[derive(QueryableByName)]
+struct Progress {
+    #[diesel(sql_type = BigInt)]
+    checkpoint: i64,
+    #[diesel(sql_type = BigInt)]
+    released: i64,
+}
+
+/// The push job's checkpoint and whether its lease is released (or None when done).
+async fn progress(conn: &mut AsyncPgConnection) -> Option<(i64, bool)> {
+    let rows: Vec<Progress> = diesel::sql_query(
+        "SELECT checkpoint, (CASE WHEN lease_until = '-infinity' THEN 1 ELSE 0 END)::int8 AS released \
+         FROM fanout_jobs WHERE kind = 'push'",
+    )
+    .load(conn)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .next()
+        .map(|p| (p.checkpoint, p.released == 1))
+}
+
+/// An author with `n` followers (ids 2..=n+1), each with an (empty) inbox,
+/// and thresholds that keep the author ordinary: a pure push.
+async fn seed(settings: &Settings, conn: &mut AsyncPgConnection, n: i64) {
+    conn.batch_execute(&format!(
+        "UPDATE settings SET big_v_threshold = 100000000, big_v_demote_threshold = 90000000;
+         INSERT INTO users (id, username) VALUES (1, 'author');
+         INSERT INTO users (id, username, following_count)
+           SELECT g, 'f' || g, 1 FROM generate_series(2, {last}) g;
+         SELECT setval('users_id_seq', {last});
+         INSERT INTO follows (follower_id, followee_id) SELECT g, 1 FROM generate_series(2, {last}) g;
+         UPDATE users SET follower_count = {n} WHERE id = 1;",
+        last = n + 1
+    ))
+    .await
+    .unwrap();
+    // Every follower has read its feed once: its inbox exists (complete, empty).
+    let mut redis = redis_conn(settings).await;
+    let script = redis::Script::new(
+        "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do \
+           redis.call('ZADD', ARGV[1] .. 'feed:{' .. i .. '}', '-inf', '') end return 1",
+    );
+    for (from, to) in chunks(n) {
+        let _: i64 = script
+            .arg(&settings.redis.key_prefix)
+            .arg(from)
+            .arg(to)
+            .invoke_async(&mut redis)
+            .await
+            .unwrap();
+    }
+}
+
+/// Follower id ranges of 10,000 (each Lua call stays short).
+fn chunks(n: i64) -> Vec<(i64, i64)> {
+    (0..(n + 9_999) / 10_000)
+        .map(|c| (2 + c * 10_000, (2 + c * 10_000 + 9_999).min(n + 1)))
+        .collect()
+}
+
+async fn redis_conn(settings: &Settings) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(settings.redis.url.expose_secret())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// How many followers' inboxes hold `post`, and how many hold anything else.
+async fn delivered(settings: &Settings, n: i64, post: i64) -> (i64, i64) {
+    let mut redis = redis_conn(settings).await;
+    let script = redis::Script::new(
+        "local with, other = 0, 0 \
+         for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do \
+           local key = ARGV[1] .. 'feed:{' .. i .. '}' \
+           if redis.call('ZSCORE', key, ARGV[4]) then with = with + 1 end \
+           if redis.call('ZCARD', key) ~= 2 then other = other + 1 end \
+         end return {with, other}",
+    );
+    let (mut with_post, mut other) = (0, 0);
+    for (from, to) in chunks(n) {
+        let (w, o): (i64, i64) = script
+            .arg(&settings.redis.key_prefix)
+            .arg(from)
+            .arg(to)
+            .arg(post)
+            .invoke_async(&mut redis)
+            .await
+            .unwrap();
+        with_post += w;
+        other += o;
+    }
+    (with_post, other)
+}
+
+async fn publish(settings: &Settings, port: u16) -> i64 {
+    let keys =
+        feed_service::http::auth::JwtKeys::new(settings.auth.jwt_secret.expose_secret().as_bytes())
+            .unwrap();
+    let res = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/api/v1/posts"))
+        .bearer_auth(keys.mint(1, false, 600).unwrap())
+        .json(&json!({"body": "to two hundred thousand"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    res.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_i64()
+        .unwrap()
+}
+
+/// Waits until the push job has checkpointed at least one batch.
+async fn wait_mid_way(conn: &mut AsyncPgConnection) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match progress(conn).await {
+            Some((checkpoint, _)) if checkpoint > 0 => return checkpoint,
+            Some(_) => {}
+            None => panic!("the fan-out finished before it could be interrupted"),
+        }
+        assert!(Instant::now() < deadline, "the fan-out did not start");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn wait_done(conn: &mut AsyncPgConnection) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while progress(conn).await.is_some() {
+        assert!(Instant::now() < deadline, "the fan-out did not finish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const FOLLOWERS: i64 = 200_000;
+
+#[tokio::test]
+async fn sigkill_mid_fan_out_then_restart_delivers_to_every_follower_once() {
+    let settings = test_settings();
+    let _cleanup = Cleanup::of(&settings);
+    let mut first = start(&settings, 200).await;
+    let mut conn = AsyncPgConnection::establish(settings.database.url.expose_secret())
+        .await
+        .unwrap();
+    seed(&settings, &mut conn, FOLLOWERS).await;
+    let post = publish(&settings, first.port).await;
+    wait_mid_way(&mut conn).await;
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+    drop(first);
+    let (checkpoint, _) = progress(&mut conn)
+        .await
+        .expect("the job survives the crash");
+    assert!(
+        checkpoint < FOLLOWERS + 1,
+        "killed mid-way, at follower {checkpoint}"
+    );
+    let (partial, _) = delivered(&settings, FOLLOWERS, post).await;
+    assert!(
+        partial < FOLLOWERS,
+        "some inboxes still wait: {partial} delivered"
+    );
+
+    let second = start(&settings, 1000).await;
+    wait_done(&mut conn).await;
+    let (with_post, other) = delivered(&settings, FOLLOWERS, post).await;
+    assert_eq!(with_post, FOLLOWERS, "every inbox holds the post");
+    assert_eq!(
+        other, 0,
+        "every inbox holds exactly the post and its sentinel"
+    );
+    drop(second);
+}
+
+#[tokio::test]
+async fn sigterm_mid_fan_out_checkpoints_releases_and_exits_zero() {
+    let settings = test_settings();
+    let _cleanup = Cleanup::of(&settings);
+    let n = 100_000;
+    let mut first = start(&settings, 200).await;
+    let mut conn = AsyncPgConnection::establish(settings.database.url.expose_secret())
+        .await
+        .unwrap();
+    seed(&settings, &mut conn, n).await;
+    let post = publish(&settings, first.port).await;
+    wait_mid_way(&mut conn).await;
+    let stopped_at = Instant::now();
+    let term = Command::new("kill")
+        .args(["-TERM", &first.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = loop {
+        if let Some(status) = first.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            stopped_at.elapsed() < Duration::from_secs(30),
+            "did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "exit status {status}");
+    // Stopped between batches: checkpointed and released for others (or,
+    // if it was on its last batch, finished).
+    if let Some((checkpoint, released)) = progress(&mut conn).await {
+        assert!(checkpoint > 0);
+        assert!(released, "the lease is released");
+    }
+    let second = start(&settings, 1000).await;
+    wait_done(&mut conn).await;
+    assert_eq!(delivered(&settings, n, post).await, (n, 0));
+    drop(second);
+}
