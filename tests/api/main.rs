@@ -8,6 +8,7 @@ mod fanout;
 mod feed;
 mod health;
 mod helpers;
+mod load;
 mod posts;
 mod process;
 mod redis_outage;

@@ -15,11 +15,15 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Shared Lua: trim `key` to `cap` entries (sentinel excluded), raising the floor.
+/// Shared Lua: trim `key` to `cap` entries (sentinel excluded), raising the
+/// floor. Trimming waits until the ZSET is `cap/32` (at least 1) over its
+/// cap and then removes the excess at once: removing from the head of a
+/// compact (listpack) ZSET moves all of it, so one move per 32 pushes keeps
+/// fan-out cheap in the memory-saving encoding.
 const TRIM: &str = r#"
 local function trim(key, cap)
   local n = redis.call('ZCARD', key) - 1
-  if n > cap then
+  if n > cap + math.max(1, math.floor(cap / 32)) - 1 then
     local excess = n - cap
     local top = redis.call('ZRANGE', key, excess, excess, 'WITHSCORES')
     redis.call('ZREMRANGEBYRANK', key, 1, excess)

@@ -1,0 +1,822 @@
+//! The run: seed, start the service, measure the baselines, run the
+//! scenarios, report.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use feed_service::http::auth::JwtKeys;
+use feed_service::settings::Settings;
+use feed_service::store::pg::{ensure_database, run_migrations, with_database};
+use feed_service::store::redis::scripts::PUSH;
+use redis::aio::MultiplexedConnection;
+use secrecy::ExposeSecret;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+use crate::report::{self, Latency, Report, Row};
+use crate::seed::{self, bar, Layout};
+use crate::Options;
+
+type R<T> = Result<T, String>;
+
+fn err<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+/// The service as a child process; killed when dropped.
+struct Service {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_service(o: &Options, db_url: &str) -> R<Service> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
+    let child = Command::new(&o.service_bin)
+        .env("FEED_SERVER__PORT", port.to_string())
+        .env("FEED_DATABASE__URL", db_url)
+        .env("FEED_REDIS__KEY_PREFIX", &o.prefix)
+        .env("FEED_TELEMETRY__LEVEL", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start {}: {e} (build it with cargo build --release)",
+                o.service_bin.display()
+            )
+        })?;
+    let service = Service {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Ok(res) = client.get(format!("{}/readyz", service.base)).send().await {
+            if res.status().is_success() {
+                return Ok(service);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err("the service did not become ready".into())
+}
+
+pub async fn run(o: Options) -> R<()> {
+    let settings = Settings::load().map_err(|e| e.to_string())?;
+    let db_url =
+        with_database(settings.database.url.expose_secret(), &o.database).map_err(|e| e.chain())?;
+    ensure_database(&db_url).await.map_err(|e| e.chain())?;
+    run_migrations(&db_url).await.map_err(|e| e.chain())?;
+    let mut pg = AsyncPgConnection::establish(&db_url)
+        .await
+        .map_err(|e| format!("PostgreSQL: {e}"))?;
+    let layout = Layout::of(&o);
+    let started = Instant::now();
+    let seeded = seed::seed(&mut pg, &o, &layout).await?;
+    let seed_secs = started.elapsed().as_secs_f64();
+    let redis_client =
+        redis::Client::open(settings.redis.url.expose_secret()).map_err(|e| e.to_string())?;
+    let mut redis = redis_client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(err("Redis"))?;
+    delete_prefix(&mut redis, &o.prefix).await?;
+    pg.batch_execute(
+        "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000, \
+                      active_window_secs = 604800, inbox_max_len = 1000, outbox_max_len = 1000",
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let service = start_service(&o, &db_url).await?;
+    let keys =
+        JwtKeys::new(settings.auth.jwt_secret.expose_secret().as_bytes()).map_err(|e| e.chain())?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(o.concurrency * 2)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut report = Report::new(&o, seeded, seed_secs);
+
+    // Storage cost of the graph.
+    report.storage = storage(&mut pg).await?;
+
+    // Baselines: what Redis itself does on this machine, in this run.
+    let zadd = zadd_baseline(&redis_client, &o.prefix).await?;
+    let zrev = zrev_baseline(&redis_client, &o.prefix, o.concurrency).await?;
+    report.baselines = json!({"zadd_pipelined_per_sec": zadd, "zrevrangebyscore_per_sec": zrev});
+
+    // (a) fan-out to every follower of the mega author, in pure-push mode.
+    let a = fanout(
+        &o, &layout, &mut pg, &mut redis, &client, &service, &keys, false,
+    )
+    .await?;
+    report.rows.push(Row::throughput(
+        "fan-out, pure push",
+        "inbox writes/s",
+        a.writes_per_sec,
+        zadd,
+        "pipelined ZADD/s",
+    ));
+    report
+        .rows
+        .push(Row::latency("publish (mega author, push)", &a.publish));
+    report.fanout = Some(a.clone());
+    // (b) the same author as big-V: active fans only.
+    let b = fanout(
+        &o, &layout, &mut pg, &mut redis, &client, &service, &keys, true,
+    )
+    .await?;
+    report.rows.push(Row::throughput(
+        "fan-out, big-V to active fans",
+        "inbox writes/s",
+        b.writes_per_sec,
+        zadd,
+        "pipelined ZADD/s",
+    ));
+    report
+        .rows
+        .push(Row::latency("publish (mega author, big-V)", &b.publish));
+    report.fanout_active = Some(b);
+
+    // (c) reads merging 10 and 50 big-V outboxes.
+    prepare_reads(&layout, &mut pg, &mut redis, &o.prefix).await?;
+    for (label, cohort, sources) in [
+        ("reads, 10 big-Vs", &layout.cohort10, 11.0),
+        ("reads, 50 big-Vs", &layout.cohort50, 51.0),
+    ] {
+        let tokens: Vec<String> = cohort
+            .clone()
+            .map(|r| keys.mint(r, false, 3600).unwrap_or_default())
+            .collect();
+        warm(&client, &service.base, &tokens, label).await;
+        let lat = reads(
+            &client,
+            &service.base,
+            &tokens,
+            o.concurrency,
+            o.seconds,
+            label,
+        )
+        .await;
+        report
+            .rows
+            .push(Row::reads(label, &lat, zrev / sources, sources));
+        report.latencies.push((label.to_string(), lat));
+    }
+
+    // (d) mixed: reads at a fixed rate while authors publish.
+    let (reads_lat, publish_lat) = mixed(&o, &layout, &client, &service.base, &keys).await;
+    report.rows.push(Row::latency("mixed: reads", &reads_lat));
+    report
+        .rows
+        .push(Row::latency("mixed: publishes", &publish_lat));
+    report.latencies.push(("mixed: reads".into(), reads_lat));
+    report
+        .latencies
+        .push(("mixed: publishes".into(), publish_lat));
+
+    // Memory per inbox entry, stock and recommended encodings.
+    report.memory = memory(&redis_client, &o.prefix, 1000).await?;
+
+    drop(service);
+    report::write(&report, &o.out_dir)?;
+    Ok(())
+}
+
+async fn delete_prefix(redis: &mut MultiplexedConnection, prefix: &str) -> R<()> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(redis)
+        .await
+        .map_err(err("Redis"))?;
+    for chunk in keys.chunks(10_000) {
+        let _: () = redis::cmd("UNLINK")
+            .arg(chunk)
+            .query_async(redis)
+            .await
+            .map_err(err("Redis"))?;
+    }
+    Ok(())
+}
+
+async fn storage(pg: &mut AsyncPgConnection) -> R<Value> {
+    let follows = seed::count(pg, "SELECT count(*) AS n FROM follows").await?;
+    let bytes = seed::count(pg, "SELECT pg_total_relation_size('follows') AS n").await?;
+    Ok(json!({
+        "follows": follows,
+        "follows_bytes": bytes,
+        "bytes_per_follow": bytes as f64 / follows.max(1) as f64,
+        "rows_per_follow": 1,
+    }))
+}
+
+/// Pipelined ZADD throughput, as `redis-benchmark -P 64 -t zadd` measures it.
+async fn zadd_baseline(client: &redis::Client, prefix: &str) -> R<f64> {
+    let clients = 8;
+    let per_client = 50_000;
+    let b = bar(clients * per_client, "baseline: pipelined ZADD");
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(err("Redis"))?;
+        let key = format!("{prefix}bench:zadd:{c}");
+        let b = b.clone();
+        tasks.push(tokio::spawn(async move {
+            for batch in 0..per_client / 64 {
+                let mut pipe = redis::pipe();
+                for i in 0..64 {
+                    pipe.zadd(
+                        &key,
+                        format!("element:{}", (batch * 64 + i) * 7919 % 100_000),
+                        0,
+                    )
+                    .ignore();
+                }
+                let _: () = pipe.query_async(&mut conn).await?;
+                b.inc(64);
+            }
+            Ok::<(), redis::RedisError>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())?.map_err(err("Redis"))?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    b.finish();
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(err("Redis"))?;
+    let _: () = redis::cmd("DEL")
+        .arg(
+            (0..clients)
+                .map(|c| format!("{prefix}bench:zadd:{c}"))
+                .collect::<Vec<_>>(),
+        )
+        .query_async(&mut conn)
+        .await
+        .map_err(err("Redis"))?;
+    Ok((clients * per_client / 64 * 64) as f64 / secs)
+}
+
+/// Single ZREVRANGEBYSCORE … LIMIT 0 20 throughput with `concurrency` callers.
+async fn zrev_baseline(client: &redis::Client, prefix: &str, concurrency: usize) -> R<f64> {
+    let key = format!("{prefix}bench:zrev");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(err("Redis"))?;
+    let mut pipe = redis::pipe();
+    for i in 0..1000i64 {
+        pipe.zadd(&key, 10_000_000 + i, 1_700_000_000_000 + i)
+            .ignore();
+    }
+    let _: () = pipe.query_async(&mut conn).await.map_err(err("Redis"))?;
+    let secs = 3.0;
+    let b = bar(secs as u64, "baseline: ZREVRANGEBYSCORE");
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let mut conns = Vec::new();
+    for _ in 0..8 {
+        conns.push(
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(err("Redis"))?,
+        );
+    }
+    let mut tasks = Vec::new();
+    for i in 0..concurrency {
+        let mut c = conns[i % conns.len()].clone();
+        let key = key.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let _: Vec<(String, f64)> = redis::cmd("ZREVRANGEBYSCORE")
+                    .arg(&key)
+                    .arg("+inf")
+                    .arg("-inf")
+                    .arg("WITHSCORES")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(20)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap_or_default();
+                n += 1;
+            }
+            n
+        }));
+    }
+    let ticker = tick(b.clone(), secs);
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.map_err(|e| e.to_string())?;
+    }
+    ticker.abort();
+    b.finish();
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .map_err(err("Redis"))?;
+    Ok(total as f64 / secs)
+}
+
+fn tick(b: indicatif::ProgressBar, secs: f64) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        for _ in 0..secs.ceil() as u64 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            b.inc(1);
+        }
+    })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fanout {
+    pub followers: i64,
+    pub inbox_writes: i64,
+    pub seconds_to_last_inbox: f64,
+    pub writes_per_sec: f64,
+    pub publish: Latency,
+    /// (seconds since publish, inboxes written)
+    pub progress: Vec<(f64, i64)>,
+}
+
+/// One post by the mega author; every follower has an inbox. Pure push
+/// (`big_v` false, threshold above its count) or big-V to active fans.
+#[allow(clippy::too_many_arguments)]
+async fn fanout(
+    o: &Options,
+    l: &Layout,
+    pg: &mut AsyncPgConnection,
+    redis: &mut MultiplexedConnection,
+    client: &reqwest::Client,
+    service: &Service,
+    keys: &JwtKeys,
+    big_v: bool,
+) -> R<Fanout> {
+    let label = if big_v {
+        "fan-out: big-V, active fans"
+    } else {
+        "fan-out: pure push"
+    };
+    let sql = if big_v {
+        format!(
+            "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
+                 UPDATE users SET big_v = true, big_v_since_ms = 0 WHERE id = {}",
+            l.mega
+        )
+    } else {
+        format!(
+            "UPDATE settings SET big_v_threshold = {t}, big_v_demote_threshold = {d}; \
+                 UPDATE users SET big_v = false, big_v_since_ms = NULL WHERE id = {m}",
+            t = l.readers * 10,
+            d = l.readers * 10 - 1,
+            m = l.mega
+        )
+    };
+    pg.batch_execute(&sql).await.map_err(|e| e.to_string())?;
+    // Every follower has read its feed once: its inbox exists.
+    delete_prefix(redis, &format!("{}feed:", o.prefix)).await?;
+    let b = bar(l.readers as u64, "inboxes");
+    let make = redis::Script::new(
+        "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do \
+           redis.call('ZADD', ARGV[1] .. 'feed:{' .. i .. '}', '-inf', '') end return 1",
+    );
+    let mut from = 1;
+    while from <= l.readers {
+        let to = (from + 9_999).min(l.readers);
+        let _: i64 = make
+            .arg(&o.prefix)
+            .arg(from)
+            .arg(to)
+            .invoke_async(redis)
+            .await
+            .map_err(err("Redis"))?;
+        b.set_position(to as u64);
+        from = to + 1;
+    }
+    b.finish();
+    let mut every = 1;
+    let targets = if big_v {
+        let active = ((l.readers as f64) * o.active_fraction).round() as i64;
+        every = (l.readers / active.max(1)).max(1);
+        let now = feed_service::engine::now_ms();
+        let seed_fans = redis::Script::new(
+            "local n = 0 for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do \
+               if i % tonumber(ARGV[4]) == 0 then redis.call('ZADD', KEYS[1], ARGV[5], i) n = n + 1 end end return n",
+        );
+        let key = format!("{}active_fans:{{{}}}", o.prefix, l.mega);
+        let mut n = 0i64;
+        let mut from = 1;
+        while from <= l.readers {
+            let to = (from + 99_999).min(l.readers);
+            let added: i64 = seed_fans
+                .key(&key)
+                .arg(&o.prefix)
+                .arg(from)
+                .arg(to)
+                .arg(every)
+                .arg(now)
+                .invoke_async(redis)
+                .await
+                .map_err(err("Redis"))?;
+            n += added;
+            from = to + 1;
+        }
+        n
+    } else {
+        l.readers
+    };
+    tokio::time::sleep(Duration::from_millis(1200)).await; // the service reloads the settings
+    let token = keys.mint(l.mega, false, 3600).map_err(|e| e.chain())?;
+    let published = Instant::now();
+    let res = client
+        .post(format!("{}/api/v1/posts", service.base))
+        .bearer_auth(&token)
+        .json(&json!({"body": "to every follower"}))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let publish_ms = published.elapsed().as_secs_f64() * 1000.0;
+    if res.status().as_u16() != 201 {
+        return Err(format!("publish answered {}", res.status()));
+    }
+    let post: Value = res.json().await.map_err(|e| e.to_string())?;
+    let post_id = post["id"].as_i64().unwrap_or_default();
+    let b = bar(targets as u64, label);
+    let mut progress = vec![(0.0, 0)];
+    loop {
+        let done = seed::count(pg, &format!(
+            "SELECT COALESCE((SELECT checkpoint FROM fanout_jobs WHERE post_id = {post_id} AND kind LIKE 'push%'), -1) AS n"
+        )).await?;
+        let t = published.elapsed().as_secs_f64();
+        if done < 0 {
+            progress.push((t, targets));
+            b.set_position(targets as u64);
+            break;
+        }
+        let written = if big_v {
+            (done as f64 * o.active_fraction) as i64
+        } else {
+            done
+        };
+        progress.push((t, written));
+        b.set_position(written as u64);
+        if t > 1800.0 {
+            return Err("the fan-out did not finish in 30 minutes".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.finish();
+    let secs = progress.last().map(|p| p.0).unwrap_or(0.0).max(1e-3);
+    // Spot-check delivery on a sample of inboxes.
+    let sample: Vec<String> = (every..=l.readers)
+        .step_by(((l.readers / every / 1000).max(1) * every) as usize)
+        .map(|i| format!("{}feed:{{{i}}}", o.prefix))
+        .collect();
+    let mut pipe = redis::pipe();
+    for k in &sample {
+        pipe.zscore(k, post_id);
+    }
+    let scores: Vec<Option<f64>> = pipe.query_async(redis).await.map_err(err("Redis"))?;
+    let hit = scores.iter().filter(|s| s.is_some()).count();
+    println!(
+        "{label}: {hit}/{} sampled inboxes hold the post",
+        sample.len()
+    );
+    Ok(Fanout {
+        followers: l.readers,
+        inbox_writes: targets,
+        seconds_to_last_inbox: secs,
+        writes_per_sec: targets as f64 / secs,
+        publish: Latency::of(vec![publish_ms], 0, 0.0),
+        progress,
+    })
+}
+
+/// Read scenarios: the cohort authors are the big-Vs, inboxes start empty.
+async fn prepare_reads(
+    l: &Layout,
+    pg: &mut AsyncPgConnection,
+    redis: &mut MultiplexedConnection,
+    prefix: &str,
+) -> R<()> {
+    let ids: Vec<String> = l.cohort_authors.iter().map(|a| a.to_string()).collect();
+    pg.batch_execute(&format!(
+        "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
+         UPDATE users SET big_v = (id = ANY(ARRAY[{}]::bigint[])), big_v_since_ms = 0 WHERE big_v OR id = ANY(ARRAY[{}]::bigint[])",
+        ids.join(","), ids.join(",")
+    )).await.map_err(|e| e.to_string())?;
+    delete_prefix(redis, prefix).await
+}
+
+/// Each reader reads once: inboxes and outboxes are rebuilt before measuring.
+async fn warm(client: &reqwest::Client, base: &str, tokens: &[String], label: &str) {
+    let b = bar(tokens.len() as u64, &format!("warm-up: {label}"));
+    let owned: Vec<String> = tokens.to_vec();
+    let shared = Arc::new(Mutex::new(owned.into_iter()));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (client, base, shared, b) =
+            (client.clone(), base.to_string(), shared.clone(), b.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let Some(token) = shared.lock().await.next() else {
+                    return;
+                };
+                let _ = client
+                    .get(format!("{base}/api/v1/feed?limit=20"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await;
+                b.inc(1);
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    b.finish();
+}
+
+/// `concurrency` readers scroll (first page and two more) for `seconds`.
+async fn reads(
+    client: &reqwest::Client,
+    base: &str,
+    tokens: &[String],
+    concurrency: usize,
+    seconds: f64,
+    label: &str,
+) -> Latency {
+    let b = bar(seconds.ceil() as u64, label);
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let tokens = Arc::new(tokens.to_vec());
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let (client, base, tokens) = (client.clone(), base.to_string(), tokens.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0;
+            let mut turn = worker;
+            while Instant::now() < deadline {
+                let token = &tokens[turn % tokens.len()];
+                turn += concurrency;
+                let mut query = "limit=20".to_string();
+                for _ in 0..3 {
+                    let t = Instant::now();
+                    let res = client
+                        .get(format!("{base}/api/v1/feed?{query}"))
+                        .bearer_auth(token)
+                        .send()
+                        .await;
+                    let page: Option<Value> = match res {
+                        Ok(r) if r.status().is_success() => r.json().await.ok(),
+                        _ => None,
+                    };
+                    lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                    match page {
+                        Some(p) if !p["next"].is_null() => {
+                            query = format!(
+                                "max={}&offset={}&limit=20",
+                                p["next"]["max"], p["next"]["offset"]
+                            );
+                        }
+                        Some(_) => break,
+                        None => {
+                            errors += 1;
+                            break;
+                        }
+                    }
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    let ticker = tick(b.clone(), seconds);
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        if let Ok((lat, e)) = t.await {
+            all.extend(lat);
+            errors += e;
+        }
+    }
+    ticker.abort();
+    b.finish();
+    Latency::of(all, errors, started.elapsed().as_secs_f64())
+}
+
+/// Reads at a fixed rate while ordinary authors (and the mega author) publish.
+async fn mixed(
+    o: &Options,
+    l: &Layout,
+    client: &reqwest::Client,
+    base: &str,
+    keys: &JwtKeys,
+) -> (Latency, Latency) {
+    let b = bar(o.seconds.ceil() as u64, "mixed: reads while publishing");
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(o.seconds);
+    let readers: Vec<String> = l
+        .cohort10
+        .clone()
+        .chain(l.cohort50.clone())
+        .take(1000)
+        .map(|r| keys.mint(r, false, 3600).unwrap_or_default())
+        .collect();
+    let authors: Vec<String> = std::iter::once(l.mega)
+        .chain(l.ordinary.clone().step_by(97).take(50))
+        .map(|a| keys.mint(a, false, 3600).unwrap_or_default())
+        .collect();
+    let spawn_rate = |rate: f64, tokens: Vec<String>, publish: bool| {
+        let (client, base) = (client.clone(), base.to_string());
+        tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0;
+            let mut inflight = Vec::new();
+            let every = Duration::from_secs_f64(1.0 / rate.max(0.001));
+            let mut next = Instant::now();
+            let mut i = 0usize;
+            while Instant::now() < deadline {
+                let (client, base, token) = (
+                    client.clone(),
+                    base.clone(),
+                    tokens[i % tokens.len()].clone(),
+                );
+                i += 1;
+                inflight.push(tokio::spawn(async move {
+                    let t = Instant::now();
+                    let res = if publish {
+                        client
+                            .post(format!("{base}/api/v1/posts"))
+                            .bearer_auth(&token)
+                            .json(&json!({"body": "mixed"}))
+                            .send()
+                            .await
+                    } else {
+                        client
+                            .get(format!("{base}/api/v1/feed?limit=20"))
+                            .bearer_auth(&token)
+                            .send()
+                            .await
+                    };
+                    let ok = matches!(&res, Ok(r) if r.status().is_success());
+                    (t.elapsed().as_secs_f64() * 1000.0, ok)
+                }));
+                next += every;
+                tokio::time::sleep_until(next.into()).await;
+            }
+            for f in inflight {
+                if let Ok((ms, ok)) = f.await {
+                    lat.push(ms);
+                    if !ok {
+                        errors += 1;
+                    }
+                }
+            }
+            (lat, errors)
+        })
+    };
+    let r = spawn_rate(o.mixed_reads_per_sec, readers, false);
+    let p = spawn_rate(o.mixed_publishes_per_sec, authors, true);
+    let ticker = tick(b.clone(), o.seconds);
+    let (rl, re) = r.await.unwrap_or_default();
+    let (pl, pe) = p.await.unwrap_or_default();
+    ticker.abort();
+    b.finish();
+    let secs = started.elapsed().as_secs_f64();
+    (Latency::of(rl, re, secs), Latency::of(pl, pe, secs))
+}
+
+/// Bytes per inbox entry at `cap` entries with the stock sorted-set encoding
+/// limits and with the recommended one, and the push and read cost of each.
+async fn memory(client: &redis::Client, prefix: &str, cap: i64) -> R<Value> {
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(err("Redis"))?;
+    let original: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("zset-max-listpack-entries")
+        .query_async(&mut conn)
+        .await
+        .map_err(err("Redis"))?;
+    let original = original.get(1).cloned().unwrap_or_else(|| "128".into());
+    // The cap, the trimming slack (cap/32) and the sentinel, with room to spare.
+    let recommended = (cap + cap / 10).to_string();
+    let mut out = serde_json::Map::new();
+    for (name, entries) in [("stock", "128"), ("recommended", recommended.as_str())] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("zset-max-listpack-entries")
+            .arg(entries)
+            .query_async(&mut conn)
+            .await
+            .map_err(err("Redis"))?;
+        let inboxes = 200;
+        let b = bar(inboxes, &format!("memory: {name} encoding"));
+        let keys: Vec<String> = (0..inboxes)
+            .map(|i| format!("{prefix}mem:{{{i}}}"))
+            .collect();
+        for (k, key) in keys.iter().enumerate() {
+            let mut pipe = redis::pipe();
+            pipe.zadd(key, "", "-inf").ignore();
+            for e in 0..cap {
+                let id = 10_000_000 + k as i64 * 5_000 + e;
+                pipe.zadd(key, id, 1_764_500_000_000 + e * 1_000).ignore();
+            }
+            let _: () = pipe.query_async(&mut conn).await.map_err(err("Redis"))?;
+            b.inc(1);
+        }
+        b.finish();
+        let mut bytes = 0i64;
+        for key in &keys {
+            let used: i64 = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(key)
+                .arg("SAMPLES")
+                .arg(0)
+                .query_async(&mut conn)
+                .await
+                .map_err(err("Redis"))?;
+            bytes += used;
+        }
+        let encoding: String = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(&keys[0])
+            .query_async(&mut conn)
+            .await
+            .map_err(err("Redis"))?;
+        // Push cost: the fan-out's script into full inboxes (each push trims).
+        let pushes = 20_000i64;
+        let started = Instant::now();
+        for chunk in 0..pushes / 1000 {
+            let mut pipe = redis::pipe();
+            pipe.load_script(&PUSH).ignore();
+            for j in 0..1000 {
+                let n = chunk * 1000 + j;
+                let key = &keys[(n % inboxes as i64) as usize];
+                let mut inv = PUSH.key(key);
+                inv.arg(cap).arg(1_764_600_000_000 + n).arg(20_000_000 + n);
+                pipe.invoke_script(&inv);
+            }
+            let _: Vec<i64> = pipe.query_async(&mut conn).await.map_err(err("Redis"))?;
+        }
+        let push_per_sec = pushes as f64 / started.elapsed().as_secs_f64();
+        // Read cost: the engine's range read, pipelined 64 deep.
+        let reads = 20_000i64;
+        let started = Instant::now();
+        for chunk in 0..reads / 64 {
+            let mut pipe = redis::pipe();
+            for j in 0..64 {
+                let key = &keys[((chunk * 64 + j) % inboxes as i64) as usize];
+                pipe.zrevrangebyscore_limit_withscores(key, "+inf", "-inf", 0, 21);
+            }
+            let _: Vec<Vec<(String, f64)>> =
+                pipe.query_async(&mut conn).await.map_err(err("Redis"))?;
+        }
+        let read_per_sec = (reads / 64 * 64) as f64 / started.elapsed().as_secs_f64();
+        let _: () = redis::cmd("DEL")
+            .arg(&keys)
+            .query_async(&mut conn)
+            .await
+            .map_err(err("Redis"))?;
+        out.insert(
+            name.to_string(),
+            json!({
+                "zset_max_listpack_entries": entries.parse::<i64>().unwrap_or(0),
+                "encoding": encoding,
+                "bytes_per_entry": bytes as f64 / (inboxes as f64 * cap as f64),
+                "push_per_sec": push_per_sec,
+                "range_read_per_sec": read_per_sec,
+            }),
+        );
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("zset-max-listpack-entries")
+        .arg(&original)
+        .query_async(&mut conn)
+        .await
+        .map_err(err("Redis"))?;
+    out.insert("entries_per_inbox".into(), json!(cap));
+    Ok(Value::Object(out))
+}

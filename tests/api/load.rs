@@ -1,0 +1,79 @@
+//! A small run of the load tool, so that it cannot rot. Its numbers are
+//! printed, not asserted.
+
+use std::process::Command;
+
+use secrecy::ExposeSecret;
+
+use crate::helpers::{test_settings, Cleanup};
+
+#[tokio::test]
+async fn the_load_tool_runs_a_small_scenario_end_to_end() {
+    let mut settings = test_settings();
+    let database = format!("feed_load_{}", &settings.redis.key_prefix[5..37]);
+    settings.database.url = secrecy::SecretString::from(
+        feed_service::store::pg::with_database(settings.database.url.expose_secret(), &database)
+            .unwrap(),
+    );
+    let _cleanup = Cleanup::of(&settings);
+    let out = std::env::temp_dir().join(format!("feed-load-{database}"));
+    let output = Command::new(env!("CARGO_BIN_EXE_feed-load"))
+        .args([
+            "--scale",
+            "0.005",
+            "--seconds",
+            "1",
+            "--concurrency",
+            "4",
+            "--mixed-reads-per-sec",
+            "50",
+        ])
+        .args([
+            "--database",
+            &database,
+            "--prefix",
+            &settings.redis.key_prefix,
+        ])
+        .arg("--service-bin")
+        .arg(env!("CARGO_BIN_EXE_feed-service"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "feed-load failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let scenarios: Vec<&str> = rows
+        .iter()
+        .map(|r| r["scenario"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "fan-out, pure push",
+        "fan-out, big-V to active fans",
+        "reads, 10 big-Vs",
+        "reads, 50 big-Vs",
+        "mixed: reads",
+    ] {
+        assert!(
+            scenarios.contains(&expected),
+            "report lacks {expected}: {scenarios:?}"
+        );
+    }
+    for row in rows
+        .iter()
+        .filter(|r| r["scenario"].as_str().unwrap().starts_with("reads"))
+    {
+        assert_eq!(row["latency"]["errors"], 0, "{row}");
+    }
+    assert!(std::fs::read_to_string(out.join("report.html"))
+        .unwrap()
+        .contains("<svg"));
+    let _ = std::fs::remove_dir_all(&out);
+}
