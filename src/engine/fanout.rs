@@ -15,6 +15,10 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::models::JobRow;
 use crate::store::pg::Scope;
 
+/// Inboxes per PUSH_MANY call in a fan-out batch: the script call is paid
+/// once per this many followers, and one call stays well under a millisecond.
+const KEYS_PER_CALL: usize = 100;
+
 /// How a job run ended, short of an error.
 enum Run {
     Finished,
@@ -211,9 +215,10 @@ impl Engine {
             match retract {
                 Some(post) => self.redis().remove(&inboxes, &[post]).await?,
                 None => {
-                    let targets: Vec<(String, &[Entry])> =
-                        inboxes.into_iter().map(|k| (k, &entries[..])).collect();
-                    let added = self.redis().push(&targets, s.inbox_max_len).await?;
+                    let added = self
+                        .redis()
+                        .push_same(&inboxes, &entries, s.inbox_max_len, KEYS_PER_CALL)
+                        .await?;
                     crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
                 }
             }

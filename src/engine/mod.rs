@@ -246,12 +246,12 @@ impl Engine {
         self.user(follower).await?;
         self.user(followee).await?;
         let s = self.settings();
-        let change = self
+        let changed = self
             .inner
             .pg
             .follow(follower, followee, s.big_v_threshold, now_ms())
             .await?;
-        if change.changed {
+        if changed {
             self.inner.wake.notify_waiters();
         }
         Ok(())
@@ -262,12 +262,12 @@ impl Engine {
     #[tracing::instrument(skip(self))]
     pub async fn unfollow(&self, follower: i64, followee: i64) -> AppResult<()> {
         let s = self.settings();
-        let change = self
+        let changed = self
             .inner
             .pg
             .unfollow(follower, followee, s.big_v_demote_threshold, now_ms())
             .await?;
-        if change.changed {
+        if changed {
             self.inner.wake.notify_waiters();
         }
         Ok(())

@@ -36,14 +36,21 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(user))
 }
 
+/// The (follower, target) of a following route, once the caller may act
+/// for the follower.
+fn edge(caller: &Caller, path: &(String, String)) -> Result<(i64, i64), AppError> {
+    let follower = id(&path.0, "user id")?;
+    let target = id(&path.1, "target user id")?;
+    caller.may_act_for(follower)?;
+    Ok((follower, target))
+}
+
 pub async fn follow(
     caller: Caller,
     engine: web::Data<Engine>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
-    let follower = id(&path.0, "user id")?;
-    let target = id(&path.1, "target user id")?;
-    caller.may_act_for(follower)?;
+    let (follower, target) = edge(&caller, &path)?;
     engine.follow(follower, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }
@@ -53,9 +60,7 @@ pub async fn unfollow(
     engine: web::Data<Engine>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
-    let follower = id(&path.0, "user id")?;
-    let target = id(&path.1, "target user id")?;
-    caller.may_act_for(follower)?;
+    let (follower, target) = edge(&caller, &path)?;
     engine.unfollow(follower, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -197,19 +197,29 @@ pub async fn run(o: Options) -> R<()> {
 }
 
 async fn delete_prefix(redis: &mut MultiplexedConnection, prefix: &str) -> R<()> {
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}*"))
-        .query_async(redis)
-        .await
-        .map_err(err("Redis"))?;
-    for chunk in keys.chunks(10_000) {
-        let _: () = redis::cmd("UNLINK")
-            .arg(chunk)
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(5_000)
             .query_async(redis)
             .await
             .map_err(err("Redis"))?;
+        if !keys.is_empty() {
+            let _: () = redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async(redis)
+                .await
+                .map_err(err("Redis"))?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
     }
-    Ok(())
 }
 
 async fn storage(pg: &mut AsyncPgConnection) -> R<Value> {
@@ -426,7 +436,7 @@ async fn fanout(
         let mut n = 0i64;
         let mut from = 1;
         while from <= l.readers {
-            let to = (from + 99_999).min(l.readers);
+            let to = (from + 9_999).min(l.readers);
             let added: i64 = seed_fans
                 .key(&key)
                 .arg(&o.prefix)

@@ -38,15 +38,6 @@ pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
 }
 
-/// What a follow or unfollow changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FollowChange {
-    /// The edge was inserted (follow) or deleted (unfollow): false on a repeat.
-    pub changed: bool,
-    /// The followee's big-V state after the change.
-    pub followee_big_v: bool,
-}
-
 /// Outcome of a delete request, decided under the post's row lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deletion {
@@ -126,15 +117,16 @@ impl PgStore {
 
     // ----- follows -----
 
-    /// Inserts the edge (idempotent), bumps both counters and promotes the
-    /// followee when it reaches `promote_at` followers.
+    /// Inserts the edge (idempotent), bumps both counters, queues the
+    /// follower's inbox merge and promotes the followee when it reaches
+    /// `promote_at` followers. False when the edge already existed.
     pub async fn follow(
         &self,
         follower: i64,
         followee: i64,
         promote_at: i64,
         now_ms: i64,
-    ) -> AppResult<FollowChange> {
+    ) -> AppResult<bool> {
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let inserted = diesel::insert_into(follows::table)
@@ -147,41 +139,29 @@ impl PgStore {
                 .await?
                 == 1;
             if !inserted {
-                let big_v = users::table
-                    .find(followee)
-                    .select(users::big_v)
-                    .first(conn)
-                    .await?;
-                return Ok(FollowChange {
-                    changed: false,
-                    followee_big_v: big_v,
-                });
+                return Ok(false);
             }
             let (count, big_v) = bump_counts(conn, follower, followee, 1).await?;
             queue_follower_job(conn, "follow", followee, follower, now_ms).await?;
-            let big_v = if !big_v && count >= promote_at {
+            if !big_v && count >= promote_at {
                 promote(conn, followee, now_ms).await?;
-                true
-            } else {
-                big_v
-            };
-            Ok(FollowChange {
-                changed: true,
-                followee_big_v: big_v,
-            })
+            }
+            Ok(true)
         })
         .await
     }
 
-    /// Deletes the edge (idempotent), bumps both counters and demotes the
-    /// followee below `demote_below` followers (queuing its backfill).
+    /// Deletes the edge (idempotent), bumps both counters, queues the
+    /// follower's inbox clean-up and demotes the followee below
+    /// `demote_below` followers (queuing its backfill). False when there was
+    /// no edge.
     pub async fn unfollow(
         &self,
         follower: i64,
         followee: i64,
         demote_below: i64,
         now_ms: i64,
-    ) -> AppResult<FollowChange> {
+    ) -> AppResult<bool> {
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let deleted = diesel::delete(follows::table.find((follower, followee)))
@@ -189,30 +169,14 @@ impl PgStore {
                 .await?
                 == 1;
             if !deleted {
-                let big_v = users::table
-                    .find(followee)
-                    .select(users::big_v)
-                    .first(conn)
-                    .await
-                    .optional()?
-                    .unwrap_or(false);
-                return Ok(FollowChange {
-                    changed: false,
-                    followee_big_v: big_v,
-                });
+                return Ok(false);
             }
             let (count, big_v) = bump_counts(conn, follower, followee, -1).await?;
             queue_follower_job(conn, "unfollow", followee, follower, now_ms).await?;
-            let big_v = if big_v && count < demote_below {
+            if big_v && count < demote_below {
                 demote(conn, followee, now_ms).await?;
-                false
-            } else {
-                big_v
-            };
-            Ok(FollowChange {
-                changed: true,
-                followee_big_v: big_v,
-            })
+            }
+            Ok(true)
         })
         .await
     }

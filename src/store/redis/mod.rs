@@ -172,6 +172,39 @@ impl RedisStore {
         .await
     }
 
+    /// Pushes the same entries into many existing feed ZSETs (fan-out): one
+    /// pipeline of PUSH_MANY calls, `group` keys per call. Returns how many
+    /// entries were added.
+    pub async fn push_same(
+        &self,
+        keys: &[String],
+        entries: &[Entry],
+        cap: i64,
+        group: usize,
+    ) -> AppResult<i64> {
+        if keys.is_empty() || entries.is_empty() {
+            return Ok(0);
+        }
+        self.with_conn(|mut c| async move {
+            let mut pipe = redis::pipe();
+            pipe.load_script(&scripts::PUSH_MANY).ignore();
+            for chunk in keys.chunks(group.max(1)) {
+                let mut inv = scripts::PUSH_MANY.prepare_invoke();
+                for key in chunk {
+                    inv.key(key);
+                }
+                inv.arg(cap);
+                for e in entries {
+                    inv.arg(e.score).arg(e.id);
+                }
+                pipe.invoke_script(&inv);
+            }
+            let added: Vec<i64> = pipe.query_async(&mut c).await?;
+            Ok(added.iter().sum())
+        })
+        .await
+    }
+
     /// Removes posts from feed ZSETs, one pipeline for all keys.
     pub async fn remove(&self, keys: &[String], ids: &[i64]) -> AppResult<()> {
         if keys.is_empty() || ids.is_empty() {

@@ -59,6 +59,32 @@ return added
     ))
 });
 
+/// PUSH_MANY: KEYS feed ZSETs; ARGV[1] cap; ARGV[2..] score, member pairs
+/// for every key. PUSH for many keys in one call: fan-out pays the script
+/// call once per group of keys instead of once per follower. (On Redis
+/// Cluster the keys of one call must share a slot.) Returns entries added.
+pub static PUSH_MANY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r#"{TRIM}
+local cap = tonumber(ARGV[1])
+local added = 0
+for k = 1, #KEYS do
+  local raw = redis.call('ZSCORE', KEYS[k], '')
+  if raw then
+    local floor = floor_of(raw)
+    for i = 2, #ARGV, 2 do
+      if floor == nil or tonumber(ARGV[i]) >= floor then
+        added = added + redis.call('ZADD', KEYS[k], ARGV[i], ARGV[i + 1])
+      end
+    end
+    if floor ~= nil then trim(KEYS[k], cap) end
+  end
+end
+return added
+"#
+    ))
+});
+
 /// BEGIN: KEYS[1] feed ZSET; ARGV[1] ttl seconds. Creates a ZSET in the
 /// building state if the key is missing; returns 1 if this caller builds it.
 pub static BEGIN: LazyLock<Script> = LazyLock::new(|| {
