@@ -25,17 +25,7 @@ async fn settings_are_read_updated_in_part_and_persisted() {
     assert_eq!(after["inbox_max_len"], 50);
     assert_eq!(after["active_window_secs"], 60);
     assert_eq!(after["big_v_threshold"], 10000);
-    let again: Value = app
-        .request(
-            Method::GET,
-            "/api/v1/admin/settings",
-            Some(&app.admin),
-            None,
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
+    let again = app.settings().await;
     assert_eq!(again, after);
 }
 
@@ -44,7 +34,7 @@ async fn a_change_through_one_instance_reaches_another() {
     let one = spawn_app().await;
     // A second instance on the same database and Redis prefix.
     let mut settings = test_settings();
-    settings.database.url = secrecy::SecretString::from(one_database_url(&one));
+    settings.database.url = secrecy::SecretString::from(one.database_url().to_string());
     let two = spawn_app_with(settings).await;
     one.set_settings(json!({"big_v_threshold": 5, "big_v_demote_threshold": 2}))
         .await;
@@ -52,10 +42,6 @@ async fn a_change_through_one_instance_reaches_another() {
     assert_eq!(two.engine.settings().big_v_threshold, 5);
     assert_eq!(two.engine.settings().big_v_demote_threshold, 2);
     // `two` drops first and removes the shared database; `one` finds it gone.
-}
-
-fn one_database_url(app: &crate::helpers::TestApp) -> String {
-    app.database_url().to_string()
 }
 
 #[tokio::test]

@@ -585,17 +585,7 @@ async fn bad_input_gets_a_json_error_and_changes_nothing() {
         .await;
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].id, post.id);
-    let settings: Value = app
-        .request(
-            Method::GET,
-            "/api/v1/admin/settings",
-            Some(&app.admin),
-            None,
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
+    let settings = app.settings().await;
     assert_eq!(
         settings,
         json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000})

@@ -259,6 +259,20 @@ impl TestApp {
         res.json().await.unwrap()
     }
 
+    /// The admin settings as GET /api/v1/admin/settings returns them.
+    pub async fn settings(&self) -> Value {
+        let res = self
+            .request(
+                Method::GET,
+                "/api/v1/admin/settings",
+                Some(&self.admin),
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        res.json().await.unwrap()
+    }
+
     pub async fn user(&self, id: i64) -> Value {
         let res = self
             .request(
