@@ -22,7 +22,7 @@ pub mod merge;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -155,7 +155,13 @@ struct Inner {
     /// Signalled whenever a job finishes.
     job_done: Notify,
     stats: Stats,
+    /// When this instance last recorded each reader as an active fan, so
+    /// that most reads skip the Redis round trip (cleared when it grows).
+    marked: Mutex<HashMap<i64, i64>>,
 }
+
+/// Readers remembered in `Inner::marked` before it is cleared.
+const MARKED_READERS: usize = 100_000;
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -176,6 +182,7 @@ impl Engine {
                 wake: Notify::new(),
                 job_done: Notify::new(),
                 stats: Stats::default(),
+                marked: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -562,16 +569,36 @@ impl Engine {
         if big_vs.is_empty() {
             return;
         }
+        let interval = self.inner.tuning.active_mark_interval_secs;
+        let now = now_ms();
+        {
+            let mut marked = match self.inner.marked.lock() {
+                Ok(m) => m,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if marked
+                .get(&reader)
+                .is_some_and(|&at| now - at < interval as i64 * 1000)
+            {
+                return;
+            }
+            if marked.len() >= MARKED_READERS {
+                marked.clear();
+            }
+            marked.insert(reader, now);
+        }
         let engine = self.clone();
         tokio::spawn(async move {
-            let interval = engine.inner.tuning.active_mark_interval_secs;
             if let Err(e) = engine
                 .inner
                 .redis
-                .record_active_fan(reader, &big_vs, now_ms(), interval)
+                .record_active_fan(reader, &big_vs, now, interval)
                 .await
             {
                 tracing::debug!(error = %e.chain(), "could not record an active fan");
+                if let Ok(mut marked) = engine.inner.marked.lock() {
+                    marked.remove(&reader);
+                }
             }
         });
     }

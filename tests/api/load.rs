@@ -27,6 +27,8 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
             "4",
             "--mixed-reads-per-sec",
             "50",
+            "--publishes",
+            "5",
         ])
         .args([
             "--database",
@@ -66,10 +68,23 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
             "report lacks {expected}: {scenarios:?}"
         );
     }
-    for row in rows
+    let publishes = rows
         .iter()
-        .filter(|r| r["scenario"].as_str().unwrap().starts_with("reads"))
-    {
+        .filter(|r| {
+            r["scenario"]
+                .as_str()
+                .unwrap()
+                .starts_with("publish, author with")
+        })
+        .count();
+    assert_eq!(
+        publishes, 4,
+        "one publish row per author class: {scenarios:?}"
+    );
+    for row in rows.iter().filter(|r| {
+        let name = r["scenario"].as_str().unwrap();
+        name.starts_with("reads") || name.starts_with("publish")
+    }) {
         assert_eq!(row["latency"]["errors"], 0, "{row}");
     }
     assert!(std::fs::read_to_string(out.join("report.html"))

@@ -43,6 +43,10 @@ pub struct Options {
     /// Reads per second and publishes per second in the mixed scenario.
     pub mixed_reads_per_sec: f64,
     pub mixed_publishes_per_sec: f64,
+    /// Publishes per author class in the publish-latency scenario.
+    pub publishes: usize,
+    /// Scenarios to run (all by default; the baselines always run).
+    pub only: Vec<String>,
     /// Drop and reseed even if the database already holds this graph.
     pub reseed: bool,
     /// Database name and key prefix of the run.
@@ -89,6 +93,12 @@ impl Options {
             seconds: take(&mut map, "seconds", 10.0)?,
             mixed_reads_per_sec: take(&mut map, "mixed-reads-per-sec", 200.0)?,
             mixed_publishes_per_sec: take(&mut map, "mixed-publishes-per-sec", 10.0)?,
+            only: take(&mut map, "only", SCENARIOS.join(","))?
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            publishes: take(&mut map, "publishes", 200)?,
             reseed: flags.iter().any(|f| f == "reseed"),
             database: take(&mut map, "database", "feed_load".to_string())?,
             prefix: take(&mut map, "prefix", "load:".to_string())?,
@@ -97,6 +107,12 @@ impl Options {
         };
         if let Some(unknown) = map.keys().next().or(flags.iter().find(|f| *f != "reseed")) {
             return Err(format!("unknown option --{unknown}"));
+        }
+        if let Some(bad) = opts.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
+            return Err(format!(
+                "--only: unknown scenario {bad:?} (known: {})",
+                SCENARIOS.join(",")
+            ));
         }
         if opts.big_followers > opts.mega_followers
             || opts.ordinary_max > opts.mega_followers
@@ -107,6 +123,16 @@ impl Options {
             return Err("follower counts must fit in the reader population (mega-followers), with at least 50 ordinary authors".into());
         }
         Ok(opts)
+    }
+}
+
+/// The scenarios, in the order they run.
+pub const SCENARIOS: [&str; 6] = ["fanout", "active", "publish", "reads", "mixed", "memory"];
+
+impl Options {
+    /// Whether `scenario` is to run.
+    pub fn runs(&self, scenario: &str) -> bool {
+        self.only.iter().any(|s| s == scenario)
     }
 }
 
@@ -127,7 +153,8 @@ const USAGE: &str =
     "usage: feed-load [--scale F] [--mega-followers N] [--big-authors N] [--big-followers N]
                  [--ordinary-authors N] [--ordinary-min N] [--ordinary-max N] [--posts-per-author N]
                  [--cohort N] [--active-fraction F] [--concurrency N] [--seconds S]
-                 [--mixed-reads-per-sec R] [--mixed-publishes-per-sec R] [--reseed]
+                 [--mixed-reads-per-sec R] [--mixed-publishes-per-sec R] [--publishes N]
+                 [--only fanout,active,publish,reads,mixed,memory] [--reseed]
                  [--database NAME] [--prefix P] [--service-bin PATH] [--out DIR]
 PostgreSQL and Redis are those of the service's configuration (FEED_* variables).";
 

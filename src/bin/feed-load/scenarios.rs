@@ -9,7 +9,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use feed_service::http::auth::JwtKeys;
 use feed_service::settings::Settings;
 use feed_service::store::pg::{ensure_database, run_migrations, with_database};
-use feed_service::store::redis::scripts::PUSH;
+use feed_service::store::redis::scripts::PUSH_MANY;
 use redis::aio::MultiplexedConnection;
 use secrecy::ExposeSecret;
 use serde::Serialize;
@@ -119,44 +119,54 @@ pub async fn run(o: Options) -> R<()> {
     report.baselines = json!({"zadd_pipelined_per_sec": zadd, "zrevrangebyscore_per_sec": zrev});
 
     // (a) fan-out to every follower of the mega author, in pure-push mode.
-    let a = fanout(
-        &o, &layout, &mut pg, &mut redis, &client, &service, &keys, false,
-    )
-    .await?;
-    report.rows.push(Row::throughput(
-        "fan-out, pure push",
-        "inbox writes/s",
-        a.writes_per_sec,
-        zadd,
-        "pipelined ZADD/s",
-    ));
-    report
-        .rows
-        .push(Row::latency("publish (mega author, push)", &a.publish));
-    report.fanout = Some(a.clone());
+    if o.runs("fanout") {
+        let a = fanout(
+            &o, &layout, &mut pg, &mut redis, &client, &service, &keys, false,
+        )
+        .await?;
+        report.rows.push(Row::throughput(
+            "fan-out, pure push",
+            "inbox writes/s",
+            a.writes_per_sec,
+            zadd,
+            "pipelined ZADD/s",
+        ));
+        report.fanout = Some(a);
+    }
     // (b) the same author as big-V: active fans only.
-    let b = fanout(
-        &o, &layout, &mut pg, &mut redis, &client, &service, &keys, true,
-    )
-    .await?;
-    report.rows.push(Row::throughput(
-        "fan-out, big-V to active fans",
-        "inbox writes/s",
-        b.writes_per_sec,
-        zadd,
-        "pipelined ZADD/s",
-    ));
-    report
-        .rows
-        .push(Row::latency("publish (mega author, big-V)", &b.publish));
-    report.fanout_active = Some(b);
+    if o.runs("active") {
+        let b = fanout(
+            &o, &layout, &mut pg, &mut redis, &client, &service, &keys, true,
+        )
+        .await?;
+        report.rows.push(Row::throughput(
+            "fan-out, big-V to active fans",
+            "inbox writes/s",
+            b.writes_per_sec,
+            zadd,
+            "pipelined ZADD/s",
+        ));
+        report.fanout_active = Some(b);
+    }
+    // Publish latency by the author's follower count.
+    if o.runs("publish") {
+        for (label, lat) in publishes(&o, &layout, &mut pg, &client, &service.base, &keys).await? {
+            report.rows.push(Row::latency(&label, &lat));
+            report.latencies.push((label, lat));
+        }
+    }
 
     // (c) reads merging 10 and 50 big-V outboxes.
-    prepare_reads(&layout, &mut pg, &mut redis, &o.prefix).await?;
+    if o.runs("reads") {
+        prepare_reads(&layout, &mut pg, &mut redis, &o.prefix).await?;
+    }
     for (label, cohort, sources) in [
         ("reads, 10 big-Vs", &layout.cohort10, 11.0),
         ("reads, 50 big-Vs", &layout.cohort50, 51.0),
     ] {
+        if !o.runs("reads") {
+            break;
+        }
         let tokens: Vec<String> = cohort
             .clone()
             .map(|r| keys.mint(r, false, 3600).unwrap_or_default())
@@ -178,18 +188,22 @@ pub async fn run(o: Options) -> R<()> {
     }
 
     // (d) mixed: reads at a fixed rate while authors publish.
-    let (reads_lat, publish_lat) = mixed(&o, &layout, &client, &service.base, &keys).await;
-    report.rows.push(Row::latency("mixed: reads", &reads_lat));
-    report
-        .rows
-        .push(Row::latency("mixed: publishes", &publish_lat));
-    report.latencies.push(("mixed: reads".into(), reads_lat));
-    report
-        .latencies
-        .push(("mixed: publishes".into(), publish_lat));
+    if o.runs("mixed") {
+        let (reads_lat, publish_lat) = mixed(&o, &layout, &client, &service.base, &keys).await;
+        report.rows.push(Row::latency("mixed: reads", &reads_lat));
+        report
+            .rows
+            .push(Row::latency("mixed: publishes", &publish_lat));
+        report.latencies.push(("mixed: reads".into(), reads_lat));
+        report
+            .latencies
+            .push(("mixed: publishes".into(), publish_lat));
+    }
 
     // Memory per inbox entry, stock and recommended encodings.
-    report.memory = memory(&redis_client, &o.prefix, 1000).await?;
+    if o.runs("memory") {
+        report.memory = memory(&redis_client, &o.prefix, 1000).await?;
+    }
 
     drop(service);
     report::write(&report, &o.out_dir)?;
@@ -363,7 +377,6 @@ pub struct Fanout {
     pub inbox_writes: i64,
     pub seconds_to_last_inbox: f64,
     pub writes_per_sec: f64,
-    pub publish: Latency,
     /// (seconds since publish, inboxes written)
     pub progress: Vec<(f64, i64)>,
 }
@@ -464,7 +477,6 @@ async fn fanout(
         .send()
         .await
         .map_err(|e| e.to_string())?;
-    let publish_ms = published.elapsed().as_secs_f64() * 1000.0;
     if res.status().as_u16() != 201 {
         return Err(format!("publish answered {}", res.status()));
     }
@@ -516,9 +528,84 @@ async fn fanout(
         inbox_writes: targets,
         seconds_to_last_inbox: secs,
         writes_per_sec: targets as f64 / secs,
-        publish: Latency::of(vec![publish_ms], 0, 0.0),
         progress,
     })
+}
+
+/// Publish latency by the author's follower count: `o.publishes` posts per
+/// author, one at a time at 20 per second, by the ordinary authors with the
+/// fewest and the most followers, a big-V with `big_followers` and the mega
+/// author (big-Vs at the default threshold). The fan-outs they start run
+/// alongside; the scenario ends when they are done.
+async fn publishes(
+    o: &Options,
+    l: &Layout,
+    pg: &mut AsyncPgConnection,
+    client: &reqwest::Client,
+    base: &str,
+    keys: &JwtKeys,
+) -> R<Vec<(String, Latency)>> {
+    pg.batch_execute(
+        "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
+         UPDATE users SET big_v = (follower_count >= 10000), big_v_since_ms = 0 \
+         WHERE big_v <> (follower_count >= 10000)",
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
+    let ordinary = |order: &str| {
+        format!(
+            "SELECT id AS n FROM users WHERE id BETWEEN {first} AND {last} \
+             ORDER BY follower_count {order}, id LIMIT 1"
+        )
+    };
+    let fewest = seed::count(pg, &ordinary("ASC")).await?;
+    let most = seed::count(pg, &ordinary("DESC")).await?;
+    let mut out = Vec::new();
+    for author in [fewest, most, *l.bigs.start(), l.mega] {
+        let followers = seed::count(
+            pg,
+            &format!("SELECT follower_count AS n FROM users WHERE id = {author}"),
+        )
+        .await?;
+        let label = format!("publish, author with {followers} followers");
+        let token = keys.mint(author, false, 3600).map_err(|e| e.chain())?;
+        let b = bar(o.publishes as u64, &label);
+        let every = Duration::from_millis(50);
+        let mut next = Instant::now();
+        let (mut lat, mut errors) = (Vec::new(), 0);
+        let started = Instant::now();
+        for _ in 0..o.publishes {
+            let t = Instant::now();
+            let res = client
+                .post(format!("{base}/api/v1/posts"))
+                .bearer_auth(&token)
+                .json(&json!({"body": "latency probe"}))
+                .send()
+                .await;
+            lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            if !matches!(&res, Ok(r) if r.status().as_u16() == 201) {
+                errors += 1;
+            }
+            b.inc(1);
+            next += every;
+            tokio::time::sleep_until(next.into()).await;
+        }
+        b.finish();
+        out.push((
+            label,
+            Latency::of(lat, errors, started.elapsed().as_secs_f64()),
+        ));
+    }
+    let b = bar(1, "publish: fan-outs draining");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while seed::count(pg, "SELECT count(*) AS n FROM fanout_jobs WHERE NOT dead").await? > 0
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    b.finish();
+    Ok(out)
 }
 
 /// Read scenarios: the cohort authors are the big-Vs, inboxes start empty.
@@ -775,16 +862,20 @@ async fn memory(client: &redis::Client, prefix: &str, cap: i64) -> R<Value> {
             .query_async(&mut conn)
             .await
             .map_err(err("Redis"))?;
-        // Push cost: the fan-out's script into full inboxes (each push trims).
+        // Push cost: the fan-out's script into full inboxes (each push
+        // trims), a hundred inboxes per call as the fan-out sends them.
         let pushes = 20_000i64;
+        let per_call = 100i64;
         let started = Instant::now();
-        for chunk in 0..pushes / 1000 {
+        for chunk in 0..pushes / (per_call * 10) {
             let mut pipe = redis::pipe();
-            pipe.load_script(&PUSH).ignore();
-            for j in 0..1000 {
-                let n = chunk * 1000 + j;
-                let key = &keys[(n % inboxes as i64) as usize];
-                let mut inv = PUSH.key(key);
+            pipe.load_script(&PUSH_MANY).ignore();
+            for j in 0..10 {
+                let n = chunk * 10 + j;
+                let mut inv = PUSH_MANY.prepare_invoke();
+                for k in 0..per_call {
+                    inv.key(&keys[((n * per_call + k) % inboxes as i64) as usize]);
+                }
                 inv.arg(cap).arg(1_764_600_000_000 + n).arg(20_000_000 + n);
                 pipe.invoke_script(&inv);
             }

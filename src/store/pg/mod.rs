@@ -4,15 +4,18 @@
 //! `LATERAL` or `FETCH … WITH TIES` are hand-written SQL with bound parameters.
 
 pub mod models;
+mod prepared;
 pub mod schema;
 
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Text};
+use diesel::sql_types::{BigInt, Bool, Text};
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 use futures::FutureExt;
@@ -22,12 +25,18 @@ use crate::engine::cursor::Entry;
 use crate::error::{AppError, AppResult, Message};
 use crate::settings::DatabaseSettings;
 use models::*;
+use prepared::{Bind, Prepared};
 use schema::{fanout_jobs, follows, posts, settings, users};
 
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// Ordering of every feed query: the order Redis gives (score, member bytes).
 const FEED_ORDER: &str = r#"ORDER BY p.created_at_ms DESC, p.id::text COLLATE "C" DESC"#;
+
+/// Hydration: live posts among the ids bound next, with their authors.
+const HYDRATE: &str = "SELECT p.id, p.author_id, u.username, p.body, p.created_at_ms \
+     FROM posts p JOIN users u ON u.id = p.author_id \
+     WHERE p.deleted_at IS NULL AND p.id = ANY(";
 
 /// Kinds of fan-out job that make readers pull the author's outbox while
 /// they are pending (they deliver posts that inboxes may not hold yet).
@@ -57,6 +66,9 @@ impl PgStore {
         run_migrations(&url).await?;
         let statement_timeout = settings.statement_timeout_ms;
         let mut config = ManagerConfig::default();
+        // No `SELECT 1` round trip on every checkout: a broken connection
+        // is dropped by the pool once a query on it fails.
+        config.recycling_method = RecyclingMethod::Fast;
         config.custom_setup = Box::new(move |url| {
             async move {
                 let mut conn = AsyncPgConnection::establish(url).await?;
@@ -186,16 +198,28 @@ impl PgStore {
     /// reader after it followed them).
     pub async fn pulled_followees(&self, reader: i64) -> AppResult<Vec<PulledRow>> {
         let mut conn = self.conn().await?;
-        Ok(diesel::sql_query(
-            "SELECT u.id, u.big_v FROM follows f JOIN users u ON u.id = f.followee_id \
-             WHERE f.follower_id = $1 AND (u.big_v OR EXISTS ( \
-                SELECT 1 FROM fanout_jobs j WHERE j.author_id = u.id \
-                AND (j.kind = ANY($2) OR (j.kind = 'follow' AND j.follower_id = $1))))",
+        let rows: Vec<(i64, bool)> = Prepared::<(BigInt, Bool)>::new(
+            &[
+                "SELECT u.id, u.big_v FROM follows f JOIN users u ON u.id = f.followee_id \
+                 WHERE f.follower_id = ",
+                " AND (u.big_v OR EXISTS ( \
+                    SELECT 1 FROM fanout_jobs j WHERE j.author_id = u.id \
+                    AND (j.kind = ANY(",
+                ") OR (j.kind = 'follow' AND j.follower_id = ",
+                "))))",
+            ],
+            vec![
+                Bind::BigInt(reader),
+                Bind::Texts(&PULLING_JOB_KINDS[..]),
+                Bind::BigInt(reader),
+            ],
         )
-        .bind::<BigInt, _>(reader)
-        .bind::<Array<Text>, _>(&PULLING_JOB_KINDS[..])
         .load(&mut conn)
-        .await?)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, big_v)| PulledRow { id, big_v })
+            .collect())
     }
 
     /// A page of an author's followers after `after`, ascending (keyset).
@@ -346,22 +370,24 @@ impl PgStore {
             return Ok(Vec::new());
         }
         let mut conn = self.conn().await?;
-        let base =
-            "SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms \
-                    FROM posts p JOIN users u ON u.id = p.author_id \
-                    WHERE p.id = ANY($1) AND p.deleted_at IS NULL AND ";
-        let (filter, who) = match scope {
+        let (parts, who): (&'static [&'static str], i64) = match scope {
             Scope::Home(reader) => (
-                "EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = $2 AND f.followee_id = p.author_id)",
+                &[
+                    HYDRATE,
+                    ") AND EXISTS (SELECT 1 FROM follows f \
+                     WHERE f.follower_id = ",
+                    " AND f.followee_id = p.author_id)",
+                ],
                 reader,
             ),
-            Scope::Author(author) => ("p.author_id = $2", author),
+            Scope::Author(author) => (&[HYDRATE, ") AND p.author_id = ", ""], author),
         };
-        Ok(diesel::sql_query(format!("{base}{filter}"))
-            .bind::<Array<BigInt>, _>(ids)
-            .bind::<BigInt, _>(who)
-            .load(&mut conn)
-            .await?)
+        Ok(Prepared::<(BigInt, BigInt, Text, Text, BigInt)>::new(
+            parts,
+            vec![Bind::BigInts(ids), Bind::BigInt(who)],
+        )
+        .load(&mut conn)
+        .await?)
     }
 
     /// The newest `limit` live posts of `scope` at or below `max`, in feed

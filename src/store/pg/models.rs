@@ -24,7 +24,7 @@ pub struct NewUser<'a> {
 }
 
 /// A live post as clients see it.
-#[derive(Debug, Clone, PartialEq, Eq, QueryableByName, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, QueryableByName, Serialize)]
 pub struct Post {
     #[diesel(sql_type = BigInt)]
     pub id: i64,

@@ -8,13 +8,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use deadpool_redis::{Config, Pool, Runtime};
-use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Value};
 use secrecy::ExposeSecret;
 
 use crate::engine::cursor::Entry;
 use crate::engine::merge::SourceRead;
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, Message};
 use crate::settings::RedisSettings;
 
 pub use keys::Keys;
@@ -87,9 +86,9 @@ impl RedisStore {
         .await
     }
 
-    /// Reads `fetch` entries of each ZSET from `max` down, all concurrently
-    /// over one multiplexed connection. Each read is one MULTI/EXEC, so its
-    /// floor and its range agree.
+    /// Reads `fetch` entries of each ZSET from `max` down: one MULTI/EXEC
+    /// for all of them (one round trip, and every floor agrees with its
+    /// range). On Redis Cluster this would have to be one per slot.
     pub async fn ranges(
         &self,
         keys: &[String],
@@ -97,20 +96,30 @@ impl RedisStore {
         fetch: usize,
     ) -> AppResult<Vec<Range>> {
         let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
-        let work = async {
-            let pooled = self.pool.get().await?;
-            let conn: MultiplexedConnection = (*pooled).clone();
-            let reads = keys.iter().map(|key| {
-                let mut conn = conn.clone();
-                let max_arg = &max_arg;
-                async move { read_range(&mut conn, key, max_arg, fetch).await }
-            });
-            futures::future::try_join_all(reads).await
-        };
-        match tokio::time::timeout(self.timeout, work).await {
-            Ok(result) => result,
-            Err(elapsed) => Err(timed_out(elapsed)),
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for key in keys {
+            pipe.zscore(key, "").zrevrangebyscore_limit_withscores(
+                key,
+                &max_arg,
+                "-inf",
+                0,
+                fetch as isize + 1,
+            );
         }
+        let replies: Vec<Value> = self
+            .with_conn(|mut c| async move { pipe.query_async(&mut c).await })
+            .await?;
+        if replies.len() != 2 * keys.len() {
+            return Err(AppError::internal(
+                "range read",
+                Message(format!("{} replies for {} keys", replies.len(), keys.len())),
+            ));
+        }
+        keys.iter()
+            .zip(replies.chunks(2))
+            .map(|(key, pair)| range_of(key, &pair[0], &pair[1], fetch))
+            .collect()
     }
 
     /// Starts building a missing ZSET; true if this caller must fill it.
@@ -320,24 +329,17 @@ impl RedisStore {
     }
 }
 
-async fn read_range(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    max_arg: &str,
-    fetch: usize,
-) -> AppResult<Range> {
-    let (floor, raw): (Option<String>, Vec<(String, f64)>) = redis::pipe()
-        .atomic()
-        .zscore(key, "")
-        .zrevrangebyscore_limit_withscores(key, max_arg, "-inf", 0, fetch as isize + 1)
-        .query_async(conn)
-        .await?;
+/// One ZSET's floor (the sentinel's score) and range, as read together.
+fn range_of(key: &str, floor: &Value, range: &Value, fetch: usize) -> AppResult<Range> {
+    let bad = |e: redis::ParsingError| AppError::internal(format!("reading {key}"), e);
+    let floor: Option<String> = redis::from_redis_value_ref(floor).map_err(bad)?;
     let floor = match floor.as_deref() {
         None => return Ok(Range::Missing),
         Some("inf") | Some("+inf") => return Ok(Range::Building),
         Some("-inf") => None,
         Some(text) => Some(parse_score(text)?),
     };
+    let raw: Vec<(String, f64)> = redis::from_redis_value_ref(range).map_err(bad)?;
     let mut reached_sentinel = false;
     let mut entries = Vec::with_capacity(raw.len());
     for (member, score) in &raw {
