@@ -242,8 +242,9 @@ impl PgStore {
 
     // ----- posts -----
 
-    /// Commits a post and its fan-out job in one transaction, deciding
-    /// push or pull under the author's row lock. `None`: no such author.
+    /// Commits a post and its fan-out job in one statement (one round trip,
+    /// one transaction), deciding push or pull under the author's row lock.
+    /// `None`: no such author.
     pub async fn publish(
         &self,
         author: i64,
@@ -252,46 +253,29 @@ impl PgStore {
         now_ms: i64,
     ) -> AppResult<Option<Post>> {
         let mut conn = self.conn().await?;
-        conn.transaction::<_, AppError, _>(async move |conn| {
-            let author_row: Option<(String, bool)> = users::table
-                .find(author)
-                .select((users::username, users::big_v))
-                .for_update()
-                .first(conn)
-                .await
-                .optional()?;
-            let Some((username, big_v)) = author_row else {
-                return Ok(None);
-            };
-            let id: i64 = diesel::insert_into(posts::table)
-                .values(NewPost {
-                    author_id: author,
-                    body,
-                    created_at_ms,
-                })
-                .returning(posts::id)
-                .get_result(conn)
-                .await?;
-            diesel::insert_into(fanout_jobs::table)
-                .values(NewJob {
-                    kind: if big_v { "push_active" } else { "push" },
-                    author_id: author,
-                    post_id: Some(id),
-                    follower_id: None,
-                    since_ms: None,
-                    created_at_ms: now_ms,
-                })
-                .execute(conn)
-                .await?;
-            Ok(Some(Post {
-                id,
-                author_id: author,
-                author_username: username,
-                body: body.to_string(),
-                created_at_ms,
-            }))
-        })
+        Ok(Prepared::<(BigInt, BigInt, Text, Text, BigInt)>::new(
+            &[
+                "WITH a AS (SELECT id, username, big_v FROM users WHERE id = ",
+                " FOR UPDATE), \
+                 p AS (INSERT INTO posts (author_id, body, created_at_ms) \
+                       SELECT id, ",
+                ", ",
+                " FROM a RETURNING id, author_id, body, created_at_ms), \
+                 j AS (INSERT INTO fanout_jobs (kind, author_id, post_id, created_at_ms) \
+                       SELECT CASE WHEN a.big_v THEN 'push_active' ELSE 'push' END, a.id, p.id, ",
+                " FROM a, p) \
+                 SELECT p.id, p.author_id, a.username, p.body, p.created_at_ms FROM p, a",
+            ],
+            vec![
+                Bind::BigInt(author),
+                Bind::Text(body),
+                Bind::BigInt(created_at_ms),
+                Bind::BigInt(now_ms),
+            ],
+        )
+        .get_result(&mut conn)
         .await
+        .optional()?)
     }
 
     /// A live post.

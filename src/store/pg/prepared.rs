@@ -18,6 +18,7 @@ use diesel::QueryResult;
 pub enum Bind<'a> {
     BigInt(i64),
     BigInts(&'a [i64]),
+    Text(&'a str),
     Texts(&'a [&'a str]),
 }
 
@@ -57,6 +58,7 @@ impl<ST> QueryFragment<Pg> for Prepared<'_, ST> {
             match self.binds.get(i) {
                 Some(Bind::BigInt(v)) => out.push_bind_param::<BigInt, _>(v)?,
                 Some(Bind::BigInts(v)) => out.push_bind_param::<Array<BigInt>, _>(*v)?,
+                Some(Bind::Text(v)) => out.push_bind_param::<Text, _>(*v)?,
                 Some(Bind::Texts(v)) => out.push_bind_param::<Array<Text>, _>(*v)?,
                 None => {}
             }
