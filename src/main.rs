@@ -8,6 +8,10 @@ use feed_service::settings::Settings;
 use feed_service::startup::Application;
 use secrecy::ExposeSecret;
 
+/// The service allocates many small short-lived buffers per request.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage:
   feed-service [serve]                                  run the service
   feed-service token --user ID [--admin] [--ttl SECS]   print a bearer token";
