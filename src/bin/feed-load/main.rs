@@ -98,7 +98,7 @@ impl Options {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect(),
-            publishes: take(&mut map, "publishes", 200)?,
+            publishes: take(&mut map, "publishes", 100)?,
             reseed: flags.iter().any(|f| f == "reseed"),
             database: take(&mut map, "database", "feed_load".to_string())?,
             prefix: take(&mut map, "prefix", "load:".to_string())?,
