@@ -18,6 +18,9 @@ use crate::settings::RedisSettings;
 
 pub use keys::Keys;
 
+/// PUSH_MANY calls sent together in one fan-out pipeline.
+const CALLS_PER_PIPELINE: usize = 3;
+
 /// How long a ZSET may stay in the building state before it expires.
 const BUILD_TTL_SECS: u64 = 30;
 
@@ -181,9 +184,9 @@ impl RedisStore {
         .await
     }
 
-    /// Pushes the same entries into many existing feed ZSETs (fan-out): one
-    /// pipeline of PUSH_MANY calls, `group` keys per call. Returns how many
-    /// entries were added.
+    /// Pushes the same entries into many existing feed ZSETs (fan-out):
+    /// PUSH_MANY calls of `group` keys each, a few per pipeline. Returns how
+    /// many entries were added.
     pub async fn push_same(
         &self,
         keys: &[String],
@@ -195,21 +198,28 @@ impl RedisStore {
             return Ok(0);
         }
         self.with_conn(|mut c| async move {
-            let mut pipe = redis::pipe();
-            pipe.load_script(&scripts::PUSH_MANY).ignore();
-            for chunk in keys.chunks(group.max(1)) {
-                let mut inv = scripts::PUSH_MANY.prepare_invoke();
-                for key in chunk {
-                    inv.key(key);
+            // Redis runs a client's whole pipeline before serving anyone
+            // else: pipelines of a few calls keep publishes and reads from
+            // waiting behind a whole batch.
+            let mut added = 0;
+            for calls in keys.chunks(group.max(1) * CALLS_PER_PIPELINE) {
+                let mut pipe = redis::pipe();
+                pipe.load_script(&scripts::PUSH_MANY).ignore();
+                for chunk in calls.chunks(group.max(1)) {
+                    let mut inv = scripts::PUSH_MANY.prepare_invoke();
+                    for key in chunk {
+                        inv.key(key);
+                    }
+                    inv.arg(cap);
+                    for e in entries {
+                        inv.arg(e.score).arg(e.id);
+                    }
+                    pipe.invoke_script(&inv);
                 }
-                inv.arg(cap);
-                for e in entries {
-                    inv.arg(e.score).arg(e.id);
-                }
-                pipe.invoke_script(&inv);
+                let counts: Vec<i64> = pipe.query_async(&mut c).await?;
+                added += counts.iter().sum::<i64>();
             }
-            let added: Vec<i64> = pipe.query_async(&mut c).await?;
-            Ok(added.iter().sum())
+            Ok(added)
         })
         .await
     }
