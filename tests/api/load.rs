@@ -70,12 +70,7 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
     }
     let publishes = rows
         .iter()
-        .filter(|r| {
-            r["scenario"]
-                .as_str()
-                .unwrap()
-                .starts_with("publish, author with")
-        })
+        .filter(|r| r["scenario"].as_str().unwrap().starts_with("publish, "))
         .count();
     assert_eq!(
         publishes, 4,

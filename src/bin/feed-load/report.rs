@@ -127,7 +127,9 @@ impl Report {
                 "ordinary_followers": [o.ordinary_min, o.ordinary_max],
                 "posts_per_author": o.posts_per_author, "cohort": o.cohort,
                 "active_fraction": o.active_fraction, "concurrency": o.concurrency,
-                "seconds": o.seconds,
+                "seconds": o.seconds, "publishes": o.publishes,
+                "mixed_per_sec": [o.mixed_reads_per_sec, o.mixed_publishes_per_sec],
+                "only": o.only,
             }),
             seeded_now,
             seed_seconds,
@@ -150,23 +152,24 @@ fn table(r: &Report) -> String {
         "scenario", "metric", "value", "ratio", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors"
     );
     for row in &r.rows {
-        let lat = row.latency.clone().unwrap_or_default();
         let ratio = row
             .ratio
             .map(|x| format!("{x:.2}"))
             .unwrap_or_else(|| "-".into());
+        let lat = match &row.latency {
+            Some(l) => format!(
+                "{:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6}",
+                l.p50_ms, l.p90_ms, l.p99_ms, l.max_ms, l.errors
+            ),
+            None => format!("{:>8} {:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-", "-"),
+        };
         let _ = writeln!(
             out,
-            "{:<32} {:>14} {:>14.1} {:>8}  {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6}  {}",
+            "{:<32} {:>14} {:>14.1} {:>8}  {lat}  {}",
             row.scenario,
             row.metric,
             row.value,
             ratio,
-            lat.p50_ms,
-            lat.p90_ms,
-            lat.p99_ms,
-            lat.max_ms,
-            lat.errors,
             row.baseline
                 .map(|b| format!("{b:.0} {}", row.baseline_name))
                 .unwrap_or_default()

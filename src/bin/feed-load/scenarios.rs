@@ -568,7 +568,7 @@ async fn publishes(
             &format!("SELECT follower_count AS n FROM users WHERE id = {author}"),
         )
         .await?;
-        let label = format!("publish, author with {followers} followers");
+        let label = format!("publish, {followers} followers");
         let token = keys.mint(author, false, 3600).map_err(|e| e.chain())?;
         let b = bar(o.publishes as u64, &label);
         let every = Duration::from_millis(50);
