@@ -15,6 +15,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::{web, Resource};
 use serde::Deserialize;
+use tracing::Instrument;
 
 use crate::engine::cursor::PageRequest;
 use crate::error::AppError;
@@ -96,11 +97,7 @@ pub async fn log_request(
     let method = req.method().clone();
     let path = req.path().to_string();
     let span = tracing::info_span!("request", id = %request_id, %method, %path);
-    let mut res = {
-        let _enter = span.enter();
-        next.call(req)
-    }
-    .await?;
+    let mut res = next.call(req).instrument(span).await?;
     if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&request_id) {
         res.headers_mut().insert(
             actix_web::http::header::HeaderName::from_static("x-request-id"),
