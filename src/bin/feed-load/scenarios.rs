@@ -118,35 +118,31 @@ pub async fn run(o: Options) -> R<()> {
     let zrev = zrev_baseline(&redis_client, &o.prefix, o.concurrency).await?;
     report.baselines = json!({"zadd_pipelined_per_sec": zadd, "zrevrangebyscore_per_sec": zrev});
 
-    // (a) fan-out to every follower of the mega author, in pure-push mode.
-    if o.runs("fanout") {
-        let a = fanout(
-            &o, &layout, &mut pg, &mut redis, &client, &service, &keys, false,
-        )
-        .await?;
-        report.rows.push(Row::throughput(
-            "fan-out, pure push",
-            "inbox writes/s",
-            a.writes_per_sec,
-            zadd,
-            "pipelined ZADD/s",
-        ));
-        report.fanout = Some(a);
-    }
+    // (a) fan-out to every follower of the mega author, in pure-push mode;
     // (b) the same author as big-V: active fans only.
-    if o.runs("active") {
-        let b = fanout(
-            &o, &layout, &mut pg, &mut redis, &client, &service, &keys, true,
+    for (name, label, big_v) in [
+        ("fanout", "fan-out, pure push", false),
+        ("active", "fan-out, big-V to active fans", true),
+    ] {
+        if !o.runs(name) {
+            continue;
+        }
+        let f = fanout(
+            &o, &layout, &mut pg, &mut redis, &client, &service, &keys, big_v,
         )
         .await?;
         report.rows.push(Row::throughput(
-            "fan-out, big-V to active fans",
+            label,
             "inbox writes/s",
-            b.writes_per_sec,
+            f.writes_per_sec,
             zadd,
             "pipelined ZADD/s",
         ));
-        report.fanout_active = Some(b);
+        if big_v {
+            report.fanout_active = Some(f);
+        } else {
+            report.fanout = Some(f);
+        }
     }
     // Publish latency by the author's follower count.
     if o.runs("publish") {
