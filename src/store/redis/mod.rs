@@ -202,9 +202,12 @@ impl RedisStore {
             // else: pipelines of a few calls keep publishes and reads from
             // waiting behind a whole batch.
             let mut added = 0;
-            for calls in keys.chunks(group.max(1) * CALLS_PER_PIPELINE) {
+            for (i, calls) in keys.chunks(group.max(1) * CALLS_PER_PIPELINE).enumerate() {
                 let mut pipe = redis::pipe();
-                pipe.load_script(&scripts::PUSH_MANY).ignore();
+                if i == 0 {
+                    // Once per call of this function, for a Redis that restarted.
+                    pipe.load_script(&scripts::PUSH_MANY).ignore();
+                }
                 for chunk in calls.chunks(group.max(1)) {
                     let mut inv = scripts::PUSH_MANY.prepare_invoke();
                     for key in chunk {
