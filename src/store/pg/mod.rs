@@ -198,7 +198,7 @@ impl PgStore {
     /// reader after it followed them).
     pub async fn pulled_followees(&self, reader: i64) -> AppResult<Vec<PulledRow>> {
         let mut conn = self.conn().await?;
-        let rows: Vec<(i64, bool)> = Prepared::<(BigInt, Bool)>::new(
+        Ok(Prepared::<(BigInt, Bool)>::new(
             &[
                 "SELECT u.id, u.big_v FROM follows f JOIN users u ON u.id = f.followee_id \
                  WHERE f.follower_id = ",
@@ -215,11 +215,7 @@ impl PgStore {
             ],
         )
         .load(&mut conn)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, big_v)| PulledRow { id, big_v })
-            .collect())
+        .await?)
     }
 
     /// A page of an author's followers after `after`, ascending (keyset).

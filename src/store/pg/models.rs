@@ -1,8 +1,9 @@
 //! Row types: `Queryable`/`Selectable` for reads, `New…` `Insertable` for writes,
-//! `QueryableByName` for the hand-written SQL.
+//! `QueryableByName` for `sql_query`; rows of `Prepared` SQL are `Queryable`
+//! (by position).
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text};
+use diesel::sql_types::{BigInt, Int4, Nullable, Text};
 use serde::Serialize;
 
 use super::schema::{fanout_jobs, posts, settings, users};
@@ -103,10 +104,8 @@ pub struct JobRow {
 }
 
 /// A followed author whose outbox a reader pulls.
-#[derive(Debug, Clone, Copy, QueryableByName)]
+#[derive(Debug, Clone, Copy, Queryable)]
 pub struct PulledRow {
-    #[diesel(sql_type = BigInt)]
     pub id: i64,
-    #[diesel(sql_type = Bool)]
     pub big_v: bool,
 }
