@@ -5,8 +5,9 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use feed_service::engine::cursor::{cut, feed_order, Cursor, Cut, Entry, PageRequest};
-use feed_service::engine::merge::{merge, SourceRead};
+use feed_service::engine::cut::{after_seen, cut, Cut, Slot};
+use feed_service::engine::merge::merge;
+use feed_service::types::{feed_order, Cursor, Entry, PageRequest, SourceRead};
 
 /// `sources` reads of one page's window each, with ties and overlaps, as the
 /// engine gets them from Redis (each in feed order).
@@ -55,7 +56,8 @@ fn bench(c: &mut Criterion) {
             group.bench_with_input(BenchmarkId::new(name, sources), &input, |b, input| {
                 b.iter(|| {
                     let merged = merge(black_box(input));
-                    match cut(merged.entries.iter().copied(), |e| *e, &req, false) {
+                    let stream = merged.entries.iter().map(|e| (*e, Slot::Shown(*e)));
+                    match cut(after_seen(stream, &req), &req, false) {
                         Cut::Page { items, next } => black_box((items.len(), next)),
                         Cut::NeedMore => black_box((0, None)),
                     }

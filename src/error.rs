@@ -31,6 +31,11 @@ pub enum AppError {
         #[source]
         source: BoxError,
     },
+    /// A call to a dependency took longer than its bound. The dependency
+    /// may be down, or the call may have been too big: callers that can
+    /// tell (fan-out, with a ping) decide which.
+    #[error("{what} timed out")]
+    TimedOut { what: &'static str },
     /// Anything else: a bug or an unexpected failure.
     #[error("{context}")]
     Internal {
@@ -51,7 +56,7 @@ impl AppError {
             AppError::Conflict(_) => "conflict",
             AppError::PayloadTooLarge(_) => "payload_too_large",
             AppError::Unprocessable(_) => "unprocessable",
-            AppError::Unavailable { .. } => "unavailable",
+            AppError::Unavailable { .. } | AppError::TimedOut { .. } => "unavailable",
             AppError::Internal { .. } => "internal",
         }
     }
@@ -123,7 +128,9 @@ impl From<redis::RedisError> for AppError {
     #[track_caller]
     fn from(err: redis::RedisError) -> Self {
         crate::metrics::REDIS_ERRORS.inc();
-        if err.is_timeout() || err.is_connection_dropped() || err.is_io_error() {
+        if err.is_timeout() {
+            AppError::TimedOut { what: "Redis" }
+        } else if err.is_connection_dropped() || err.is_io_error() {
             AppError::Unavailable {
                 what: "Redis",
                 source: err.into(),

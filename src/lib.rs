@@ -3,8 +3,11 @@
 //! - [`http`]: the REST layer (actix-web): routes, auth, JSON errors.
 //! - [`engine`]: publish, fan-out, follow and the merged scroll read; no HTTP.
 //! - [`store`]: PostgreSQL (records of truth) and Redis (derived cache).
+//! - [`types`]: the feed types the engine and the stores both speak.
 //! - [`settings`]: start-up configuration; [`telemetry`]: logging;
 //!   [`metrics`]: Prometheus metrics.
+//!
+//! Dependencies point down: `http` → `engine` → `store` → `types`.
 
 pub mod domain;
 pub mod engine;
@@ -15,3 +18,4 @@ pub mod settings;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod types;

@@ -5,6 +5,7 @@
 
 use std::sync::LazyLock;
 
+use crate::types::Fallback;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -97,19 +98,28 @@ pub static REDIS_ERRORS: LazyLock<IntCounter> = LazyLock::new(|| {
 pub static PG_ERRORS: LazyLock<IntCounter> =
     LazyLock::new(|| counter("postgres_errors_total", "Failed PostgreSQL calls"));
 
-/// Feed pages by where they were answered from.
+/// Feed pages by where they were answered from, and why PostgreSQL.
 pub static FEED_PAGES: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register(
         IntCounterVec::new(
             Opts::new(
                 "feed_pages_total",
-                "Feed pages served, by source (redis, or the postgres fallback)",
+                "Feed pages served, by source (redis, or postgres) and the reason for falling back to PostgreSQL",
             ),
-            &["source"],
+            &["source", "reason"],
         )
         .expect("feed_pages_total"),
     )
 });
+
+/// Counts a page: from Redis (`None`) or from PostgreSQL, and why.
+pub fn page_served(fallback: Option<Fallback>) {
+    let labels = match fallback {
+        None => ["redis", "none"],
+        Some(reason) => ["postgres", reason.as_str()],
+    };
+    FEED_PAGES.with_label_values(&labels).inc();
+}
 
 /// Inboxes and outboxes rebuilt from PostgreSQL.
 pub static REBUILDS: LazyLock<IntCounter> = LazyLock::new(|| {
@@ -129,7 +139,10 @@ pub fn render() -> String {
     LazyLock::force(&INBOX_WRITES);
     LazyLock::force(&REDIS_ERRORS);
     LazyLock::force(&PG_ERRORS);
-    LazyLock::force(&FEED_PAGES);
+    FEED_PAGES.with_label_values(&["redis", "none"]);
+    for reason in Fallback::ALL {
+        FEED_PAGES.with_label_values(&["postgres", reason.as_str()]);
+    }
     LazyLock::force(&REBUILDS);
     let mut out = Vec::new();
     let _ = TextEncoder::new().encode(&REGISTRY.gather(), &mut out);

@@ -4,7 +4,7 @@
 //! (`FEED_SERVER__PORT=9090`, `FEED_REDIS__KEY_PREFIX=staging:`).
 //!
 //! These are the process's own settings. The admin-tunable feed values
-//! (thresholds, caps) live in PostgreSQL: see [`crate::engine::FeedSettings`].
+//! (thresholds, caps) live in PostgreSQL: see [`crate::engine::policy::FeedSettings`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

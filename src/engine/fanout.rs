@@ -1,29 +1,65 @@
-//! Fan-out workers: they run the jobs of the `fanout_jobs` table (a
-//! transactional outbox). A job is claimed with `FOR UPDATE SKIP LOCKED`
-//! and a lease, worked in keyset batches (one Redis pipeline per batch),
-//! checkpointed after each batch, retried with backoff, and parked as dead
-//! after too many attempts. Pushes are idempotent (ZADD), so a resumed job
-//! may repeat a batch but never loses one.
+//! Fan-out: the workers that run the jobs of the `fanout_jobs` table (a
+//! transactional outbox). A job is claimed with a lease, worked in keyset
+//! batches (a few short Redis pipelines per batch), checkpointed after each
+//! batch, retried with backoff, and given up on after too many attempts by
+//! dropping the inboxes it has not reached (they are rebuilt from
+//! PostgreSQL), so no author stays pulled for ever. Pushes are idempotent
+//! (ZADD), so a resumed job may repeat a batch but never loses one.
+//!
+//! The steps are public ([`Engine::claim`], [`Engine::step`],
+//! [`Engine::fail`]) so that tests can drive fan-out one batch at a time,
+//! in any order, crash between a batch and its checkpoint, or fail a batch.
 
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::cursor::Entry;
+use super::policy::{self, Audience};
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
-use crate::store::pg::models::JobRow;
-use crate::store::pg::Scope;
+use crate::store::pg::{Claimed, EntriesOf};
+use crate::types::{Entry, Job, JobKind};
 
-/// Inboxes per PUSH_MANY call in a fan-out batch: the script call is paid
-/// once per this many followers, and one call stays well under a millisecond.
-const KEYS_PER_CALL: usize = 100;
+/// A job claimed by this instance, with what it was found to need.
+#[derive(Debug)]
+pub struct Lease {
+    pub job: Job,
+    plan: Option<Plan>,
+}
 
-/// How a job run ended, short of an error.
-enum Run {
-    Finished,
-    /// Stopped between batches for shutdown; the lease is released.
-    Interrupted,
+/// A job's work, read once when its first batch runs.
+#[derive(Debug)]
+enum Plan {
+    /// Push `entries` into inboxes; `cut`: they are the newest of a longer
+    /// list, and this is their lowest score (the inboxes' floor rises to it).
+    Push {
+        entries: Vec<Entry>,
+        cut: Option<i64>,
+        to: Targets,
+    },
+    /// Take `entries` out of one follower's inbox.
+    Remove {
+        follower: i64,
+        entries: Vec<Entry>,
+    },
+    Nothing,
+}
+
+#[derive(Debug)]
+enum Targets {
+    /// Every follower of the job's author, in keyset pages.
+    Followers,
+    /// These active fans (ascending ids).
+    Fans(Vec<i64>),
+    /// One follower.
+    One(i64),
+}
+
+/// Where a job stands after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    More,
+    Done,
 }
 
 impl Engine {
@@ -58,7 +94,6 @@ impl Engine {
     }
 
     async fn worker(&self, worker: usize, mut shutdown: watch::Receiver<bool>) {
-        let lease = Duration::from_secs(self.tuning().fanout_lease_secs);
         loop {
             if *shutdown.borrow() {
                 return;
@@ -66,8 +101,8 @@ impl Engine {
             // Register interest before looking, so a wake-up between the
             // claim and the wait is not lost.
             let woken = self.inner.wake.notified();
-            match self.pg().claim_job(lease).await {
-                Ok(Some(job)) => self.run_job(worker, job, &shutdown).await,
+            match self.claim(0).await {
+                Ok(Some(lease)) => self.run_job(worker, lease, &shutdown).await,
                 Ok(None) => {
                     tokio::select! {
                         _ = woken => {}
@@ -86,146 +121,265 @@ impl Engine {
         }
     }
 
-    #[tracing::instrument(skip(self, job, shutdown), fields(job = job.id, kind = %job.kind, author = job.author_id))]
-    async fn run_job(&self, worker: usize, job: JobRow, shutdown: &watch::Receiver<bool>) {
-        let outcome = match job.kind.as_str() {
-            "push" | "push_active" | "backfill" | "retract" => self.work(&job, shutdown).await,
-            "follow" | "unfollow" => self.work_one_inbox(&job).await,
-            other => Err(AppError::internal(
-                "unknown job kind",
-                crate::error::Message(other.to_string()),
-            )),
-        };
-        let pg = self.pg();
-        let recorded = match outcome {
-            Ok(Run::Finished) => {
-                let lag_ms = now_ms() - job.created_at_ms;
-                if job.kind.starts_with("push") {
-                    crate::metrics::FANOUT_LAG.observe(lag_ms.max(0) as f64 / 1000.0);
-                }
-                tracing::debug!(lag_ms, "fan-out job done");
-                let r = pg.finish_job(job.id).await;
-                self.inner.job_done.notify_waiters();
-                r
-            }
-            Ok(Run::Interrupted) => pg.release_job(job.id).await,
-            Err(e) => {
-                // A store that is down is waited for, not counted against the job.
-                let transient = matches!(e, AppError::Unavailable { .. });
-                let dead = !transient && job.attempts >= self.tuning().fanout_max_attempts;
-                let backoff = if transient {
-                    Duration::from_secs(2)
-                } else {
-                    Duration::from_secs(1u64 << job.attempts.clamp(0, 8) as u64)
-                };
-                tracing::warn!(worker, attempts = job.attempts, dead, transient, error = %e.chain(), "fan-out job failed");
-                pg.fail_job(job.id, &e.chain(), backoff, dead, transient)
-                    .await
-            }
-        };
-        if let Err(e) = recorded {
-            // The lease expires and another worker resumes from the checkpoint.
-            tracing::warn!(error = %e.chain(), "could not record a fan-out job's outcome");
-        }
-    }
-
-    /// A follow's or unfollow's work on the one follower's inbox: the
-    /// author's recent posts merged in, or taken out.
-    async fn work_one_inbox(&self, job: &JobRow) -> AppResult<Run> {
-        let Some(follower) = job.follower_id else {
-            return Ok(Run::Finished);
-        };
-        let cap = self.settings().inbox_max_len;
-        let inbox = self.redis().keys().inbox(follower);
-        let entries = self
-            .pg()
-            .entries(Scope::Author(job.author_id), i64::MIN, cap)
-            .await?;
-        if job.kind == "follow" {
-            let added = self.redis().push(&[(inbox, &entries[..])], cap).await?;
-            crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
-        } else {
-            let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
-            self.redis().remove(&[inbox], &ids).await?;
-            self.redis()
-                .forget_active_fan(job.author_id, follower)
-                .await?;
-        }
-        Ok(Run::Finished)
-    }
-
-    async fn work(&self, job: &JobRow, shutdown: &watch::Receiver<bool>) -> AppResult<Run> {
-        let s = self.settings();
-        let keys = self.redis().keys();
-        let author = job.author_id;
-        // What each follower's inbox receives (or loses, for a retract).
-        let (entries, retract): (Vec<Entry>, Option<i64>) = match job.kind.as_str() {
-            "push" | "push_active" => {
-                let Some(post) = job.post_id else {
-                    return Ok(Run::Finished);
-                };
-                let Some(entry) = self.pg().live_entry(post).await? else {
-                    // Deleted before it was delivered: nothing to push.
-                    return Ok(Run::Finished);
-                };
-                self.redis()
-                    .push(&[(keys.outbox(author), &[entry][..])], s.outbox_max_len)
-                    .await?;
-                (vec![entry], None)
-            }
-            "backfill" => {
-                let since = job.since_ms.unwrap_or(0);
-                let entries = self
-                    .pg()
-                    .entries(Scope::Author(author), since, s.inbox_max_len)
-                    .await?;
-                (entries, None)
-            }
-            _ => {
-                let post = job.post_id.unwrap_or(0);
-                self.redis().remove(&[keys.outbox(author)], &[post]).await?;
-                (Vec::new(), Some(post))
-            }
-        };
-        if entries.is_empty() && retract.is_none() {
-            return Ok(Run::Finished);
-        }
-        let batch = self.tuning().fanout_batch_size;
-        let lease = Duration::from_secs(self.tuning().fanout_lease_secs);
-        // Big-V posts go to active fans only; everything else to all followers.
-        let active: Option<Vec<i64>> = if job.kind == "push_active" {
-            let since = now_ms() - s.active_window_secs * 1000;
-            Some(self.redis().active_fans(author, since).await?)
-        } else {
-            None
-        };
-        let mut checkpoint = job.checkpoint;
+    #[tracing::instrument(skip(self, lease, shutdown), fields(job = lease.job.id, kind = %lease.job.kind, author = lease.job.author_id))]
+    async fn run_job(&self, worker: usize, mut lease: Lease, shutdown: &watch::Receiver<bool>) {
         loop {
-            let followers: Vec<i64> = match &active {
-                Some(fans) => {
-                    let start = fans.partition_point(|f| *f <= checkpoint);
-                    fans[start..fans.len().min(start + batch as usize)].to_vec()
+            match self.step(&mut lease, true).await {
+                Ok(Step::Done) => return,
+                Ok(Step::More) if *shutdown.borrow() => {
+                    if let Err(e) = self.pg().release_job(&lease.job).await {
+                        // The lease expires and another worker resumes.
+                        tracing::warn!(worker, error = %e.chain(), "could not release a fan-out job");
+                    }
+                    return;
                 }
-                None => self.pg().followers_after(author, checkpoint, batch).await?,
-            };
-            let Some(&last) = followers.last() else {
-                return Ok(Run::Finished);
-            };
-            let inboxes: Vec<String> = followers.iter().map(|f| keys.inbox(*f)).collect();
-            match retract {
-                Some(post) => self.redis().remove(&inboxes, &[post]).await?,
-                None => {
-                    let added = self
-                        .redis()
-                        .push_same(&inboxes, &entries, s.inbox_max_len, KEYS_PER_CALL)
-                        .await?;
-                    crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
+                Ok(Step::More) => {}
+                Err(e) => {
+                    tracing::warn!(worker, attempts = lease.job.attempts, error = %e.chain(), "fan-out batch failed");
+                    self.fail(lease, &e).await;
+                    return;
                 }
             }
-            checkpoint = last;
-            self.pg().checkpoint_job(job.id, checkpoint, lease).await?;
-            if *shutdown.borrow() {
-                return Ok(Run::Interrupted);
+        }
+    }
+
+    fn lease_time(&self) -> Duration {
+        Duration::from_secs(self.tuning().fanout_lease_secs)
+    }
+
+    /// Claims the oldest claimable job (or the `skip`-th oldest). A job of
+    /// a kind this binary does not know is parked as dead, with the reason,
+    /// and the next one is claimed.
+    pub async fn claim(&self, skip: i64) -> AppResult<Option<Lease>> {
+        loop {
+            match self.pg().claim_job(self.lease_time(), skip).await? {
+                None => return Ok(None),
+                Some(Claimed::Job(job)) => return Ok(Some(Lease { job, plan: None })),
+                Some(Claimed::Unknown { id, lease, kind }) => {
+                    let why = format!("unknown fan-out job kind {kind:?}: parked as dead");
+                    tracing::error!(job = id, kind, "{why}");
+                    self.pg()
+                        .fail_job(id, lease, &why, Duration::ZERO, true, true)
+                        .await?;
+                }
+            }
+        }
+    }
+
+    /// Runs one batch of a leased job: its Redis writes, then, if `record`,
+    /// its checkpoint (or, after the last batch, its end). A step that does
+    /// not record is a worker dying between a batch and its checkpoint.
+    pub async fn step(&self, lease: &mut Lease, record: bool) -> AppResult<Step> {
+        if lease.plan.is_none() {
+            lease.plan = Some(self.plan(&lease.job).await?);
+        }
+        let job = &mut lease.job;
+        let cap = self.settings().inbox_max_len;
+        let batch = self.tuning().fanout_batch_size;
+        let keys = self.redis().keys();
+        let done = match lease.plan.as_ref() {
+            None | Some(Plan::Nothing) => true,
+            Some(Plan::Remove { follower, entries }) => {
+                let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
+                self.redis().remove(&[keys.inbox(*follower)], &ids).await?;
+                self.redis()
+                    .forget_active_fan(job.author_id, *follower)
+                    .await?;
+                true
+            }
+            Some(Plan::Push { entries, cut, to }) => {
+                let (followers, last_page) = match to {
+                    Targets::Followers => {
+                        let page = self
+                            .pg()
+                            .followers_after(job.author_id, job.checkpoint, batch)
+                            .await?;
+                        let last = (page.len() as i64) < batch;
+                        (page, last)
+                    }
+                    Targets::Fans(fans) => {
+                        let start = fans.partition_point(|f| *f <= job.checkpoint);
+                        let end = fans.len().min(start + batch as usize);
+                        (fans[start..end].to_vec(), end == fans.len())
+                    }
+                    Targets::One(f) => (vec![*f], true),
+                };
+                if let Some(&last) = followers.last() {
+                    let inboxes: Vec<String> = followers.iter().map(|f| keys.inbox(*f)).collect();
+                    let added = self.redis().push_same(&inboxes, entries, cap, *cut).await?;
+                    crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
+                    if !last_page && record {
+                        self.pg()
+                            .checkpoint_job(job, last, self.lease_time())
+                            .await?;
+                    }
+                    job.checkpoint = last;
+                }
+                last_page
+            }
+        };
+        if !record {
+            return Ok(if done { Step::Done } else { Step::More });
+        }
+        if !done {
+            return Ok(Step::More);
+        }
+        self.pg().finish_job(job.id, job.lease).await?;
+        let lag_ms = now_ms() - job.created_at_ms;
+        if job.kind == JobKind::Deliver {
+            crate::metrics::FANOUT_LAG.observe(lag_ms.max(0) as f64 / 1000.0);
+        }
+        tracing::debug!(lag_ms, "fan-out job done");
+        self.inner.job_done.notify_waiters();
+        Ok(Step::Done)
+    }
+
+    /// What a job needs, read when its first batch runs.
+    async fn plan(&self, job: &Job) -> AppResult<Plan> {
+        let s = self.settings();
+        let cap = s.inbox_max_len;
+        let author = job.author_id;
+        // The newest `cap` of a list: if there were more, the push is cut.
+        let cut_of = |entries: &[Entry]| {
+            (entries.len() as i64 >= cap)
+                .then(|| entries.last().map(|e| e.score))
+                .flatten()
+        };
+        Ok(match job.kind {
+            JobKind::Deliver => {
+                let Some(post) = job.post_id else {
+                    return Ok(Plan::Nothing);
+                };
+                let Some(delivery) = self.pg().delivery(post).await? else {
+                    return Ok(Plan::Nothing);
+                };
+                let entry = Entry::new(delivery.created_at_ms, post);
+                // Heal the outbox, in case the publish could not push there.
+                let outbox = self.redis().keys().outbox(author);
+                self.redis()
+                    .push(&[(outbox, &[entry][..])], s.outbox_max_len)
+                    .await?;
+                let to = match policy::audience(delivery.pulled) {
+                    Audience::Followers => Targets::Followers,
+                    Audience::ActiveFans => {
+                        let since = now_ms() - s.active_window_secs * 1000;
+                        Targets::Fans(self.redis().active_fans(author, since).await?)
+                    }
+                };
+                Plan::Push {
+                    entries: vec![entry],
+                    cut: None,
+                    to,
+                }
+            }
+            JobKind::Backfill => {
+                let entries = self.pg().entries(EntriesOf::Pulled(author), cap).await?;
+                Plan::Push {
+                    cut: cut_of(&entries),
+                    entries,
+                    to: Targets::Followers,
+                }
+            }
+            JobKind::Follow => {
+                let Some(follower) = job.follower_id else {
+                    return Ok(Plan::Nothing);
+                };
+                let entries = self.pg().entries(EntriesOf::Author(author), cap).await?;
+                Plan::Push {
+                    cut: cut_of(&entries),
+                    entries,
+                    to: Targets::One(follower),
+                }
+            }
+            JobKind::Unfollow => {
+                let Some(follower) = job.follower_id else {
+                    return Ok(Plan::Nothing);
+                };
+                // An inbox holds at most its cap and the trimming slack.
+                let reach = cap + (cap / 32).max(1);
+                let entries = self.pg().entries(EntriesOf::Author(author), reach).await?;
+                Plan::Remove { follower, entries }
+            }
+        })
+    }
+
+    /// Records a failed batch. A store that was unavailable is waited for
+    /// without counting an attempt; a Redis call that timed out while Redis
+    /// still answers counts (the batch itself was too slow). After
+    /// `fanout_max_attempts` counted attempts the job gives up: the inboxes
+    /// it has not reached are dropped, to be rebuilt from PostgreSQL, and
+    /// the job ends; only if even that fails is it parked as dead.
+    pub async fn fail(&self, lease: Lease, error: &AppError) {
+        let job = &lease.job;
+        let counted = match error {
+            AppError::Unavailable { .. } => false,
+            AppError::TimedOut { .. } => self.redis().ping().await.is_ok(),
+            _ => true,
+        };
+        let mut dead = false;
+        if counted && job.attempts >= self.tuning().fanout_max_attempts {
+            match self.give_up(&lease).await {
+                Ok(()) => {
+                    tracing::warn!(job = job.id, kind = %job.kind, error = %error.chain(),
+                        "fan-out job gave up: the inboxes it had not reached are rebuilt on their next read");
+                    match self.pg().finish_job(job.id, job.lease).await {
+                        Ok(()) => self.inner.job_done.notify_waiters(),
+                        Err(e) => tracing::warn!(error = %e.chain(), "could not end a fan-out job"),
+                    }
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(job = job.id, error = %e.chain(), "fan-out job could not give up either: parked as dead");
+                    dead = true;
+                }
+            }
+        }
+        let backoff = if counted {
+            Duration::from_secs(1u64 << job.attempts.clamp(0, 8) as u64)
+        } else {
+            Duration::from_secs(2)
+        };
+        if let Err(e) = self
+            .pg()
+            .fail_job(job.id, job.lease, &error.chain(), backoff, dead, counted)
+            .await
+        {
+            // The lease expires and another worker resumes from the checkpoint.
+            tracing::warn!(error = %e.chain(), "could not record a fan-out job's failure");
+        }
+    }
+
+    /// Drops the inboxes a job has not reached yet: rebuilt from PostgreSQL
+    /// on their next read, they hold what the job would have written.
+    async fn give_up(&self, lease: &Lease) -> AppResult<()> {
+        let job = &lease.job;
+        let keys = self.redis().keys();
+        match (&lease.plan, job.follower_id) {
+            // A big-V's post is pulled by every follower: its push to
+            // active fans only saves them a read.
+            (
+                Some(Plan::Push {
+                    to: Targets::Fans(_),
+                    ..
+                }),
+                _,
+            )
+            | (Some(Plan::Nothing), _) => Ok(()),
+            (_, Some(follower)) => self.redis().delete(&keys.inbox(follower)).await,
+            (_, None) => {
+                let mut after = job.checkpoint;
+                loop {
+                    let page = self
+                        .pg()
+                        .followers_after(job.author_id, after, self.tuning().fanout_batch_size)
+                        .await?;
+                    let Some(&last) = page.last() else {
+                        return Ok(());
+                    };
+                    let inboxes: Vec<String> = page.iter().map(|f| keys.inbox(*f)).collect();
+                    self.redis().delete_many(&inboxes).await?;
+                    after = last;
+                }
             }
         }
     }

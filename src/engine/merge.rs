@@ -4,19 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::cursor::{feed_order, Entry};
-
-/// What one range read of one source returned.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceRead {
-    /// Entries from the request's `max` down, in feed order.
-    pub entries: Vec<Entry>,
-    /// The source holds everything it should only for scores above this
-    /// (it was trimmed, or rebuilt up to a cap). `None`: down to the bottom.
-    pub floor: Option<i64>,
-    /// The read stopped at its `LIMIT`: more entries may follow.
-    pub truncated: bool,
-}
+use crate::types::{feed_order, Entry, SourceRead};
 
 /// Why a merged stream ends before the bottom of the feed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +67,8 @@ pub fn merge(reads: &[SourceRead]) -> Merged {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::cursor::{cut, Cursor, Cut, PageRequest};
+    use crate::engine::cut::{after_seen, cut, Cut, Slot};
+    use crate::types::{Cursor, PageRequest};
     use proptest::prelude::*;
 
     fn read(entries: &[(i64, i64)], floor: Option<i64>, truncated: bool) -> SourceRead {
@@ -161,14 +150,18 @@ mod tests {
                 .collect();
             let merged = merge(&reads);
             let complete = merged.horizon == Horizon::Complete;
-            match cut(merged.entries.iter().copied(), |e| *e, req, complete) {
+            let stream = merged.entries.iter().map(|e| (*e, Slot::Shown(*e)));
+            match cut(after_seen(stream, req), req, complete) {
                 Cut::Page { items, next } => return (items, next),
                 Cut::NeedMore => match merged.horizon {
                     Horizon::Truncated(_) => fetch *= 2,
-                    _ => match cut(all.iter().copied(), |e| *e, req, true) {
-                        Cut::Page { items, next } => return (items, next),
-                        Cut::NeedMore => unreachable!(),
-                    },
+                    _ => {
+                        let stream = all.iter().map(|e| (*e, Slot::Shown(*e)));
+                        match cut(after_seen(stream, req), req, true) {
+                            Cut::Page { items, next } => return (items, next),
+                            Cut::NeedMore => unreachable!(),
+                        }
+                    }
                 },
             }
         }

@@ -19,7 +19,9 @@ impl ResponseError for AppError {
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            AppError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Unavailable { .. } | AppError::TimedOut { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AppError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -27,7 +29,7 @@ impl ResponseError for AppError {
     fn error_response(&self) -> HttpResponse {
         match self {
             AppError::Internal { .. } => tracing::error!(error = %self.chain(), "internal error"),
-            AppError::Unavailable { .. } => {
+            AppError::Unavailable { .. } | AppError::TimedOut { .. } => {
                 tracing::warn!(error = %self.chain(), "dependency unavailable")
             }
             _ => {}

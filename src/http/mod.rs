@@ -17,8 +17,8 @@ use actix_web::{web, Resource};
 use serde::Deserialize;
 use tracing::Instrument;
 
-use crate::engine::cursor::PageRequest;
 use crate::error::AppError;
+use crate::types::PageRequest;
 use errors::method_not_allowed;
 
 /// A resource whose unsupported methods answer 405 in JSON.

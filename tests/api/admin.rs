@@ -69,3 +69,55 @@ async fn big_v_follows_follower_counts_with_hysteresis() {
         .await;
     assert_eq!(app.user(star.id).await["big_v"], false);
 }
+
+#[tokio::test]
+async fn concurrent_partial_updates_keep_each_other_s_fields() {
+    let app = spawn_app().await;
+    for round in 0..20i64 {
+        let (a, b) = (100 + round, 200 + round);
+        let put = |body: Value| {
+            app.client
+                .put(app.url("/api/v1/admin/settings"))
+                .bearer_auth(&app.admin)
+                .json(&body)
+                .send()
+        };
+        let (ra, rb) = tokio::join!(
+            put(json!({ "inbox_max_len": a })),
+            put(json!({ "outbox_max_len": b }))
+        );
+        assert_eq!(ra.unwrap().status(), StatusCode::OK);
+        assert_eq!(rb.unwrap().status(), StatusCode::OK);
+        let now = app.settings().await;
+        assert_eq!(
+            (
+                now["inbox_max_len"].as_i64(),
+                now["outbox_max_len"].as_i64()
+            ),
+            (Some(a), Some(b)),
+            "round {round}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_follow_through_another_instance_uses_the_thresholds_just_set() {
+    let one = spawn_app().await;
+    // A second instance that has not reloaded the settings yet.
+    let mut settings = test_settings();
+    settings.database.url = secrecy::SecretString::from(one.database_url().to_string());
+    settings.redis.key_prefix = one.engine.redis().keys().prefix().to_string();
+    let two = feed_service::startup::Application::build(&settings)
+        .await
+        .unwrap();
+    let star = one.create_user("star").await;
+    let fans = one.users("fan", 2).await;
+    one.follow(&fans[0], &star).await;
+    one.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
+        .await;
+    two.engine().follow(fans[1].id, star.id).await.unwrap();
+    assert_eq!(one.user(star.id).await["big_v"], true);
+    two.engine().unfollow(fans[1].id, star.id).await.unwrap();
+    two.engine().unfollow(fans[0].id, star.id).await.unwrap();
+    assert_eq!(one.user(star.id).await["big_v"], false);
+}

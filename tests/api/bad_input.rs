@@ -367,6 +367,22 @@ async fn bad_input_gets_a_json_error_and_changes_nothing() {
         ),
         (
             Method::GET,
+            "/api/v1/feed?offset=3".into(),
+            Body::None,
+            "bob",
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::GET,
+            "/api/v1/feed?max=5&offset=10001".into(),
+            Body::None,
+            "bob",
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::GET,
             "/api/v1/feed?offset=x".into(),
             Body::None,
             "bob",

@@ -5,9 +5,9 @@ use std::time::Duration;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use feed_service::domain::PostBody;
-use feed_service::engine::cursor::{Entry, PageRequest};
 use feed_service::engine::Stats;
 use feed_service::startup::Application;
+use feed_service::types::{Entry, PageRequest};
 use serde_json::json;
 
 use crate::helpers::{ids, spawn_app, spawn_app_with, test_settings, Cleanup};

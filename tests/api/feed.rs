@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use feed_service::store::pg::models::Post;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -332,4 +333,131 @@ async fn next_carries_the_request_offset_through_a_run_of_equal_scores() {
     let (p3, n3) = app.page("/api/v1/feed", &reader.token, n2, 3).await;
     assert_eq!(ids(&p3), order[6..8]);
     assert_eq!(n3, None);
+}
+
+#[tokio::test]
+async fn following_an_author_with_more_posts_than_the_cap_shows_every_post() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"inbox_max_len": 10, "outbox_max_len": 10}))
+        .await;
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    let mut posts = Vec::new();
+    for i in 0..15 {
+        posts.push(app.publish_at(&author, &format!("p{i}"), BASE + i).await);
+    }
+    // The reader's inbox exists (empty, complete) before the follow.
+    assert!(app.home(&reader, 5).await.is_empty());
+    app.follow(&reader, &author).await;
+    app.settle().await;
+    let expected = newest_first(&posts);
+    for size in [1, 4, 20] {
+        assert_eq!(app.home(&reader, size).await, expected, "page size {size}");
+    }
+}
+
+#[tokio::test]
+async fn a_demoted_big_v_s_posts_past_the_cap_reach_a_quiet_follower() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"inbox_max_len": 10, "outbox_max_len": 10, "big_v_threshold": 2, "big_v_demote_threshold": 1}))
+        .await;
+    let star = app.create_user("star").await;
+    let quiet = app.create_user("quiet").await;
+    let fan = app.create_user("fan").await;
+    app.follow(&quiet, &star).await;
+    app.home(&quiet, 5).await; // an inbox, but never an active fan
+    app.follow(&fan, &star).await;
+    assert_eq!(app.user(star.id).await["big_v"], true);
+    let mut posts = Vec::new();
+    for i in 0..15 {
+        posts.push(app.publish(&star, &format!("as big-V {i}")).await);
+    }
+    app.settle().await;
+    app.set_settings(json!({"big_v_threshold": 100, "big_v_demote_threshold": 50}))
+        .await;
+    assert_eq!(app.user(star.id).await["big_v"], false);
+    app.settle().await;
+    let expected = newest_first(&posts);
+    for size in [1, 3, 20] {
+        assert_eq!(app.home(&quiet, size).await, expected, "page size {size}");
+    }
+}
+
+#[tokio::test]
+async fn a_big_v_post_stamped_by_a_lagging_clock_is_backfilled_on_demotion() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
+        .await;
+    let star = app.create_user("star").await;
+    let quiet = app.create_user("quiet").await;
+    let fan = app.create_user("fan").await;
+    app.follow(&quiet, &star).await;
+    app.home(&quiet, 5).await;
+    app.follow(&fan, &star).await;
+    assert_eq!(app.user(star.id).await["big_v"], true);
+    // Published as big-V, from an instance whose clock is a minute behind.
+    let now = feed_service::engine::now_ms();
+    let lagging = app.publish_at(&star, "late clock", now - 60_000).await;
+    let current = app.publish(&star, "right clock").await;
+    app.settle().await;
+    app.set_settings(json!({"big_v_threshold": 100, "big_v_demote_threshold": 50}))
+        .await;
+    app.settle().await;
+    assert_eq!(
+        app.home(&quiet, 5).await,
+        newest_first(&[lagging.clone(), current.clone()])
+    );
+    let members = zrange(&app, &app.engine.redis().keys().inbox(quiet.id)).await;
+    assert!(members.contains(&lagging.id.to_string()), "{members:?}");
+}
+
+#[tokio::test]
+async fn a_next_offset_past_ten_thousand_is_accepted_back() {
+    let app = spawn_app().await;
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    app.settle().await;
+    // A run of 10,150 posts in one millisecond, and one older post.
+    let mut conn = diesel_async::AsyncPgConnection::establish(app.database_url())
+        .await
+        .unwrap();
+    diesel::sql_query(
+        "INSERT INTO posts (author_id, body, created_at_ms) \
+         SELECT $1, 'tie', $2 FROM generate_series(1, 10150)",
+    )
+    .bind::<diesel::sql_types::BigInt, _>(author.id)
+    .bind::<diesel::sql_types::BigInt, _>(BASE)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let older = app.publish_at(&author, "older", BASE - 1).await;
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut largest = 0;
+    loop {
+        let (items, next) = app.page("/api/v1/feed", &reader.token, cursor, 100).await;
+        seen.extend(ids(&items));
+        match next {
+            Some(c) => {
+                largest = largest.max(c.1);
+                cursor = Some(c);
+            }
+            None => break,
+        }
+    }
+    assert!(largest > 10_000, "largest offset {largest}");
+    assert_eq!(seen.len(), 10_151);
+    assert_unique(&seen);
+    assert_eq!(seen.last(), Some(&older.id));
+    // An offset above 10,000 that no response could have given is refused.
+    let res = app
+        .request(
+            reqwest::Method::GET,
+            &format!("/api/v1/feed?max={}&offset=10001", BASE - 1),
+            Some(&reader.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
 }

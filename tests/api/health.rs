@@ -62,7 +62,8 @@ async fn metrics_expose_requests_fan_out_and_fallbacks() {
         "fanout_inbox_writes_total",
         "redis_errors_total",
         "postgres_errors_total",
-        r#"feed_pages_total{source="redis"}"#,
+        r#"feed_pages_total{reason="none",source="redis"}"#,
+        r#"feed_pages_total{reason="past_floor",source="postgres"}"#,
         "feed_rebuilds_total",
     ] {
         assert!(text.contains(needle), "/metrics lacks {needle}");
@@ -74,4 +75,25 @@ async fn metrics_expose_requests_fan_out_and_fallbacks() {
         .and_then(|v| v.parse().ok())
         .unwrap();
     assert!(writes >= 1.0, "the publish wrote to the reader's inbox");
+}
+
+#[tokio::test]
+async fn instances_starting_together_on_a_new_database_all_start() {
+    let settings = crate::helpers::test_settings();
+    let _cleanup = crate::helpers::Cleanup::of(&settings);
+    feed_service::store::pg::ensure_database(secrecy::ExposeSecret::expose_secret(
+        &settings.database.url,
+    ))
+    .await
+    .unwrap();
+    let builds = (0..4).map(|_| feed_service::startup::Application::build(&settings));
+    for (i, built) in futures::future::join_all(builds)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        if let Err(e) = built {
+            panic!("instance {i} did not start: {}", e.chain());
+        }
+    }
 }

@@ -81,7 +81,7 @@ struct Progress {
 async fn progress(conn: &mut AsyncPgConnection) -> Option<(i64, bool)> {
     let rows: Vec<Progress> = diesel::sql_query(
         "SELECT checkpoint, (CASE WHEN lease_until = '-infinity' THEN 1 ELSE 0 END)::int8 AS released \
-         FROM fanout_jobs WHERE kind = 'push'",
+         FROM fanout_jobs WHERE kind = 'deliver'",
     )
     .load(conn)
     .await

@@ -9,7 +9,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use feed_service::http::auth::JwtKeys;
 use feed_service::settings::Settings;
 use feed_service::store::pg::{ensure_database, run_migrations, with_database};
-use feed_service::store::redis::scripts::PUSH_MANY;
+use feed_service::store::redis::scripts::PUSH;
 use redis::aio::MultiplexedConnection;
 use secrecy::ExposeSecret;
 use serde::Serialize;
@@ -398,13 +398,13 @@ async fn fanout(
     let sql = if big_v {
         format!(
             "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
-                 UPDATE users SET big_v = true, big_v_since_ms = 0 WHERE id = {}",
+                 UPDATE users SET big_v = true WHERE id = {}",
             l.mega
         )
     } else {
         format!(
             "UPDATE settings SET big_v_threshold = {t}, big_v_demote_threshold = {d}; \
-                 UPDATE users SET big_v = false, big_v_since_ms = NULL WHERE id = {m}",
+                 UPDATE users SET big_v = false WHERE id = {m}",
             t = l.readers * 10,
             d = l.readers * 10 - 1,
             m = l.mega
@@ -482,7 +482,7 @@ async fn fanout(
     let mut progress = vec![(0.0, 0)];
     loop {
         let done = seed::count(pg, &format!(
-            "SELECT COALESCE((SELECT checkpoint FROM fanout_jobs WHERE post_id = {post_id} AND kind LIKE 'push%'), -1) AS n"
+            "SELECT COALESCE((SELECT checkpoint FROM fanout_jobs WHERE post_id = {post_id} AND kind = 'deliver'), -1) AS n"
         )).await?;
         let t = published.elapsed().as_secs_f64();
         if done < 0 {
@@ -543,7 +543,7 @@ async fn publishes(
 ) -> R<Vec<(String, Latency)>> {
     pg.batch_execute(
         "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
-         UPDATE users SET big_v = (follower_count >= 10000), big_v_since_ms = 0 \
+         UPDATE users SET big_v = (follower_count >= 10000) \
          WHERE big_v <> (follower_count >= 10000)",
     )
     .await
@@ -614,7 +614,7 @@ async fn prepare_reads(
     let ids: Vec<String> = l.cohort_authors.iter().map(|a| a.to_string()).collect();
     pg.batch_execute(&format!(
         "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
-         UPDATE users SET big_v = (id = ANY(ARRAY[{}]::bigint[])), big_v_since_ms = 0 WHERE big_v OR id = ANY(ARRAY[{}]::bigint[])",
+         UPDATE users SET big_v = (id = ANY(ARRAY[{}]::bigint[])) WHERE big_v OR id = ANY(ARRAY[{}]::bigint[])",
         ids.join(","), ids.join(",")
     )).await.map_err(|e| e.to_string())?;
     delete_prefix(redis, prefix).await
@@ -865,14 +865,17 @@ async fn memory(client: &redis::Client, prefix: &str, cap: i64) -> R<Value> {
         let started = Instant::now();
         for chunk in 0..pushes / (per_call * 10) {
             let mut pipe = redis::pipe();
-            pipe.load_script(&PUSH_MANY).ignore();
+            pipe.load_script(&PUSH).ignore();
             for j in 0..10 {
                 let n = chunk * 10 + j;
-                let mut inv = PUSH_MANY.prepare_invoke();
+                let mut inv = PUSH.prepare_invoke();
                 for k in 0..per_call {
                     inv.key(&keys[((n * per_call + k) % inboxes as i64) as usize]);
                 }
-                inv.arg(cap).arg(1_764_600_000_000 + n).arg(20_000_000 + n);
+                inv.arg(cap)
+                    .arg("")
+                    .arg(1_764_600_000_000 + n)
+                    .arg(20_000_000 + n);
                 pipe.invoke_script(&inv);
             }
             let _: Vec<i64> = pipe.query_async(&mut conn).await.map_err(err("Redis"))?;

@@ -162,12 +162,7 @@ pub async fn seed(conn: &mut AsyncPgConnection, o: &Options, l: &Layout) -> Resu
                 (SELECT followee_id, count(*) AS n FROM follows GROUP BY followee_id) x WHERE u.id = x.followee_id").await?;
     exec(conn, "UPDATE users u SET following_count = x.n FROM \
                 (SELECT follower_id, count(*) AS n FROM follows GROUP BY follower_id) x WHERE u.id = x.follower_id").await?;
-    exec(
-        conn,
-        "UPDATE users SET big_v = (follower_count >= 10000), \
-                big_v_since_ms = CASE WHEN follower_count >= 10000 THEN 0 END",
-    )
-    .await?;
+    exec(conn, "UPDATE users SET big_v = (follower_count >= 10000)").await?;
     b.inc(1);
     let now = feed_service::engine::now_ms();
     exec(

@@ -3,10 +3,10 @@
 //! (by position).
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Int4, Nullable, Text};
+use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text};
 use serde::Serialize;
 
-use super::schema::{fanout_jobs, posts, settings, users};
+use super::schema::{fanout_jobs, settings, users};
 
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Serialize)]
 #[diesel(table_name = users, check_for_backend(diesel::pg::Pg))]
@@ -39,14 +39,6 @@ pub struct Post {
     pub created_at_ms: i64,
 }
 
-#[derive(Debug, Insertable)]
-#[diesel(table_name = posts)]
-pub struct NewPost<'a> {
-    pub author_id: i64,
-    pub body: &'a str,
-    pub created_at_ms: i64,
-}
-
 /// A post's place in a feed, as hand-written SQL returns it.
 #[derive(Debug, Clone, Copy, QueryableByName)]
 pub struct EntryRow {
@@ -54,6 +46,41 @@ pub struct EntryRow {
     pub id: i64,
     #[diesel(sql_type = BigInt)]
     pub created_at_ms: i64,
+}
+
+/// A row of a feed read from the records: a post, live or deleted (a
+/// deleted one keeps its place in the feed; its body is not read).
+#[derive(Debug, Clone, PartialEq, Eq, Queryable)]
+pub struct FeedRow {
+    pub id: i64,
+    pub author_id: i64,
+    pub author_username: String,
+    pub body: String,
+    pub created_at_ms: i64,
+    pub live: bool,
+}
+
+impl FeedRow {
+    /// The post, if it is live.
+    pub fn into_post(self) -> Option<Post> {
+        self.live.then_some(Post {
+            id: self.id,
+            author_id: self.author_id,
+            author_username: self.author_username,
+            body: self.body,
+            created_at_ms: self.created_at_ms,
+        })
+    }
+}
+
+/// What a fan-out job needs of its post.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
+pub struct DeliveryRow {
+    #[diesel(sql_type = BigInt)]
+    pub created_at_ms: i64,
+    /// Published while its author was big-V: pulled from the outbox.
+    #[diesel(sql_type = Bool)]
+    pub pulled: bool,
 }
 
 /// The admin-tunable settings row.
@@ -71,16 +98,16 @@ pub struct SettingsRow {
 
 #[derive(Debug, Insertable)]
 #[diesel(table_name = fanout_jobs)]
-pub struct NewJob<'a> {
-    pub kind: &'a str,
+pub struct NewJob {
+    pub kind: &'static str,
     pub author_id: i64,
     pub post_id: Option<i64>,
     pub follower_id: Option<i64>,
-    pub since_ms: Option<i64>,
     pub created_at_ms: i64,
 }
 
-/// A claimed fan-out job.
+/// A claimed fan-out job as stored; [`crate::types::Job`] once its kind
+/// is known.
 #[derive(Debug, Clone, QueryableByName)]
 pub struct JobRow {
     #[diesel(sql_type = BigInt)]
@@ -93,14 +120,14 @@ pub struct JobRow {
     pub post_id: Option<i64>,
     #[diesel(sql_type = Nullable<BigInt>)]
     pub follower_id: Option<i64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    pub since_ms: Option<i64>,
     #[diesel(sql_type = BigInt)]
     pub checkpoint: i64,
     #[diesel(sql_type = Int4)]
     pub attempts: i32,
     #[diesel(sql_type = BigInt)]
     pub created_at_ms: i64,
+    #[diesel(sql_type = BigInt)]
+    pub lease: i64,
 }
 
 /// A followed author whose outbox a reader pulls.

@@ -7,13 +7,13 @@ diesel::table! {
         author_id -> Int8,
         post_id -> Nullable<Int8>,
         follower_id -> Nullable<Int8>,
-        since_ms -> Nullable<Int8>,
         checkpoint -> Int8,
         attempts -> Int4,
         lease_until -> Timestamptz,
         last_error -> Nullable<Text>,
         dead -> Bool,
         created_at_ms -> Int8,
+        lease -> Int8,
     }
 }
 
@@ -32,6 +32,7 @@ diesel::table! {
         body -> Text,
         created_at_ms -> Int8,
         deleted_at -> Nullable<Timestamptz>,
+        pulled -> Bool,
     }
 }
 
@@ -54,7 +55,6 @@ diesel::table! {
         follower_count -> Int8,
         following_count -> Int8,
         big_v -> Bool,
-        big_v_since_ms -> Nullable<Int8>,
         created_at -> Timestamptz,
     }
 }

@@ -1,44 +1,47 @@
 //! The Redis store: feed ZSETs (inboxes, outboxes) and active fans.
 //! Everything here is derived from PostgreSQL and may vanish at any time.
 
+pub mod faults;
 pub mod keys;
 pub mod scripts;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_redis::{Config, Pool, Runtime};
 use redis::{AsyncCommands, Value};
 use secrecy::ExposeSecret;
 
-use crate::engine::cursor::Entry;
-use crate::engine::merge::SourceRead;
 use crate::error::{AppError, AppResult, Message};
 use crate::settings::RedisSettings;
+use crate::types::{Entry, Range, SourceRead};
 
+pub use faults::{Fault, Faults};
 pub use keys::Keys;
 
-/// PUSH_MANY calls sent together in one fan-out pipeline.
+/// PUSH calls sent together in one fan-out pipeline: Redis runs a client's
+/// whole pipeline before serving anyone else, so pipelines of a few calls
+/// keep publishes and reads from waiting behind a whole batch.
 const CALLS_PER_PIPELINE: usize = 3;
+
+/// Keys in one PUSH call of a fan-out, for a single entry: the call is paid
+/// once per this many followers.
+const KEYS_PER_CALL: usize = 100;
+
+/// ZADDs one PUSH call may make: a push of many entries (a backfill, a
+/// follow) goes to fewer keys per call, so that every call stays short.
+const ZADDS_PER_CALL: usize = 1000;
 
 /// How long a ZSET may stay in the building state before it expires.
 const BUILD_TTL_SECS: u64 = 30;
-
-/// A range read of one feed ZSET.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Range {
-    /// The key does not exist: rebuild it.
-    Missing,
-    /// Being built by someone else: answer from PostgreSQL this time.
-    Building,
-    Read(SourceRead),
-}
 
 #[derive(Clone)]
 pub struct RedisStore {
     pool: Pool,
     keys: Keys,
     timeout: Duration,
+    faults: Arc<Faults>,
 }
 
 impl RedisStore {
@@ -58,6 +61,7 @@ impl RedisStore {
             pool,
             keys: Keys::new(settings.key_prefix.clone()),
             timeout,
+            faults: Arc::new(Faults::default()),
         })
     }
 
@@ -65,20 +69,38 @@ impl RedisStore {
         &self.keys
     }
 
-    /// Runs one Redis exchange on a pooled connection, bounded by the timeout.
+    /// Faults to inject into the next Redis calls (tests).
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// Runs one Redis exchange (one round trip) on a pooled connection,
+    /// bounded by the timeout.
     async fn with_conn<T, F, Fut>(&self, f: F) -> AppResult<T>
     where
         F: FnOnce(deadpool_redis::Connection) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
+        let fault = self.faults.take();
+        if fault == Some(Fault::Refuse) {
+            crate::metrics::REDIS_ERRORS.inc();
+            return Err(AppError::Unavailable {
+                what: "Redis",
+                source: "injected fault: connection refused".into(),
+            });
+        }
         let work = async {
             let conn = self.pool.get().await?;
             Ok::<T, AppError>(f(conn).await?)
         };
-        match tokio::time::timeout(self.timeout, work).await {
+        let result = match tokio::time::timeout(self.timeout, work).await {
             Ok(result) => result,
-            Err(elapsed) => Err(timed_out(elapsed)),
+            Err(_) => Err(timed_out()),
+        };
+        if fault == Some(Fault::LoseReply) {
+            return Err(timed_out());
         }
+        result
     }
 
     pub async fn ping(&self) -> AppResult<()> {
@@ -140,14 +162,15 @@ impl RedisStore {
     }
 
     /// Completes a build with the newest entries read from PostgreSQL.
-    /// `floor`: `None` when they are all there are.
+    /// `floor`: `None` when they are all there are. False if the key was no
+    /// longer building (it vanished, or a cut push abandoned the build).
     pub async fn fill(
         &self,
         key: &str,
         cap: i64,
         floor: Option<i64>,
         entries: &[Entry],
-    ) -> AppResult<()> {
+    ) -> AppResult<bool> {
         let floor = floor.map_or_else(|| "-inf".to_string(), |f| f.to_string());
         self.with_conn(|mut c| async move {
             let mut inv = scripts::FILL.key(key);
@@ -155,14 +178,15 @@ impl RedisStore {
             for e in entries {
                 inv.arg(e.score).arg(e.id);
             }
-            let _: i64 = inv.invoke_async(&mut c).await?;
-            Ok(())
+            let filled: i64 = inv.invoke_async(&mut c).await?;
+            Ok(filled == 1)
         })
         .await
     }
 
-    /// Pushes entries into existing feed ZSETs, one pipeline for all keys.
-    /// Returns how many entries were added.
+    /// Pushes each target's entries into its ZSET if it exists, one
+    /// pipeline for all (scripts.rs, clauses 3 and 4). Returns how many
+    /// entries were added.
     pub async fn push(&self, targets: &[(String, &[Entry])], cap: i64) -> AppResult<i64> {
         if targets.is_empty() {
             return Ok(0);
@@ -171,12 +195,7 @@ impl RedisStore {
             let mut pipe = redis::pipe();
             pipe.load_script(&scripts::PUSH).ignore();
             for (key, entries) in targets {
-                let mut inv = scripts::PUSH.key(key);
-                inv.arg(cap);
-                for e in entries.iter() {
-                    inv.arg(e.score).arg(e.id);
-                }
-                pipe.invoke_script(&inv);
+                pipe.invoke_script(&push_call(std::slice::from_ref(key), entries, cap, None));
             }
             let added: Vec<i64> = pipe.query_async(&mut c).await?;
             Ok(added.iter().sum())
@@ -184,47 +203,40 @@ impl RedisStore {
         .await
     }
 
-    /// Pushes the same entries into many existing feed ZSETs (fan-out):
-    /// PUSH_MANY calls of `group` keys each, a few per pipeline. Returns how
+    /// Pushes the same entries into many ZSETs (fan-out): PUSH calls of as
+    /// many keys as keep a call short, a few calls per pipeline, each
+    /// pipeline bounded by the timeout. `cut`: the entries are the newest of
+    /// a longer list, and this is their lowest score (clause 3). Returns how
     /// many entries were added.
     pub async fn push_same(
         &self,
         keys: &[String],
         entries: &[Entry],
         cap: i64,
-        group: usize,
+        cut: Option<i64>,
     ) -> AppResult<i64> {
         if keys.is_empty() || entries.is_empty() {
             return Ok(0);
         }
-        self.with_conn(|mut c| async move {
-            // Redis runs a client's whole pipeline before serving anyone
-            // else: pipelines of a few calls keep publishes and reads from
-            // waiting behind a whole batch.
-            let mut added = 0;
-            for (i, calls) in keys.chunks(group.max(1) * CALLS_PER_PIPELINE).enumerate() {
-                let mut pipe = redis::pipe();
-                if i == 0 {
-                    // Once per call of this function, for a Redis that restarted.
-                    pipe.load_script(&scripts::PUSH_MANY).ignore();
-                }
-                for chunk in calls.chunks(group.max(1)) {
-                    let mut inv = scripts::PUSH_MANY.prepare_invoke();
-                    for key in chunk {
-                        inv.key(key);
+        let group = (ZADDS_PER_CALL / entries.len()).clamp(1, KEYS_PER_CALL);
+        let mut added = 0;
+        for (i, calls) in keys.chunks(group * CALLS_PER_PIPELINE).enumerate() {
+            added += self
+                .with_conn(|mut c| async move {
+                    let mut pipe = redis::pipe();
+                    if i == 0 {
+                        // Once per call of this function, for a Redis that restarted.
+                        pipe.load_script(&scripts::PUSH).ignore();
                     }
-                    inv.arg(cap);
-                    for e in entries {
-                        inv.arg(e.score).arg(e.id);
+                    for chunk in calls.chunks(group) {
+                        pipe.invoke_script(&push_call(chunk, entries, cap, cut));
                     }
-                    pipe.invoke_script(&inv);
-                }
-                let counts: Vec<i64> = pipe.query_async(&mut c).await?;
-                added += counts.iter().sum::<i64>();
-            }
-            Ok(added)
-        })
-        .await
+                    let counts: Vec<i64> = pipe.query_async(&mut c).await?;
+                    Ok(counts.iter().sum::<i64>())
+                })
+                .await?;
+        }
+        Ok(added)
     }
 
     /// Removes posts from feed ZSETs, one pipeline for all keys.
@@ -244,8 +256,16 @@ impl RedisStore {
     }
 
     pub async fn delete(&self, key: &str) -> AppResult<()> {
+        self.delete_many(&[key.to_string()]).await
+    }
+
+    /// Deletes keys (they are rebuilt from PostgreSQL when next read).
+    pub async fn delete_many(&self, keys: &[String]) -> AppResult<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
         self.with_conn(|mut c| async move {
-            let _: i64 = c.del(key).await?;
+            let _: i64 = c.del(keys).await?;
             Ok(())
         })
         .await
@@ -372,12 +392,28 @@ fn range_of(key: &str, floor: &Value, range: &Value, fetch: usize) -> AppResult<
     }))
 }
 
-fn timed_out(elapsed: tokio::time::error::Elapsed) -> AppError {
-    crate::metrics::REDIS_ERRORS.inc();
-    AppError::Unavailable {
-        what: "Redis",
-        source: elapsed.into(),
+/// One PUSH call: `keys` get `entries` (scripts.rs, clause 3).
+fn push_call(
+    keys: &[String],
+    entries: &[Entry],
+    cap: i64,
+    cut: Option<i64>,
+) -> redis::ScriptInvocation<'static> {
+    let mut inv = scripts::PUSH.prepare_invoke();
+    for key in keys {
+        inv.key(key);
     }
+    inv.arg(cap)
+        .arg(cut.map_or_else(String::new, |c| c.to_string()));
+    for e in entries {
+        inv.arg(e.score).arg(e.id);
+    }
+    inv
+}
+
+fn timed_out() -> AppError {
+    crate::metrics::REDIS_ERRORS.inc();
+    AppError::TimedOut { what: "Redis" }
 }
 
 fn parse_score(text: &str) -> AppResult<i64> {

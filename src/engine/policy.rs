@@ -1,0 +1,151 @@
+//! The engine's policy: when an author is big-V, whom a post goes to, and
+//! which admin settings are valid. The stores record what is decided here.
+
+use serde::Deserialize;
+
+use crate::store::pg::models::SettingsRow;
+use crate::types::BigVChange;
+
+/// The admin-tunable settings (persisted in PostgreSQL, live on every instance).
+pub type FeedSettings = SettingsRow;
+
+/// Bounds of the admin settings.
+pub const MAX_CAP: i64 = 100_000;
+pub const MAX_ACTIVE_WINDOW_SECS: i64 = 366 * 24 * 3600;
+
+/// Whether an author with `followers` followers changes state: it becomes
+/// big-V at `big_v_threshold` followers and ordinary again below
+/// `big_v_demote_threshold` (hysteresis: between the two it stays as it is).
+pub fn big_v_change(followers: i64, big_v: bool, s: &FeedSettings) -> Option<BigVChange> {
+    if !big_v && followers >= s.big_v_threshold {
+        Some(BigVChange::Promote)
+    } else if big_v && followers < s.big_v_demote_threshold {
+        Some(BigVChange::Demote)
+    } else {
+        None
+    }
+}
+
+/// Whom a post's delivery reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// An ordinary author's post: every follower's inbox.
+    Followers,
+    /// A big-V's post (pulled by every follower from the outbox): only the
+    /// inboxes of its active fans, so their reads find it at home.
+    ActiveFans,
+}
+
+pub fn audience(pulled: bool) -> Audience {
+    if pulled {
+        Audience::ActiveFans
+    } else {
+        Audience::Followers
+    }
+}
+
+/// A partial update of the admin settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsPatch {
+    pub big_v_threshold: Option<i64>,
+    pub big_v_demote_threshold: Option<i64>,
+    pub active_window_secs: Option<i64>,
+    pub inbox_max_len: Option<i64>,
+    pub outbox_max_len: Option<i64>,
+}
+
+impl SettingsPatch {
+    /// Applies the patch and checks the result as a whole.
+    pub fn apply(&self, current: &FeedSettings) -> Result<FeedSettings, String> {
+        let new = FeedSettings {
+            big_v_threshold: self.big_v_threshold.unwrap_or(current.big_v_threshold),
+            big_v_demote_threshold: self
+                .big_v_demote_threshold
+                .unwrap_or(current.big_v_demote_threshold),
+            active_window_secs: self
+                .active_window_secs
+                .unwrap_or(current.active_window_secs),
+            inbox_max_len: self.inbox_max_len.unwrap_or(current.inbox_max_len),
+            outbox_max_len: self.outbox_max_len.unwrap_or(current.outbox_max_len),
+        };
+        if new.big_v_threshold < 1 {
+            return Err("big_v_threshold must be at least 1".into());
+        }
+        if new.big_v_demote_threshold < 0 {
+            return Err("big_v_demote_threshold must be at least 0".into());
+        }
+        if new.big_v_demote_threshold >= new.big_v_threshold {
+            return Err(format!(
+                "big_v_demote_threshold ({}) must be below big_v_threshold ({})",
+                new.big_v_demote_threshold, new.big_v_threshold
+            ));
+        }
+        if !(1..=MAX_ACTIVE_WINDOW_SECS).contains(&new.active_window_secs) {
+            return Err(format!(
+                "active_window_secs must be from 1 to {MAX_ACTIVE_WINDOW_SECS}"
+            ));
+        }
+        for (name, value) in [
+            ("inbox_max_len", new.inbox_max_len),
+            ("outbox_max_len", new.outbox_max_len),
+        ] {
+            if !(1..=MAX_CAP).contains(&value) {
+                return Err(format!("{name} must be from 1 to {MAX_CAP}"));
+            }
+        }
+        Ok(new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> FeedSettings {
+        FeedSettings {
+            big_v_threshold: 10_000,
+            big_v_demote_threshold: 8_000,
+            active_window_secs: 604_800,
+            inbox_max_len: 1_000,
+            outbox_max_len: 1_000,
+        }
+    }
+
+    #[test]
+    fn big_v_has_hysteresis() {
+        let s = defaults();
+        assert_eq!(big_v_change(9_999, false, &s), None);
+        assert_eq!(big_v_change(10_000, false, &s), Some(BigVChange::Promote));
+        assert_eq!(big_v_change(8_000, true, &s), None);
+        assert_eq!(big_v_change(7_999, true, &s), Some(BigVChange::Demote));
+        assert_eq!(big_v_change(9_000, false, &s), None);
+    }
+
+    #[test]
+    fn settings_patches_are_validated_as_a_whole() {
+        let d = defaults();
+        let p = SettingsPatch {
+            big_v_threshold: Some(5),
+            big_v_demote_threshold: Some(3),
+            ..Default::default()
+        };
+        assert_eq!(p.apply(&d).unwrap().big_v_threshold, 5);
+        let p = SettingsPatch {
+            big_v_threshold: Some(5),
+            ..Default::default()
+        };
+        assert!(p.apply(&d).unwrap_err().contains("big_v_demote_threshold"));
+        let p = SettingsPatch {
+            inbox_max_len: Some(0),
+            ..Default::default()
+        };
+        assert!(p.apply(&d).is_err());
+        let p = SettingsPatch {
+            active_window_secs: Some(-1),
+            ..Default::default()
+        };
+        assert!(p.apply(&d).is_err());
+        assert_eq!(SettingsPatch::default().apply(&d).unwrap(), d);
+    }
+}

@@ -1,0 +1,394 @@
+//! Posts and the feed queries.
+//!
+//! A reader's home feed, as the records define it: every post (deleted ones
+//! included: they keep their place, and reads hide them) of the authors the
+//! reader follows, in feed order (`created_at_ms` descending, then the id's
+//! decimal bytes descending). An author's page: that author's posts.
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Text};
+use diesel_async::{AsyncConnection, RunQueryDsl};
+
+use super::models::{DeliveryRow, EntryRow, FeedRow, Post, PulledRow};
+use super::prepared::{Bind, Prepared};
+use super::schema::posts;
+use super::{PgStore, FEED_ORDER};
+use crate::error::{AppError, AppResult};
+use crate::types::{feed_order, Entry, JobKind, Scope};
+
+/// Outcome of a delete request, decided under the post's row lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletion {
+    Deleted { author_id: i64 },
+    NotFound,
+    Forbidden,
+}
+
+/// Whose entries [`PgStore::entries`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntriesOf {
+    /// A reader's home feed (an inbox rebuild).
+    Home(i64),
+    /// An author's posts (an outbox rebuild, a follow).
+    Author(i64),
+    /// An author's pulled posts: those published while it was big-V.
+    Pulled(i64),
+}
+
+/// Feed rows from a position on, in feed order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedRows {
+    pub rows: Vec<FeedRow>,
+    /// The rows run to the end of the feed.
+    pub complete: bool,
+}
+
+impl PgStore {
+    /// Commits a post and its `deliver` job in one statement (one round
+    /// trip, one transaction). Under the author's row lock the post records
+    /// whether it is pulled (the author is big-V) or pushed; what that means
+    /// for its audience is the engine's. `None`: no such author.
+    pub async fn publish(
+        &self,
+        author: i64,
+        body: &str,
+        created_at_ms: i64,
+        now_ms: i64,
+    ) -> AppResult<Option<Post>> {
+        let mut conn = self.conn().await?;
+        Ok(Prepared::<(BigInt, BigInt, Text, Text, BigInt)>::new(
+            &[
+                "WITH a AS (SELECT id, username, big_v FROM users WHERE id = ",
+                " FOR UPDATE), \
+                 p AS (INSERT INTO posts (author_id, body, created_at_ms, pulled) \
+                       SELECT id, ",
+                ", ",
+                ", big_v FROM a RETURNING id, author_id, body, created_at_ms), \
+                 j AS (INSERT INTO fanout_jobs (kind, author_id, post_id, created_at_ms) \
+                       SELECT ",
+                ", p.author_id, p.id, ",
+                " FROM p) \
+                 SELECT p.id, p.author_id, a.username, p.body, p.created_at_ms FROM p, a",
+            ],
+            vec![
+                Bind::BigInt(author),
+                Bind::Text(body),
+                Bind::BigInt(created_at_ms),
+                Bind::Text(JobKind::Deliver.as_str()),
+                Bind::BigInt(now_ms),
+            ],
+        )
+        .get_result(&mut conn)
+        .await
+        .optional()?)
+    }
+
+    /// A live post.
+    pub async fn post(&self, id: i64) -> AppResult<Option<Post>> {
+        let mut conn = self.conn().await?;
+        Ok(diesel::sql_query(
+            "SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms \
+             FROM posts p JOIN users u ON u.id = p.author_id \
+             WHERE p.id = $1 AND p.deleted_at IS NULL",
+        )
+        .bind::<BigInt, _>(id)
+        .get_result(&mut conn)
+        .await
+        .optional()?)
+    }
+
+    /// What delivering a post needs: its score and whether it is pulled.
+    /// Deleted posts are delivered too (they keep their place in feeds).
+    pub async fn delivery(&self, id: i64) -> AppResult<Option<DeliveryRow>> {
+        let mut conn = self.conn().await?;
+        Ok(
+            diesel::sql_query("SELECT created_at_ms, pulled FROM posts WHERE id = $1")
+                .bind::<BigInt, _>(id)
+                .get_result(&mut conn)
+                .await
+                .optional()?,
+        )
+    }
+
+    /// Marks a post deleted. Its entries stay in inboxes and outboxes: reads
+    /// hide it, and the cursor keeps counting it.
+    pub async fn delete_post(&self, id: i64, actor: Option<i64>) -> AppResult<Deletion> {
+        let mut conn = self.conn().await?;
+        conn.transaction::<_, AppError, _>(async move |conn| {
+            let row: Option<(i64, bool)> = posts::table
+                .find(id)
+                .select((posts::author_id, posts::deleted_at.is_null()))
+                .for_update()
+                .first(conn)
+                .await
+                .optional()?;
+            let author_id = match row {
+                Some((author_id, true)) => author_id,
+                _ => return Ok(Deletion::NotFound),
+            };
+            if actor.is_some_and(|a| a != author_id) {
+                return Ok(Deletion::Forbidden);
+            }
+            diesel::update(posts::table.find(id))
+                .set(posts::deleted_at.eq(diesel::dsl::now))
+                .execute(conn)
+                .await?;
+            Ok(Deletion::Deleted { author_id })
+        })
+        .await
+    }
+
+    /// The entries among `ids` that belong to `scope`'s feed (a post of an
+    /// author the reader follows, or of the author), live or deleted.
+    pub async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedRow>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn().await?;
+        let parts: &'static [&'static str] = match scope {
+            Scope::Home(_) => &[
+                "SELECT p.id, p.author_id, u.username, \
+                 CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
+                 p.created_at_ms, p.deleted_at IS NULL \
+                 FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = ANY(",
+                ") AND EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = ",
+                " AND f.followee_id = p.author_id)",
+            ],
+            Scope::Author(_) => &[
+                "SELECT p.id, p.author_id, u.username, \
+                 CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
+                 p.created_at_ms, p.deleted_at IS NULL \
+                 FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = ANY(",
+                ") AND p.author_id = ",
+                "",
+            ],
+        };
+        Ok(Prepared::<(BigInt, BigInt, Text, Text, BigInt, Bool)>::new(
+            parts,
+            vec![Bind::BigInts(ids), Bind::BigInt(scope.user())],
+        )
+        .load(&mut conn)
+        .await?)
+    }
+
+    /// The feed of `scope` from a position on: below `max` (everything when
+    /// `None`), past the first `offset` entries scored exactly `max`, at
+    /// least `window` entries where the feed has them. The rows scored `max`
+    /// are read apart from the older ones, so a deep offset costs the run
+    /// of equal scores, not the offset times every followee.
+    pub async fn feed(
+        &self,
+        scope: Scope,
+        max: Option<i64>,
+        offset: u32,
+        window: i64,
+    ) -> AppResult<FeedRows> {
+        let mut conn = self.conn().await?;
+        let top = max.unwrap_or(i64::MAX);
+        let who = scope.user();
+        let (parts, binds): (&'static [&'static str], Vec<Bind>) = match scope {
+            Scope::Home(_) => (
+                &[
+                    "(SELECT p.id, p.author_id, u.username, \
+                     CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
+                     p.created_at_ms, p.deleted_at IS NULL \
+                     FROM follows f JOIN posts p ON p.author_id = f.followee_id \
+                     JOIN users u ON u.id = p.author_id \
+                     WHERE f.follower_id = ",
+                    " AND p.created_at_ms = ",
+                    " ORDER BY p.id::text COLLATE \"C\" DESC OFFSET ",
+                    " LIMIT ",
+                    ") UNION ALL (SELECT p.id, p.author_id, u.username, \
+                     CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
+                     p.created_at_ms, p.deleted_at IS NULL \
+                     FROM follows f CROSS JOIN LATERAL ( \
+                        SELECT id, author_id, body, created_at_ms, deleted_at FROM posts \
+                        WHERE author_id = f.followee_id AND created_at_ms < ",
+                    " ORDER BY created_at_ms DESC FETCH FIRST (",
+                    ") ROWS WITH TIES) p JOIN users u ON u.id = p.author_id \
+                     WHERE f.follower_id = ",
+                    " ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
+                    ")",
+                ],
+                vec![
+                    Bind::BigInt(who),
+                    Bind::BigInt(top),
+                    Bind::BigInt(offset as i64),
+                    Bind::BigInt(window),
+                    Bind::BigInt(top),
+                    Bind::BigInt(window),
+                    Bind::BigInt(who),
+                    Bind::BigInt(window),
+                ],
+            ),
+            Scope::Author(_) => (
+                &[
+                    "(SELECT p.id, p.author_id, u.username, \
+                     CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
+                     p.created_at_ms, p.deleted_at IS NULL \
+                     FROM posts p JOIN users u ON u.id = p.author_id \
+                     WHERE p.author_id = ",
+                    " AND p.created_at_ms = ",
+                    " ORDER BY p.id::text COLLATE \"C\" DESC OFFSET ",
+                    " LIMIT ",
+                    ") UNION ALL (SELECT p.id, p.author_id, u.username, \
+                     CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
+                     p.created_at_ms, p.deleted_at IS NULL \
+                     FROM posts p JOIN users u ON u.id = p.author_id \
+                     WHERE p.author_id = ",
+                    " AND p.created_at_ms < ",
+                    " ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
+                    ")",
+                ],
+                vec![
+                    Bind::BigInt(who),
+                    Bind::BigInt(top),
+                    Bind::BigInt(offset as i64),
+                    Bind::BigInt(window),
+                    Bind::BigInt(who),
+                    Bind::BigInt(top),
+                    Bind::BigInt(window),
+                ],
+            ),
+        };
+        let rows: Vec<FeedRow> =
+            Prepared::<(BigInt, BigInt, Text, Text, BigInt, Bool)>::new(parts, binds)
+                .load(&mut conn)
+                .await?;
+        let (mut at_max, mut below): (Vec<FeedRow>, Vec<FeedRow>) =
+            rows.into_iter().partition(|r| r.created_at_ms == top);
+        let order = |a: &FeedRow, b: &FeedRow| {
+            feed_order(
+                &Entry::new(a.created_at_ms, a.id),
+                &Entry::new(b.created_at_ms, b.id),
+            )
+        };
+        at_max.sort_by(order);
+        if at_max.len() as i64 >= window {
+            // More of the run may follow: the older rows cannot be joined on.
+            return Ok(FeedRows {
+                rows: at_max,
+                complete: false,
+            });
+        }
+        below.sort_by(order);
+        let complete = (below.len() as i64) < window;
+        at_max.extend(below);
+        Ok(FeedRows {
+            rows: at_max,
+            complete,
+        })
+    }
+
+    /// How many entries of `scope`'s feed are scored exactly `score`.
+    pub async fn count_at(&self, scope: Scope, score: i64) -> AppResult<i64> {
+        let mut conn = self.conn().await?;
+        let sql = match scope {
+            Scope::Home(_) => {
+                "SELECT count(*) AS n FROM follows f JOIN posts p ON p.author_id = f.followee_id \
+                 WHERE f.follower_id = $1 AND p.created_at_ms = $2"
+            }
+            Scope::Author(_) => {
+                "SELECT count(*) AS n FROM posts p WHERE p.author_id = $1 AND p.created_at_ms = $2"
+            }
+        };
+        Ok(diesel::sql_query(sql)
+            .bind::<BigInt, _>(scope.user())
+            .bind::<BigInt, _>(score)
+            .get_result::<Count>(&mut conn)
+            .await?
+            .n)
+    }
+
+    /// The newest `limit` entries of a feed (deleted posts included): what
+    /// an inbox or outbox rebuild fills in, what a follow or a backfill
+    /// pushes.
+    pub async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
+        let mut conn = self.conn().await?;
+        let (sql, who) = match of {
+            EntriesOf::Home(u) => (
+                format!(
+                    "SELECT p.id, p.created_at_ms \
+                     FROM follows f CROSS JOIN LATERAL ( \
+                        SELECT id, created_at_ms FROM posts WHERE author_id = f.followee_id \
+                        ORDER BY created_at_ms DESC FETCH FIRST ($2) ROWS WITH TIES) p \
+                     WHERE f.follower_id = $1 {FEED_ORDER} LIMIT $2"
+                ),
+                u,
+            ),
+            EntriesOf::Author(a) => (
+                format!(
+                    "SELECT p.id, p.created_at_ms FROM posts p WHERE p.author_id = $1 \
+                     {FEED_ORDER} LIMIT $2"
+                ),
+                a,
+            ),
+            EntriesOf::Pulled(a) => (
+                format!(
+                    "SELECT p.id, p.created_at_ms FROM posts p \
+                     WHERE p.author_id = $1 AND p.pulled {FEED_ORDER} LIMIT $2"
+                ),
+                a,
+            ),
+        };
+        let rows: Vec<EntryRow> = diesel::sql_query(sql)
+            .bind::<BigInt, _>(who)
+            .bind::<BigInt, _>(limit)
+            .load(&mut conn)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Entry::new(r.created_at_ms, r.id))
+            .collect())
+    }
+
+    /// Followed authors whose outboxes `reader` must pull: big-Vs, and
+    /// authors with a delivery still pending (to everyone, or to this
+    /// reader after it followed them).
+    pub async fn pulled_followees(&self, reader: i64) -> AppResult<Vec<PulledRow>> {
+        let mut conn = self.conn().await?;
+        Ok(Prepared::<(BigInt, Bool)>::new(
+            &[
+                "SELECT u.id, u.big_v FROM follows f JOIN users u ON u.id = f.followee_id \
+                 WHERE f.follower_id = ",
+                " AND (u.big_v OR EXISTS ( \
+                    SELECT 1 FROM fanout_jobs j WHERE j.author_id = u.id \
+                    AND (j.kind = ANY(",
+                ") OR (j.kind = ",
+                " AND j.follower_id = ",
+                "))))",
+            ],
+            vec![
+                Bind::BigInt(reader),
+                Bind::Texts(&PULLING_JOB_KINDS[..]),
+                Bind::Text(JobKind::Follow.as_str()),
+                Bind::BigInt(reader),
+            ],
+        )
+        .load(&mut conn)
+        .await?)
+    }
+}
+
+/// Kinds of job that make every follower pull the author's outbox while
+/// they are pending: they deliver posts that inboxes may not hold yet.
+const PULLING_JOB_KINDS: [&str; 2] = ["deliver", "backfill"];
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pulling_kinds_are_job_kinds() {
+        assert_eq!(
+            PULLING_JOB_KINDS,
+            [JobKind::Deliver.as_str(), JobKind::Backfill.as_str()]
+        );
+    }
+}

@@ -1,0 +1,259 @@
+//! The fan-out jobs table: a transactional outbox. A job is inserted in the
+//! same transaction as the change it serves, claimed by one worker at a time
+//! (`FOR UPDATE SKIP LOCKED` and a lease), checkpointed, and deleted when its
+//! work is done.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Double, Text};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use super::models::{JobRow, NewJob};
+use super::schema::{fanout_jobs, follows};
+use super::PgStore;
+use crate::error::{AppError, AppResult, Message};
+use crate::types::{Job, JobKind};
+
+/// A claimed job as stored, or why it cannot be run.
+pub enum Claimed {
+    Job(Job),
+    /// Its kind is unknown to this binary (a newer one wrote it).
+    Unknown {
+        id: i64,
+        lease: i64,
+        kind: String,
+    },
+}
+
+impl PgStore {
+    /// Claims a job whose lease has expired, for `lease`: the oldest, or
+    /// the `skip`-th oldest (tests claim in other orders). The jobs of one
+    /// (author, follower) pair are claimed one at a time, in order: a
+    /// `follow` never runs before an earlier `unfollow` of the same pair
+    /// has finished.
+    pub async fn claim_job(&self, lease: Duration, skip: i64) -> AppResult<Option<Claimed>> {
+        let mut conn = self.conn().await?;
+        let row: Option<JobRow> = diesel::sql_query(
+            "UPDATE fanout_jobs SET lease_until = now() + make_interval(secs => $1::float8), \
+                attempts = attempts + 1, lease = (random() * 9007199254740991)::bigint \
+             WHERE id = (SELECT j.id FROM fanout_jobs j \
+                 WHERE NOT j.dead AND j.lease_until < now() \
+                 AND (j.follower_id IS NULL OR NOT EXISTS ( \
+                     SELECT 1 FROM fanout_jobs o WHERE o.author_id = j.author_id \
+                     AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
+                 ORDER BY j.id OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
+             RETURNING id, kind, author_id, post_id, follower_id, checkpoint, attempts, \
+                created_at_ms, lease",
+        )
+        .bind::<BigInt, _>(lease.as_secs() as i64)
+        .bind::<BigInt, _>(skip.max(0))
+        .get_result(&mut conn)
+        .await
+        .optional()?;
+        Ok(row.map(|r| match r.kind.parse::<JobKind>() {
+            Ok(kind) => Claimed::Job(Job {
+                id: r.id,
+                kind,
+                author_id: r.author_id,
+                post_id: r.post_id,
+                follower_id: r.follower_id,
+                checkpoint: r.checkpoint,
+                attempts: r.attempts,
+                created_at_ms: r.created_at_ms,
+                lease: r.lease,
+            }),
+            Err(_) => Claimed::Unknown {
+                id: r.id,
+                lease: r.lease,
+                kind: r.kind,
+            },
+        }))
+    }
+
+    /// Records progress and renews the lease, if it is still this holder's.
+    pub async fn checkpoint_job(
+        &self,
+        job: &Job,
+        checkpoint: i64,
+        lease: Duration,
+    ) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        let n = diesel::sql_query(
+            "UPDATE fanout_jobs SET checkpoint = $3, \
+                lease_until = now() + make_interval(secs => $4::float8) \
+             WHERE id = $1 AND lease = $2",
+        )
+        .bind::<BigInt, _>(job.id)
+        .bind::<BigInt, _>(job.lease)
+        .bind::<BigInt, _>(checkpoint)
+        .bind::<BigInt, _>(lease.as_secs() as i64)
+        .execute(&mut conn)
+        .await?;
+        held(n, job.id)
+    }
+
+    /// Deletes a finished job, if its lease is still this holder's.
+    pub async fn finish_job(&self, id: i64, lease: i64) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        let n = diesel::delete(
+            fanout_jobs::table
+                .find(id)
+                .filter(fanout_jobs::lease.eq(lease)),
+        )
+        .execute(&mut conn)
+        .await?;
+        held(n, id)
+    }
+
+    /// Records a failure: retried after `retry_in`, or parked as dead for an
+    /// operator. A failure that is not `counted` (a store unavailable) gives
+    /// the attempt back.
+    pub async fn fail_job(
+        &self,
+        id: i64,
+        lease: i64,
+        error: &str,
+        retry_in: Duration,
+        dead: bool,
+        counted: bool,
+    ) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query(
+            "UPDATE fanout_jobs SET last_error = $3, dead = $4, \
+                attempts = attempts - CASE WHEN $6 THEN 0 ELSE 1 END, \
+                lease_until = now() + make_interval(secs => $5::float8) \
+             WHERE id = $1 AND lease = $2",
+        )
+        .bind::<BigInt, _>(id)
+        .bind::<BigInt, _>(lease)
+        .bind::<Text, _>(error)
+        .bind::<Bool, _>(dead)
+        .bind::<Double, _>(retry_in.as_secs_f64())
+        .bind::<Bool, _>(counted)
+        .execute(&mut conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Lets another worker take a job at once (graceful shutdown).
+    pub async fn release_job(&self, job: &Job) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query(
+            "UPDATE fanout_jobs SET lease_until = '-infinity' WHERE id = $1 AND lease = $2",
+        )
+        .bind::<BigInt, _>(job.id)
+        .bind::<BigInt, _>(job.lease)
+        .execute(&mut conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Jobs (pending, running, dead): pending waits for a worker; running is
+    /// leased (or waiting out a retry backoff).
+    pub async fn job_counts(&self) -> AppResult<(i64, i64, i64)> {
+        let mut conn = self.conn().await?;
+        let row: JobCounts = diesel::sql_query(
+            "SELECT count(*) FILTER (WHERE NOT dead AND lease_until <= now()) AS pending, \
+                    count(*) FILTER (WHERE NOT dead AND lease_until > now()) AS running, \
+                    count(*) FILTER (WHERE dead) AS dead FROM fanout_jobs",
+        )
+        .get_result(&mut conn)
+        .await?;
+        Ok((row.pending, row.running, row.dead))
+    }
+
+    /// Jobs not yet done and not dead.
+    pub async fn pending_jobs(&self) -> AppResult<i64> {
+        let mut conn = self.conn().await?;
+        Ok(fanout_jobs::table
+            .filter(fanout_jobs::dead.eq(false))
+            .count()
+            .get_result(&mut conn)
+            .await?)
+    }
+
+    /// A page of an author's followers after `after`, ascending (keyset).
+    pub async fn followers_after(
+        &self,
+        author: i64,
+        after: i64,
+        limit: i64,
+    ) -> AppResult<Vec<i64>> {
+        let mut conn = self.conn().await?;
+        Ok(follows::table
+            .filter(follows::followee_id.eq(author))
+            .filter(follows::follower_id.gt(after))
+            .order(follows::follower_id.asc())
+            .select(follows::follower_id)
+            .limit(limit)
+            .load(&mut conn)
+            .await?)
+    }
+}
+
+/// A lease lost to another worker (it expired) is an error: that worker
+/// now owns the job's progress.
+fn held(rows: usize, id: i64) -> AppResult<()> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(AppError::internal(
+            "fan-out job lease lost",
+            Message(format!("job {id} is no longer held by this worker")),
+        ))
+    }
+}
+
+pub(super) async fn queue_job(
+    conn: &mut AsyncPgConnection,
+    kind: JobKind,
+    author: i64,
+    post: Option<i64>,
+    follower: Option<i64>,
+    now_ms: i64,
+) -> AppResult<()> {
+    diesel::insert_into(fanout_jobs::table)
+        .values(NewJob {
+            kind: kind.as_str(),
+            author_id: author,
+            post_id: post,
+            follower_id: follower,
+            created_at_ms: now_ms,
+        })
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Queues the job a follow or unfollow needs on one follower's inbox. A job
+/// of the same pair that no worker has touched yet is replaced (its work is
+/// superseded), so toggling a follow queues at most one job per pair
+/// besides one already running.
+pub(super) async fn queue_pair_job(
+    conn: &mut AsyncPgConnection,
+    kind: JobKind,
+    author: i64,
+    follower: i64,
+    now_ms: i64,
+) -> AppResult<()> {
+    diesel::sql_query(
+        "DELETE FROM fanout_jobs WHERE author_id = $1 AND follower_id = $2 \
+         AND attempts = 0 AND NOT dead AND lease_until = '-infinity'",
+    )
+    .bind::<BigInt, _>(author)
+    .bind::<BigInt, _>(follower)
+    .execute(conn)
+    .await?;
+    queue_job(conn, kind, author, None, Some(follower), now_ms).await
+}
+
+#[derive(QueryableByName)]
+struct JobCounts {
+    #[diesel(sql_type = BigInt)]
+    pending: i64,
+    #[diesel(sql_type = BigInt)]
+    running: i64,
+    #[diesel(sql_type = BigInt)]
+    dead: i64,
+}

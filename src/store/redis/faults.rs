@@ -1,0 +1,49 @@
+//! Injected Redis faults, for tests that prove the engine survives them
+//! (the stateful model test arms them between operations). Inert unless
+//! armed: one atomic load per Redis call.
+
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+
+/// What an armed fault does to a Redis call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The call never reaches Redis: as if the connection were refused.
+    Refuse,
+    /// The call runs, but its reply is lost: the caller sees a timeout.
+    LoseReply,
+}
+
+#[derive(Debug, Default)]
+pub struct Faults {
+    armed: AtomicU32,
+    kind: AtomicU8,
+}
+
+impl Faults {
+    /// The next `calls` Redis calls fail with `fault`.
+    pub fn arm(&self, calls: u32, fault: Fault) {
+        self.kind.store(fault as u8, Ordering::SeqCst);
+        self.armed.store(calls, Ordering::SeqCst);
+    }
+
+    pub fn disarm(&self) {
+        self.armed.store(0, Ordering::SeqCst);
+    }
+
+    /// The fault for this call, if one is armed.
+    pub(super) fn take(&self) -> Option<Fault> {
+        if self.armed.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.armed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .ok()?;
+        Some(
+            if self.kind.load(Ordering::SeqCst) == Fault::LoseReply as u8 {
+                Fault::LoseReply
+            } else {
+                Fault::Refuse
+            },
+        )
+    }
+}

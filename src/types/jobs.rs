@@ -1,0 +1,96 @@
+//! Fan-out jobs: the rows of the `fanout_jobs` table (a transactional
+//! outbox), each inserted in the same transaction as the change it serves.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// What a job delivers. Stored as text with a CHECK constraint; a kind this
+/// binary does not know is an error, never a silent default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobKind {
+    /// One post to its audience: every follower, or a big-V's active fans.
+    Deliver,
+    /// A demoted author's posts of its big-V time to every follower.
+    Backfill,
+    /// An author's recent posts into one new follower's inbox.
+    Follow,
+    /// An author's posts out of one former follower's inbox.
+    Unfollow,
+}
+
+impl JobKind {
+    pub const ALL: [JobKind; 4] = [
+        JobKind::Deliver,
+        JobKind::Backfill,
+        JobKind::Follow,
+        JobKind::Unfollow,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Deliver => "deliver",
+            JobKind::Backfill => "backfill",
+            JobKind::Follow => "follow",
+            JobKind::Unfollow => "unfollow",
+        }
+    }
+}
+
+impl fmt::Display for JobKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A kind read from the database that this binary does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown fan-out job kind {0:?}")]
+pub struct UnknownKind(pub String);
+
+impl FromStr for JobKind {
+    type Err = UnknownKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownKind(s.to_string()))
+    }
+}
+
+/// A claimed job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: i64,
+    pub kind: JobKind,
+    pub author_id: i64,
+    /// For `Deliver`: the post.
+    pub post_id: Option<i64>,
+    /// For `Follow` and `Unfollow`: the one follower concerned.
+    pub follower_id: Option<i64>,
+    /// Keyset checkpoint: the last follower done.
+    pub checkpoint: i64,
+    /// Claims so far, this one included (failures that were the stores'
+    /// unavailability are not counted).
+    pub attempts: i32,
+    /// When the job was queued (ms): fan-out lag is measured from here.
+    pub created_at_ms: i64,
+    /// Proves the lease: progress is recorded only while it is still ours.
+    pub lease: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_and_unknown_ones_are_errors() {
+        for k in JobKind::ALL {
+            assert_eq!(k.as_str().parse::<JobKind>(), Ok(k));
+        }
+        assert_eq!(
+            "retract".parse::<JobKind>(),
+            Err(UnknownKind("retract".into()))
+        );
+    }
+}

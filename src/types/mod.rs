@@ -1,0 +1,85 @@
+//! Neutral feed types: what the engine and the stores both speak. Nothing
+//! here knows of HTTP, the engine or a store.
+//!
+//! - [`entry`]: a post's place in a feed and the feed order;
+//! - [`cursor`]: the scroll position a client sends back;
+//! - [`source`]: what one read of one feed source returned;
+//! - [`jobs`]: fan-out jobs and their kinds.
+
+pub mod cursor;
+pub mod entry;
+pub mod jobs;
+pub mod source;
+
+pub use cursor::{Cursor, PageRequest};
+pub use entry::{feed_order, member_cmp, Entry};
+pub use jobs::{Job, JobKind};
+pub use source::{Range, SourceRead};
+
+/// Whose feed a read or a query is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// A reader's home feed: the posts of the authors it follows.
+    Home(i64),
+    /// One author's own posts.
+    Author(i64),
+}
+
+impl Scope {
+    pub fn user(self) -> i64 {
+        match self {
+            Scope::Home(u) | Scope::Author(u) => u,
+        }
+    }
+}
+
+/// A change of an author's big-V state, as the engine's policy decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BigVChange {
+    /// From now on its posts are pulled from its outbox.
+    Promote,
+    /// From now on its posts are pushed; those of its big-V time are owed
+    /// to every follower (a backfill job).
+    Demote,
+}
+
+/// Why a page was answered from PostgreSQL rather than Redis; the `reason`
+/// label of `feed_pages_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fallback {
+    /// A Redis call failed or timed out.
+    RedisUnavailable,
+    /// Another request is rebuilding a source from PostgreSQL.
+    SourceBuilding,
+    /// A missing source could not be rebuilt (or vanished again).
+    RebuildFailed,
+    /// The page lies below what some source holds (its floor: trimmed at
+    /// its cap, or filled only that far).
+    PastFloor,
+    /// The page needed more Redis reads than one page may make.
+    ReadRounds,
+    /// The request's offset is deeper than a Redis read should go.
+    DeepOffset,
+}
+
+impl Fallback {
+    pub const ALL: [Fallback; 6] = [
+        Fallback::RedisUnavailable,
+        Fallback::SourceBuilding,
+        Fallback::RebuildFailed,
+        Fallback::PastFloor,
+        Fallback::ReadRounds,
+        Fallback::DeepOffset,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::RedisUnavailable => "redis_unavailable",
+            Fallback::SourceBuilding => "source_building",
+            Fallback::RebuildFailed => "rebuild_failed",
+            Fallback::PastFloor => "past_floor",
+            Fallback::ReadRounds => "read_rounds",
+            Fallback::DeepOffset => "deep_offset",
+        }
+    }
+}
