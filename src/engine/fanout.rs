@@ -147,12 +147,13 @@ impl Engine {
         Duration::from_secs(self.tuning().fanout_lease_secs)
     }
 
-    /// Claims the oldest claimable job (or the `skip`-th oldest). A job of
-    /// a kind this binary does not know is parked as dead, with the reason,
+    /// Claims the oldest claimable job (`pick` 0; see
+    /// [`crate::store::pg::PgStore::claim_job`] for the others). A job of a
+    /// kind this binary does not know is parked as dead, with the reason,
     /// and the next one is claimed.
-    pub async fn claim(&self, skip: i64) -> AppResult<Option<Lease>> {
+    pub async fn claim(&self, pick: i64) -> AppResult<Option<Lease>> {
         loop {
-            match self.pg().claim_job(self.lease_time(), skip).await? {
+            match self.pg().claim_job(self.lease_time(), pick).await? {
                 None => return Ok(None),
                 Some(Claimed::Job(job)) => return Ok(Some(Lease { job, plan: None })),
                 Some(Claimed::Unknown { id, lease, kind }) => {
@@ -259,6 +260,9 @@ impl Engine {
                 self.redis()
                     .push(&[(outbox, &[entry][..])], s.outbox_max_len)
                     .await?;
+                if job.outbox_unsure {
+                    self.pg().clear_outbox_unsure(job.id).await?;
+                }
                 let to = match policy::audience(delivery.pulled) {
                     Audience::Followers => Targets::Followers,
                     Audience::ActiveFans => {

@@ -216,11 +216,15 @@ impl Engine {
     }
 
     /// After a failed Redis write, drops the key so that it is rebuilt from
-    /// PostgreSQL rather than served stale.
-    async fn forget(&self, key: &str, cause: &AppError) {
+    /// PostgreSQL rather than served stale. False if that failed too.
+    async fn forget(&self, key: &str, cause: &AppError) -> bool {
         tracing::warn!(key, error = %cause.chain(), "Redis write failed; dropping the key");
-        if let Err(e) = self.inner.redis.delete(key).await {
-            tracing::warn!(key, error = %e.chain(), "could not drop the key either");
+        match self.inner.redis.delete(key).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(key, error = %e.chain(), "could not drop the key either");
+                false
+            }
         }
     }
 
@@ -256,7 +260,14 @@ impl Engine {
             .push(&[(outbox.clone(), &entry[..])], cap)
             .await
         {
-            self.forget(&outbox, &e).await;
+            if !self.forget(&outbox, &e).await {
+                // The outbox may be there without the post: readers must
+                // not trust it until the delivery has written the post.
+                if let Err(e) = self.inner.pg.mark_outbox_unsure(post.id).await {
+                    tracing::error!(post = post.id, error = %e.chain(),
+                        "could not mark an outbox unsure: its readers may miss the post until it is delivered");
+                }
+            }
         }
         self.inner.wake.notify_waiters();
         Ok(post)

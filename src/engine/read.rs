@@ -117,6 +117,9 @@ impl Engine {
         let (sources, big_vs): (Vec<Source>, Vec<i64>) = match scope {
             Scope::Home(reader) => {
                 let pulled = self.inner.pg.pulled_followees(reader).await?;
+                if pulled.iter().any(|p| p.outbox_unsure) {
+                    return Ok(Err(Fallback::OutboxUnsure));
+                }
                 let mut sources = vec![Source::Inbox(reader)];
                 sources.extend(pulled.iter().map(|p| Source::Outbox(p.id)));
                 let big_vs = pulled.iter().filter(|p| p.big_v).map(|p| p.id).collect();

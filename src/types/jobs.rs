@@ -77,6 +77,9 @@ pub struct Job {
     pub created_at_ms: i64,
     /// Proves the lease: progress is recorded only while it is still ours.
     pub lease: i64,
+    /// For `Deliver`: the publish could not write the post to its author's
+    /// outbox, so readers distrust that outbox until this job has.
+    pub outbox_unsure: bool,
 }
 
 #[cfg(test)]

@@ -60,16 +60,20 @@ pub enum Fallback {
     ReadRounds,
     /// The request's offset is deeper than a Redis read should go.
     DeepOffset,
+    /// A pulled outbox may lack a post: its publish could not write it
+    /// there, and its delivery has not yet.
+    OutboxUnsure,
 }
 
 impl Fallback {
-    pub const ALL: [Fallback; 6] = [
+    pub const ALL: [Fallback; 7] = [
         Fallback::RedisUnavailable,
         Fallback::SourceBuilding,
         Fallback::RebuildFailed,
         Fallback::PastFloor,
         Fallback::ReadRounds,
         Fallback::DeepOffset,
+        Fallback::OutboxUnsure,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +84,7 @@ impl Fallback {
             Fallback::PastFloor => "past_floor",
             Fallback::ReadRounds => "read_rounds",
             Fallback::DeepOffset => "deep_offset",
+            Fallback::OutboxUnsure => "outbox_unsure",
         }
     }
 }

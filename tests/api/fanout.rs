@@ -3,10 +3,13 @@
 use std::time::Duration;
 
 use diesel::sql_types::BigInt;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use feed_service::domain::PostBody;
-use feed_service::engine::Stats;
+use feed_service::engine::fanout::Step;
+use feed_service::engine::{Engine, Stats};
+use feed_service::settings::Settings;
 use feed_service::startup::Application;
+use feed_service::store::redis::Fault;
 use feed_service::types::{Entry, PageRequest};
 use serde_json::json;
 
@@ -181,4 +184,204 @@ async fn with_fan_out_stalled_every_feed_is_still_complete() {
             "reader {r}"
         );
     }
+}
+
+/// An instance whose workers never run: the test drives its jobs.
+async fn idle_instance() -> (Engine, Settings, Cleanup) {
+    let settings = test_settings();
+    let app = Application::build(&settings).await.unwrap();
+    let cleanup = Cleanup::of(&settings);
+    (app.engine().clone(), settings, cleanup)
+}
+
+/// Runs every claimable job to its end, as one worker would.
+async fn run_all(engine: &Engine) {
+    while let Some(mut lease) = engine.claim(0).await.unwrap() {
+        while engine.step(&mut lease, true).await.unwrap() == Step::More {}
+    }
+}
+
+async fn home(engine: &Engine, reader: i64) -> Vec<i64> {
+    let page = engine
+        .home_page(reader, PageRequest::first(100))
+        .await
+        .unwrap();
+    page.items.iter().map(|p| p.id).collect()
+}
+
+#[tokio::test]
+async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() {
+    let (engine, _settings, _cleanup) = idle_instance().await;
+    let author = engine.pg().create_user("author").await.unwrap().id;
+    let reader = engine.pg().create_user("reader").await.unwrap().id;
+    let body = PostBody::parse("p").unwrap();
+    let mut posts = Vec::new();
+    for i in 0..3 {
+        posts.push(
+            engine
+                .publish_at(author, &body, 1_000 + i)
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    posts.reverse();
+    engine.follow(reader, author).await.unwrap();
+    home(&engine, reader).await; // the reader has an inbox
+    run_all(&engine).await;
+    // Unfollow, and a worker takes the job; the reader follows again.
+    engine.unfollow(reader, author).await.unwrap();
+    let mut removal = engine.claim(0).await.unwrap().expect("the unfollow job");
+    engine.follow(reader, author).await.unwrap();
+    // Another worker may not run the follow before the unfollow is done.
+    assert!(engine.claim(0).await.unwrap().is_none());
+    assert_eq!(home(&engine, reader).await, posts, "pulled meanwhile");
+    assert_eq!(engine.step(&mut removal, true).await.unwrap(), Step::Done);
+    run_all(&engine).await;
+    assert_eq!(engine.pg().pending_jobs().await.unwrap(), 0);
+    assert_eq!(home(&engine, reader).await, posts);
+    let inbox = engine.redis().keys().inbox(reader);
+    assert_eq!(members(&engine, &inbox).await.len(), 3, "{inbox}");
+}
+
+/// Every member of a ZSET but the sentinel.
+async fn members(engine: &Engine, key: &str) -> Vec<String> {
+    let url = Settings::load().unwrap().redis.url;
+    let mut conn = redis::Client::open(secrecy::ExposeSecret::expose_secret(&url))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _ = engine;
+    let members: Vec<String> = redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    members.into_iter().filter(|m| !m.is_empty()).collect()
+}
+
+#[tokio::test]
+async fn a_backfill_too_big_for_one_redis_call_is_split_and_finishes() {
+    // A Redis call may take 50 ms. A demoted author's 1,000 posts to a
+    // batch of 200 inboxes are 200,000 ZADDs: far more than one call can
+    // make in that time.
+    let mut settings = test_settings();
+    settings.redis.timeout_ms = 50;
+    settings.feed.fanout_batch_size = 200;
+    let app = spawn_app_with(settings).await;
+    app.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
+        .await;
+    let star = app.create_user("star").await;
+    let fans = app.users("fan", 200).await;
+    for f in &fans {
+        app.follow(f, &star).await;
+        app.home(f, 1).await;
+    }
+    let mut conn = AsyncPgConnection::establish(app.database_url())
+        .await
+        .unwrap();
+    diesel::sql_query(
+        "INSERT INTO posts (author_id, body, created_at_ms, pulled) \
+         SELECT $1, 'p', 5000 + g, TRUE FROM generate_series(1, 1000) g",
+    )
+    .bind::<BigInt, _>(star.id)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    app.settle().await;
+    app.set_settings(json!({"big_v_threshold": 1000, "big_v_demote_threshold": 900}))
+        .await;
+    app.settle().await;
+    let (items, _) = app.page("/api/v1/feed", &fans[7].token, None, 3).await;
+    assert_eq!(items.len(), 3);
+    // Delivered into the inboxes, not dropped for a rebuild.
+    let inbox = app.engine.redis().keys().inbox(fans[7].id);
+    assert_eq!(members(&app.engine, &inbox).await.len(), 1000);
+}
+
+#[tokio::test]
+async fn a_job_whose_batches_keep_timing_out_counts_them_and_gives_up_losing_nothing() {
+    let (engine, _settings, _cleanup) = idle_instance().await;
+    let author = engine.pg().create_user("author").await.unwrap().id;
+    let mut readers = Vec::new();
+    for i in 0..4 {
+        let r = engine.pg().create_user(&format!("r{i}")).await.unwrap().id;
+        engine.follow(r, author).await.unwrap();
+        home(&engine, r).await;
+        readers.push(r);
+    }
+    run_all(&engine).await;
+    let post = engine
+        .publish_at(author, &PostBody::parse("slow").unwrap(), 9_000)
+        .await
+        .unwrap();
+    let max = engine.tuning().fanout_max_attempts;
+    let url = secrecy::ExposeSecret::expose_secret(&_settings.database.url).to_string();
+    let mut conn = AsyncPgConnection::establish(&url).await.unwrap();
+    for attempt in 1..=max {
+        let mut lease = engine.claim(0).await.unwrap().expect("the deliver job");
+        assert_eq!(lease.job.attempts, attempt, "timeouts are counted");
+        // Redis runs the batch but its reply is lost: a timeout, while
+        // Redis itself answers.
+        engine.redis().faults().arm(1, Fault::LoseReply);
+        let err = engine.step(&mut lease, true).await.unwrap_err();
+        engine.fail(lease, &err).await;
+        diesel::sql_query("UPDATE fanout_jobs SET lease_until = '-infinity'")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    // It gave up: no job left, so nobody pulls the author any more...
+    assert_eq!(engine.pg().pending_jobs().await.unwrap(), 0);
+    for r in &readers {
+        // ...and every reader still gets the post.
+        assert_eq!(home(&engine, *r).await, vec![post.id], "reader {r}");
+    }
+}
+
+#[tokio::test]
+async fn a_job_of_an_unknown_kind_is_parked_dead_with_its_reason() {
+    let app = spawn_app().await;
+    let mut conn = AsyncPgConnection::establish(app.database_url())
+        .await
+        .unwrap();
+    // A newer binary's kind, which this one does not know.
+    conn.batch_execute(
+        "ALTER TABLE fanout_jobs DROP CONSTRAINT fanout_jobs_kind_check; \
+         INSERT INTO fanout_jobs (kind, author_id, created_at_ms) VALUES ('reshuffle', 1, 0)",
+    )
+    .await
+    .unwrap();
+    // Other work goes on.
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    app.settle().await;
+    #[derive(diesel::QueryableByName)]
+    struct Dead {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        last_error: String,
+    }
+    let dead: Vec<Dead> =
+        diesel::sql_query("SELECT last_error FROM fanout_jobs WHERE dead AND kind = 'reshuffle'")
+            .load(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0].last_error.contains("unknown"),
+        "{}",
+        dead[0].last_error
+    );
+    let res = app
+        .request(reqwest::Method::GET, "/metrics", None, None)
+        .await;
+    assert!(res
+        .text()
+        .await
+        .unwrap()
+        .contains(r#"fanout_jobs{state="dead"} 1"#));
 }

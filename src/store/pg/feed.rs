@@ -344,12 +344,15 @@ impl PgStore {
 
     /// Followed authors whose outboxes `reader` must pull: big-Vs, and
     /// authors with a delivery still pending (to everyone, or to this
-    /// reader after it followed them).
+    /// reader after it followed them); and whether each outbox may lack a
+    /// post (a publish could not write it there).
     pub async fn pulled_followees(&self, reader: i64) -> AppResult<Vec<PulledRow>> {
         let mut conn = self.conn().await?;
-        Ok(Prepared::<(BigInt, Bool)>::new(
+        Ok(Prepared::<(BigInt, Bool, Bool)>::new(
             &[
-                "SELECT u.id, u.big_v FROM follows f JOIN users u ON u.id = f.followee_id \
+                "SELECT u.id, u.big_v, EXISTS (SELECT 1 FROM fanout_jobs j \
+                    WHERE j.author_id = u.id AND j.outbox_unsure) \
+                 FROM follows f JOIN users u ON u.id = f.followee_id \
                  WHERE f.follower_id = ",
                 " AND (u.big_v OR EXISTS ( \
                     SELECT 1 FROM fanout_jobs j WHERE j.author_id = u.id \

@@ -27,14 +27,20 @@ pub enum Claimed {
 }
 
 impl PgStore {
-    /// Claims a job whose lease has expired, for `lease`: the oldest, or
-    /// the `skip`-th oldest (tests claim in other orders). The jobs of one
+    /// Claims a job whose lease has expired, for `lease`: the oldest
+    /// (`pick` 0), the `pick`-th oldest, or with a negative `pick` the
+    /// `-pick`-th newest (tests claim in every order). The jobs of one
     /// (author, follower) pair are claimed one at a time, in order: a
-    /// `follow` never runs before an earlier `unfollow` of the same pair
-    /// has finished.
-    pub async fn claim_job(&self, lease: Duration, skip: i64) -> AppResult<Option<Claimed>> {
+    /// `follow` never runs before an earlier `unfollow` of the same pair has
+    /// finished.
+    pub async fn claim_job(&self, lease: Duration, pick: i64) -> AppResult<Option<Claimed>> {
         let mut conn = self.conn().await?;
-        let row: Option<JobRow> = diesel::sql_query(
+        let (order, skip) = if pick < 0 {
+            ("DESC", -pick - 1)
+        } else {
+            ("ASC", pick)
+        };
+        let row: Option<JobRow> = diesel::sql_query(format!(
             "UPDATE fanout_jobs SET lease_until = now() + make_interval(secs => $1::float8), \
                 attempts = attempts + 1, lease = (random() * 9007199254740991)::bigint \
              WHERE id = (SELECT j.id FROM fanout_jobs j \
@@ -42,12 +48,12 @@ impl PgStore {
                  AND (j.follower_id IS NULL OR NOT EXISTS ( \
                      SELECT 1 FROM fanout_jobs o WHERE o.author_id = j.author_id \
                      AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
-                 ORDER BY j.id OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                 ORDER BY j.id {order} OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
              RETURNING id, kind, author_id, post_id, follower_id, checkpoint, attempts, \
-                created_at_ms, lease",
-        )
+                created_at_ms, lease, outbox_unsure"
+        ))
         .bind::<BigInt, _>(lease.as_secs() as i64)
-        .bind::<BigInt, _>(skip.max(0))
+        .bind::<BigInt, _>(skip)
         .get_result(&mut conn)
         .await
         .optional()?;
@@ -62,6 +68,7 @@ impl PgStore {
                 attempts: r.attempts,
                 created_at_ms: r.created_at_ms,
                 lease: r.lease,
+                outbox_unsure: r.outbox_unsure,
             }),
             Err(_) => Claimed::Unknown {
                 id: r.id,
@@ -131,6 +138,29 @@ impl PgStore {
         .bind::<Bool, _>(dead)
         .bind::<Double, _>(retry_in.as_secs_f64())
         .bind::<Bool, _>(counted)
+        .execute(&mut conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Readers distrust `author`'s outbox until the `deliver` job of `post`
+    /// has written the post there (the publish could not).
+    pub async fn mark_outbox_unsure(&self, post: i64) -> AppResult<()> {
+        self.set_outbox_unsure("post_id", post, true).await
+    }
+
+    /// The `deliver` job `job` has written its post to the outbox.
+    pub async fn clear_outbox_unsure(&self, job: i64) -> AppResult<()> {
+        self.set_outbox_unsure("id", job, false).await
+    }
+
+    async fn set_outbox_unsure(&self, by: &str, id: i64, unsure: bool) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query(format!(
+            "UPDATE fanout_jobs SET outbox_unsure = $2 WHERE {by} = $1 AND kind = 'deliver'"
+        ))
+        .bind::<BigInt, _>(id)
+        .bind::<Bool, _>(unsure)
         .execute(&mut conn)
         .await?;
         Ok(())

@@ -128,6 +128,8 @@ pub struct JobRow {
     pub created_at_ms: i64,
     #[diesel(sql_type = BigInt)]
     pub lease: i64,
+    #[diesel(sql_type = Bool)]
+    pub outbox_unsure: bool,
 }
 
 /// A followed author whose outbox a reader pulls.
@@ -135,4 +137,6 @@ pub struct JobRow {
 pub struct PulledRow {
     pub id: i64,
     pub big_v: bool,
+    /// A post of its is not known to be in its outbox yet.
+    pub outbox_unsure: bool,
 }

@@ -14,6 +14,7 @@ diesel::table! {
         dead -> Bool,
         created_at_ms -> Int8,
         lease -> Int8,
+        outbox_unsure -> Bool,
     }
 }
 

@@ -1,0 +1,1098 @@
+//! The stateful model test of the engine: random sequences of operations
+//! and faults against the real PostgreSQL and Redis, every page checked
+//! against a reference model of the feed.
+//!
+//! The reference is the feed as DESIGN.md defines it from the records: every
+//! post of the authors a reader follows, newest first (ties by the id's
+//! decimal bytes, descending), deleted posts hidden but keeping their place.
+//! The model keeps its own copy of users, follows and posts, and computes
+//! every page a request should get, with a cursor implemented here apart
+//! from the engine's. Each page the engine serves must equal it, item for
+//! item and `next` for `next`, whatever Redis holds or has lost and however
+//! far the fan-out has got. A finished scroll must also have shown every
+//! post that existed when it started, was not deleted, and whose author was
+//! followed throughout, exactly once and in order; the only slack is the one
+//! a count-based cursor cannot avoid: when the set of posts scored exactly
+//! the cursor's `max` changes while the client stands there (a post stamped
+//! with that millisecond, a follow or unfollow of an author with a post in
+//! it), a post of that millisecond may repeat or be skipped.
+//!
+//! Operations: publish (bursts in one millisecond, stamps from a lagging
+//! clock), delete, follow, unfollow, re-follow, both thresholds, both caps,
+//! dropping any or every Redis key, and fan-out by hand: two workers claim
+//! jobs in any order and run them one batch at a time, a worker may crash
+//! between a batch and its checkpoint, leases expire, and Redis calls fail
+//! (refused, or run with the reply lost). At the end every job is drained
+//! and every feed, inbox and outbox is checked.
+//!
+//! A failure shrinks to a minimal sequence and prints it. `cargo test` runs
+//! a fixed number of cases from a fixed seed (`MODEL_SEED` picks
+//! another, `MODEL_CASES` another count); `MODEL_SOAK_SECS=1200`
+//! runs cases from fresh seeds for that long instead; `MODEL_TRACE=1` prints
+//! every page checked.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use diesel::sql_types::BigInt;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use feed_service::domain::PostBody;
+use feed_service::engine::fanout::{Lease, Step};
+use feed_service::engine::{Engine, Page, SettingsPatch};
+use feed_service::settings::Settings;
+use feed_service::store::pg::PgStore;
+use feed_service::store::redis::{Fault, RedisStore};
+use feed_service::types::{Cursor, PageRequest};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use secrecy::ExposeSecret;
+
+use crate::helpers::{test_settings, Cleanup};
+
+/// Users of a case.
+const USERS: usize = 24;
+/// The model's clock starts here (fixed, so that a case replays the same).
+const T0: i64 = 1_800_000_000_000;
+/// Pages sizes a scroll draws from.
+const SIZES: [u32; 8] = [1, 2, 3, 4, 5, 6, 7, 20];
+/// (big_v_threshold, big_v_demote_threshold) pairs: low enough for two
+/// dozen users to cross them.
+const THRESHOLDS: [(i64, i64); 6] = [
+    (2, 1),
+    (3, 2),
+    (5, 3),
+    (1000, 900),
+    (1000, 900),
+    (1000, 900),
+];
+/// Inbox and outbox caps: small ones make floors, cuts and trims common.
+const CAPS: [i64; 5] = [2, 3, 5, 10, 1000];
+
+#[derive(Debug, Clone, Copy)]
+enum Stamp {
+    /// The clock moves on by this many milliseconds (0: the same one).
+    Advance(u8),
+    /// An instance whose clock lags by this many milliseconds.
+    Lagging(u8),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum KeyDrop {
+    All,
+    Inbox(u8),
+    Outbox(u8),
+    /// One key of the prefix, whatever it is.
+    Any(u16),
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// `count` posts by `author`, all with one stamp.
+    Publish {
+        author: u8,
+        stamp: Stamp,
+        count: u8,
+    },
+    /// The `pick`-th post (modulo how many there are).
+    Delete {
+        pick: u16,
+    },
+    Follow {
+        who: u8,
+        whom: u8,
+    },
+    Unfollow {
+        who: u8,
+        whom: u8,
+    },
+    /// Unfollow and follow again at once; with `grab`, that worker (if
+    /// idle) claims the newest job in between, as a worker woken by the
+    /// unfollow would.
+    Refollow {
+        who: u8,
+        whom: u8,
+        grab: Option<u8>,
+    },
+    Thresholds(u8),
+    Caps {
+        inbox: u8,
+        outbox: u8,
+    },
+    DropKeys(KeyDrop),
+    /// A worker claims a job (if it holds none): the `pick`-th oldest
+    /// claimable one, or with a negative `pick` the `-pick`-th newest.
+    Claim {
+        worker: u8,
+        pick: i8,
+    },
+    /// A worker runs one batch of its job and records it.
+    Step {
+        worker: u8,
+    },
+    /// A worker runs one batch and dies before recording it.
+    Crash {
+        worker: u8,
+    },
+    /// Leases of jobs no live worker holds run out (crashes, backoffs).
+    ExpireLeases,
+    /// The next `calls` Redis calls fail.
+    Fault {
+        calls: u8,
+        lose_reply: bool,
+    },
+    /// Runs every claimable job to its end.
+    Drain,
+    /// Starts a scroll of `reader`'s feed in `slot` (its first page).
+    Scroll {
+        slot: u8,
+        reader: u8,
+        size: u8,
+    },
+    /// The next page of the scroll in `slot`.
+    Page {
+        slot: u8,
+        size: u8,
+    },
+}
+
+impl Op {
+    /// A bit per kind that a case may leave out (publish, follow and page
+    /// are always in).
+    fn kind(&self) -> u16 {
+        match self {
+            Op::Publish { .. } | Op::Follow { .. } | Op::Page { .. } => 0,
+            Op::Delete { .. } => 1,
+            Op::Unfollow { .. } => 1 << 1,
+            Op::Refollow { .. } => 1 << 2,
+            Op::Thresholds(_) => 1 << 3,
+            Op::Caps { .. } => 1 << 4,
+            Op::DropKeys(_) => 1 << 5,
+            Op::Claim { .. } => 1 << 6,
+            Op::Step { .. } => 1 << 7,
+            Op::Crash { .. } => 1 << 8,
+            Op::ExpireLeases => 1 << 9,
+            Op::Fault { .. } => 1 << 10,
+            Op::Drain => 1 << 11,
+            Op::Scroll { .. } => 1 << 12,
+        }
+    }
+}
+
+/// A case: starting settings and graph, then operations.
+#[derive(Debug, Clone)]
+struct Case {
+    /// Kinds of operation this case leaves out (bits of [`Op::kind`]):
+    /// cases that do without some kinds reach states the others rarely do
+    /// ("swarm testing").
+    without: u16,
+    /// Indexes into THRESHOLDS and CAPS (inbox, outbox).
+    settings: (u8, u8, u8),
+    follows: Vec<(u8, u8)>,
+    ops: Vec<Op>,
+}
+
+/// Users, most often from a few: follows, posts and scrolls then meet.
+fn user() -> impl Strategy<Value = u8> {
+    prop_oneof![3 => 0u8..5, 1 => 0..USERS as u8]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let stamp = prop_oneof![
+        3 => (0u8..3).prop_map(Stamp::Advance),
+        1 => (1u8..40).prop_map(Stamp::Lagging),
+    ];
+    let drop = prop_oneof![
+        Just(KeyDrop::All),
+        user().prop_map(KeyDrop::Inbox),
+        user().prop_map(KeyDrop::Outbox),
+        any::<u16>().prop_map(KeyDrop::Any),
+    ];
+    prop_oneof![
+        14 => (user(), stamp, 1u8..5).prop_map(|(author, stamp, count)| Op::Publish { author, stamp, count }),
+        4 => any::<u16>().prop_map(|pick| Op::Delete { pick }),
+        8 => (user(), user()).prop_map(|(who, whom)| Op::Follow { who, whom }),
+        4 => (user(), user()).prop_map(|(who, whom)| Op::Unfollow { who, whom }),
+        6 => (user(), user(), prop::option::weighted(0.75, 0u8..2)).prop_map(|(who, whom, grab)| Op::Refollow { who, whom, grab }),
+        2 => (0..THRESHOLDS.len() as u8).prop_map(Op::Thresholds),
+        2 => (0..CAPS.len() as u8, 0..CAPS.len() as u8).prop_map(|(inbox, outbox)| Op::Caps { inbox, outbox }),
+        2 => drop.prop_map(Op::DropKeys),
+        8 => (0u8..2, -2i8..3).prop_map(|(worker, pick)| Op::Claim { worker, pick }),
+        10 => (0u8..2).prop_map(|worker| Op::Step { worker }),
+        2 => (0u8..2).prop_map(|worker| Op::Crash { worker }),
+        3 => Just(Op::ExpireLeases),
+        3 => (1u8..4, any::<bool>()).prop_map(|(calls, lose_reply)| Op::Fault { calls, lose_reply }),
+        6 => Just(Op::Drain),
+        7 => (0u8..2, user(), 0..SIZES.len() as u8).prop_map(|(slot, reader, size)| Op::Scroll { slot, reader, size }),
+        16 => (0u8..2, 0..SIZES.len() as u8).prop_map(|(slot, size)| Op::Page { slot, size }),
+    ]
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let cap = prop_oneof![3 => 0u8..3, 1 => 0..CAPS.len() as u8];
+    (
+        (any::<u16>(), any::<u16>()),
+        (0..THRESHOLDS.len() as u8, cap.clone(), cap),
+        prop::collection::vec((user(), user()), 0..50),
+        prop::collection::vec(op(), 1..120),
+    )
+        .prop_map(|((a, b), settings, follows, ops)| Case {
+            // Each kind left out with probability 1/4.
+            without: a & b,
+            settings,
+            follows,
+            ops,
+        })
+}
+
+// ----- the reference model -----
+
+#[derive(Debug, Clone)]
+struct MPost {
+    id: i64,
+    author: usize,
+    score: i64,
+    deleted: bool,
+}
+
+/// Feed order, written apart from the engine's: newest first, ties by the
+/// id's decimal string, descending (as Redis orders equal scores).
+fn newer_first(a: &MPost, b: &MPost) -> std::cmp::Ordering {
+    b.score
+        .cmp(&a.score)
+        .then_with(|| b.id.to_string().cmp(&a.id.to_string()))
+}
+
+struct Scroll {
+    reader: usize,
+    next: Option<Cursor>,
+    /// Live posts of the feed when the scroll started.
+    initial: BTreeSet<i64>,
+    /// Authors unfollowed at some point during the scroll.
+    lost: BTreeSet<usize>,
+    deleted: BTreeSet<i64>,
+    /// Scores at which the feed changed while the cursor stood on them.
+    disturbed: BTreeSet<i64>,
+    seen: Vec<(i64, i64)>,
+}
+
+struct Model {
+    ids: Vec<i64>,
+    follows: BTreeSet<(usize, usize)>,
+    posts: Vec<MPost>,
+    big_v: Vec<bool>,
+    thresholds: (i64, i64),
+    clock: i64,
+    scrolls: [Option<Scroll>; 2],
+}
+
+impl Model {
+    fn followers(&self, u: usize) -> i64 {
+        self.follows.iter().filter(|(_, b)| *b == u).count() as i64
+    }
+
+    /// The engine's big-V rule, restated.
+    fn rule(&mut self, u: usize) {
+        let n = self.followers(u);
+        let (t, d) = self.thresholds;
+        if !self.big_v[u] && n >= t {
+            self.big_v[u] = true;
+        } else if self.big_v[u] && n < d {
+            self.big_v[u] = false;
+        }
+    }
+
+    /// A reader's feed: every post of the authors it follows, deleted ones
+    /// included (hidden), in feed order.
+    fn feed(&self, reader: usize) -> Vec<&MPost> {
+        let mut v: Vec<&MPost> = self
+            .posts
+            .iter()
+            .filter(|p| self.follows.contains(&(reader, p.author)))
+            .collect();
+        v.sort_by(|a, b| newer_first(a, b));
+        v
+    }
+
+    /// The page a request should get, by the cursor's definition.
+    fn page(&self, reader: usize, req: &PageRequest) -> (Vec<i64>, Option<Cursor>) {
+        let s = self.feed(reader);
+        let mut i = 0;
+        if let Some(max) = req.max {
+            while i < s.len() && s[i].score > max {
+                i += 1;
+            }
+            let mut skipped = 0;
+            while i < s.len() && s[i].score == max && skipped < req.offset {
+                i += 1;
+                skipped += 1;
+            }
+        }
+        let mut items = Vec::new();
+        let mut last = None;
+        let mut more = false;
+        for (j, p) in s.iter().enumerate().skip(i) {
+            if p.deleted {
+                continue;
+            }
+            if items.len() == req.limit as usize {
+                more = true;
+                break;
+            }
+            items.push(p.id);
+            last = Some(j);
+        }
+        let next = match last {
+            Some(l) if more => {
+                let mut start = l;
+                while start > 0 && s[start - 1].score == s[l].score {
+                    start -= 1;
+                }
+                Some(Cursor {
+                    max: s[l].score,
+                    offset: (l - start + 1) as u32,
+                })
+            }
+            _ => None,
+        };
+        (items, next)
+    }
+
+    fn scrolls_of(&mut self, reader: usize) -> impl Iterator<Item = &mut Scroll> {
+        self.scrolls
+            .iter_mut()
+            .flatten()
+            .filter(move |s| s.reader == reader)
+    }
+
+    /// A post of `author` scored `score` joins or leaves `reader`'s feed.
+    fn disturb(&mut self, reader: usize, scores: &[i64]) {
+        for s in self.scrolls_of(reader) {
+            if let Some(c) = s.next {
+                if scores.contains(&c.max) {
+                    s.disturbed.insert(c.max);
+                }
+            }
+        }
+    }
+
+    fn scores_of(&self, author: usize) -> Vec<i64> {
+        self.posts
+            .iter()
+            .filter(|p| p.author == author)
+            .map(|p| p.score)
+            .collect()
+    }
+}
+
+/// Checks a finished scroll against what it had to show.
+fn check_scroll(model: &Model, s: &Scroll) -> Result<(), String> {
+    let score_of: BTreeMap<i64, i64> = model.posts.iter().map(|p| (p.id, p.score)).collect();
+    let author_of: BTreeMap<i64, usize> = model.posts.iter().map(|p| (p.id, p.author)).collect();
+    let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+    for (id, _) in &s.seen {
+        *counts.entry(*id).or_default() += 1;
+    }
+    for id in &s.initial {
+        if s.deleted.contains(id) || s.lost.contains(&author_of[id]) {
+            continue;
+        }
+        let n = counts.get(id).copied().unwrap_or(0);
+        if n != 1 && !s.disturbed.contains(&score_of[id]) {
+            return Err(format!(
+                "scroll of user {}: post {id} shown {n} times",
+                s.reader
+            ));
+        }
+    }
+    for (id, n) in &counts {
+        if *n > 1 && !s.disturbed.contains(&score_of[id]) {
+            return Err(format!(
+                "scroll of user {}: post {id} shown {n} times",
+                s.reader
+            ));
+        }
+    }
+    for w in s.seen.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let ordered = a.1 > b.1 || (a.1 == b.1 && a.0.to_string() > b.0.to_string());
+        let excused = a.1 == b.1 && s.disturbed.contains(&a.1);
+        if !(ordered || excused) {
+            return Err(format!(
+                "scroll of user {}: post {} (at {}) before post {} (at {})",
+                s.reader, a.0, a.1, b.0, b.1
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ----- running a case against the engine -----
+
+struct World {
+    engine: Engine,
+    redis: RedisStore,
+    pg: AsyncPgConnection,
+    model: Model,
+    workers: [Option<Lease>; 2],
+}
+
+/// Pages checked against the model, over all cases.
+static PAGES: AtomicUsize = AtomicUsize::new(0);
+
+type Outcome = Result<(), String>;
+
+fn fail<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+impl World {
+    async fn start(settings: &Settings) -> Result<Self, String> {
+        // Connecting runs the migrations (the first case's).
+        let store = PgStore::connect(&settings.database)
+            .await
+            .map_err(|e| e.chain())?;
+        let url = settings.database.url.expose_secret().to_string();
+        let mut pg = AsyncPgConnection::establish(&url)
+            .await
+            .map_err(fail("connecting"))?;
+        pg.batch_execute(
+            "TRUNCATE users, follows, posts, fanout_jobs RESTART IDENTITY CASCADE; \
+             UPDATE settings SET big_v_threshold = 1000, big_v_demote_threshold = 900, \
+                inbox_max_len = 1000, outbox_max_len = 1000",
+        )
+        .await
+        .map_err(fail("resetting"))?;
+        let redis = RedisStore::new(&settings.redis).map_err(|e| e.chain())?;
+        redis.delete_all().await.map_err(|e| e.chain())?;
+        let engine = Engine::new(store, redis.clone(), settings.feed.clone())
+            .await
+            .map_err(|e| e.chain())?;
+        let mut ids = Vec::with_capacity(USERS);
+        for i in 0..USERS {
+            let u = engine
+                .pg()
+                .create_user(&format!("u{i}"))
+                .await
+                .map_err(|e| e.chain())?;
+            ids.push(u.id);
+        }
+        Ok(World {
+            redis,
+            engine,
+            pg,
+            model: Model {
+                ids,
+                follows: BTreeSet::new(),
+                posts: Vec::new(),
+                big_v: vec![false; USERS],
+                thresholds: (1000, 900),
+                clock: T0,
+                scrolls: [None, None],
+            },
+            workers: [None, None],
+        })
+    }
+
+    fn id(&self, u: u8) -> i64 {
+        self.model.ids[u as usize % USERS]
+    }
+
+    async fn apply(&mut self, op: &Op) -> Outcome {
+        match *op {
+            Op::Publish {
+                author,
+                stamp,
+                count,
+            } => {
+                let a = author as usize % USERS;
+                let score = match stamp {
+                    Stamp::Advance(ms) => {
+                        self.model.clock += i64::from(ms);
+                        self.model.clock
+                    }
+                    Stamp::Lagging(ms) => self.model.clock - i64::from(ms),
+                };
+                for _ in 0..count {
+                    let body = PostBody::parse("m").unwrap();
+                    let post = self
+                        .engine
+                        .publish_at(self.model.ids[a], &body, score)
+                        .await
+                        .map_err(|e| format!("publish: {}", e.chain()))?;
+                    let readers: Vec<usize> = (0..USERS)
+                        .filter(|r| self.model.follows.contains(&(*r, a)))
+                        .collect();
+                    for r in readers {
+                        self.model.disturb(r, &[score]);
+                    }
+                    self.model.posts.push(MPost {
+                        id: post.id,
+                        author: a,
+                        score,
+                        deleted: false,
+                    });
+                }
+            }
+            Op::Delete { pick } => {
+                if self.model.posts.is_empty() {
+                    return Ok(());
+                }
+                let i = pick as usize % self.model.posts.len();
+                let id = self.model.posts[i].id;
+                let result = self.engine.delete_post(id, None).await;
+                match (self.model.posts[i].deleted, result) {
+                    (false, Ok(())) => {
+                        self.model.posts[i].deleted = true;
+                        for s in self.model.scrolls.iter_mut().flatten() {
+                            s.deleted.insert(id);
+                        }
+                    }
+                    (true, Err(feed_service::error::AppError::NotFound(_))) => {}
+                    (was, other) => {
+                        return Err(format!(
+                            "delete of post {id} (deleted before: {was}): {:?}",
+                            other.map_err(|e| e.chain())
+                        ))
+                    }
+                }
+            }
+            Op::Follow { who, whom } => self.follow(who, whom).await?,
+            Op::Unfollow { who, whom } => self.unfollow(who, whom).await?,
+            Op::Refollow { who, whom, grab } => {
+                let pair = (who as usize % USERS, whom as usize % USERS);
+                if self.model.follows.contains(&pair) {
+                    self.unfollow(who, whom).await?;
+                    if let Some(worker) = grab {
+                        self.claim(worker, -1).await?;
+                    }
+                    self.follow(who, whom).await?;
+                }
+            }
+            Op::Thresholds(pick) => {
+                let (t, d) = THRESHOLDS[pick as usize % THRESHOLDS.len()];
+                self.settings(SettingsPatch {
+                    big_v_threshold: Some(t),
+                    big_v_demote_threshold: Some(d),
+                    ..Default::default()
+                })
+                .await?;
+                self.model.thresholds = (t, d);
+                for u in 0..USERS {
+                    self.model.rule(u);
+                }
+            }
+            Op::Caps { inbox, outbox } => {
+                self.settings(SettingsPatch {
+                    inbox_max_len: Some(CAPS[inbox as usize % CAPS.len()]),
+                    outbox_max_len: Some(CAPS[outbox as usize % CAPS.len()]),
+                    ..Default::default()
+                })
+                .await?;
+            }
+            Op::DropKeys(which) => {
+                let keys = self.redis.keys().clone();
+                // A drop that fails (an armed fault) drops nothing.
+                let _ = match which {
+                    KeyDrop::All => self.redis.delete_all().await.map(|_| ()),
+                    KeyDrop::Inbox(u) => self.redis.delete(&keys.inbox(self.id(u))).await,
+                    KeyDrop::Outbox(u) => self.redis.delete(&keys.outbox(self.id(u))).await,
+                    KeyDrop::Any(pick) => {
+                        let all = self.all_keys().await?;
+                        match all.get(pick as usize % all.len().max(1)) {
+                            Some(k) => self.redis.delete(k).await,
+                            None => Ok(()),
+                        }
+                    }
+                };
+            }
+            Op::Claim { worker, pick } => self.claim(worker, pick).await?,
+            Op::Step { worker } => {
+                let w = worker as usize % 2;
+                if let Some(mut lease) = self.workers[w].take() {
+                    match self.engine.step(&mut lease, true).await {
+                        Ok(Step::More) => self.workers[w] = Some(lease),
+                        Ok(Step::Done) => {}
+                        Err(e) => self.engine.fail(lease, &e).await,
+                    }
+                }
+            }
+            Op::Crash { worker } => {
+                if let Some(mut lease) = self.workers[worker as usize % 2].take() {
+                    let _ = self.engine.step(&mut lease, false).await;
+                }
+            }
+            Op::ExpireLeases => self.expire_leases().await?,
+            Op::Fault { calls, lose_reply } => {
+                let fault = if lose_reply {
+                    Fault::LoseReply
+                } else {
+                    Fault::Refuse
+                };
+                self.redis.faults().arm(u32::from(calls), fault);
+            }
+            Op::Drain => self.drain().await?,
+            Op::Scroll { slot, reader, size } => {
+                let r = reader as usize % USERS;
+                let feed = self.model.feed(r);
+                let initial = feed.iter().filter(|p| !p.deleted).map(|p| p.id).collect();
+                self.model.scrolls[slot as usize % 2] = Some(Scroll {
+                    reader: r,
+                    next: None,
+                    initial,
+                    lost: BTreeSet::new(),
+                    deleted: BTreeSet::new(),
+                    disturbed: BTreeSet::new(),
+                    seen: Vec::new(),
+                });
+                self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()])
+                    .await?;
+            }
+            Op::Page { slot, size } => {
+                self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()])
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn claim(&mut self, worker: u8, pick: i8) -> Outcome {
+        let w = worker as usize % 2;
+        if self.workers[w].is_none() {
+            self.workers[w] = self
+                .engine
+                .claim(i64::from(pick))
+                .await
+                .map_err(|e| format!("claim: {}", e.chain()))?;
+        }
+        Ok(())
+    }
+
+    async fn follow(&mut self, who: u8, whom: u8) -> Outcome {
+        let (a, b) = (who as usize % USERS, whom as usize % USERS);
+        let result = self
+            .engine
+            .follow(self.model.ids[a], self.model.ids[b])
+            .await;
+        if a == b {
+            return match result {
+                Err(feed_service::error::AppError::Unprocessable(_)) => Ok(()),
+                other => Err(format!(
+                    "self-follow answered {:?}",
+                    other.map_err(|e| e.chain())
+                )),
+            };
+        }
+        result.map_err(|e| format!("follow: {}", e.chain()))?;
+        if self.model.follows.insert((a, b)) {
+            let scores = self.model.scores_of(b);
+            self.model.disturb(a, &scores);
+            self.model.rule(b);
+        }
+        Ok(())
+    }
+
+    async fn unfollow(&mut self, who: u8, whom: u8) -> Outcome {
+        let (a, b) = (who as usize % USERS, whom as usize % USERS);
+        self.engine
+            .unfollow(self.model.ids[a], self.model.ids[b])
+            .await
+            .map_err(|e| format!("unfollow: {}", e.chain()))?;
+        if self.model.follows.remove(&(a, b)) {
+            let scores = self.model.scores_of(b);
+            self.model.disturb(a, &scores);
+            for s in self.model.scrolls_of(a) {
+                s.lost.insert(b);
+            }
+            self.model.rule(b);
+        }
+        Ok(())
+    }
+
+    async fn settings(&mut self, patch: SettingsPatch) -> Outcome {
+        self.engine
+            .update_settings(&patch)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("settings: {}", e.chain()))
+    }
+
+    /// The next page of the scroll in `slot`, checked against the model.
+    async fn page(&mut self, slot: usize, size: u32) -> Outcome {
+        let Some(scroll) = self.model.scrolls[slot].as_ref() else {
+            return Ok(());
+        };
+        let reader = scroll.reader;
+        let req = match scroll.next {
+            None if !scroll.seen.is_empty() => return Ok(()),
+            None => PageRequest::first(size),
+            // A `next` goes back through the same validation a client's does.
+            Some(c) => PageRequest::parse(
+                Some(c.max),
+                Some(i64::from(c.offset)),
+                Some(i64::from(size)),
+            )
+            .map_err(|e| format!("a next the service gave is refused: {e}"))?,
+        };
+        let Page { items, next } = self
+            .engine
+            .home_page(self.model.ids[reader], req)
+            .await
+            .map_err(|e| format!("page of user {reader} {req:?}: {}", e.chain()))?;
+        PAGES.fetch_add(1, Ordering::Relaxed);
+        let got: Vec<i64> = items.iter().map(|p| p.id).collect();
+        let want = self.model.page(reader, &req);
+        if std::env::var("MODEL_TRACE").is_ok() {
+            eprintln!("page {reader} {req:?} got {got:?} {next:?} want {want:?}");
+        }
+        if (got.clone(), next) != want {
+            return Err(format!(
+                "page of user {reader} {req:?}:\n  got  {got:?} next {next:?}\n  want {:?} next {:?}",
+                want.0, want.1
+            ));
+        }
+        for p in &items {
+            let author = self.model.ids.iter().position(|id| *id == p.author_id);
+            let deleted = self.model.posts.iter().any(|m| m.id == p.id && m.deleted);
+            if deleted || !author.is_some_and(|a| self.model.follows.contains(&(reader, a))) {
+                return Err(format!("page of user {reader} shows post {}", p.id));
+            }
+        }
+        let scroll = self.model.scrolls[slot].as_mut().expect("checked above");
+        scroll
+            .seen
+            .extend(items.iter().map(|p| (p.id, p.created_at_ms)));
+        scroll.next = next;
+        if next.is_none() {
+            if let Some(done) = self.model.scrolls[slot].take() {
+                check_scroll(&self.model, &done)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn all_keys(&mut self) -> Result<Vec<String>, String> {
+        let client = redis::Client::open(test_redis_url()).map_err(fail("redis"))?;
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(fail("redis"))?;
+        let mut keys: Vec<String> = redis::cmd("KEYS")
+            .arg(self.redis.keys().pattern())
+            .query_async(&mut conn)
+            .await
+            .map_err(fail("KEYS"))?;
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// Leases of jobs that no live worker holds run out.
+    async fn expire_leases(&mut self) -> Outcome {
+        let held: Vec<i64> = self.workers.iter().flatten().map(|l| l.job.id).collect();
+        diesel::sql_query(
+            "UPDATE fanout_jobs SET lease_until = '-infinity' \
+             WHERE lease_until > now() AND NOT (id = ANY($1))",
+        )
+        .bind::<diesel::sql_types::Array<BigInt>, _>(held)
+        .execute(&mut self.pg)
+        .await
+        .map_err(fail("expiring leases"))?;
+        Ok(())
+    }
+
+    /// Runs every job no model worker holds to its end, expiring the
+    /// leases of failed ones, until none can be claimed (what is left waits
+    /// behind a job a model worker holds).
+    async fn drain(&mut self) -> Outcome {
+        let mut expired = false;
+        for _ in 0..2000 {
+            let claimed = self
+                .engine
+                .claim(0)
+                .await
+                .map_err(|e| format!("claim: {}", e.chain()))?;
+            let Some(mut lease) = claimed else {
+                if expired {
+                    return Ok(());
+                }
+                self.expire_leases().await?;
+                expired = true;
+                continue;
+            };
+            expired = false;
+            loop {
+                match self.engine.step(&mut lease, true).await {
+                    Ok(Step::More) => {}
+                    Ok(Step::Done) => break,
+                    Err(e) => {
+                        self.engine.fail(lease, &e).await;
+                        break;
+                    }
+                }
+            }
+        }
+        Err("the fan-out does not drain".into())
+    }
+
+    async fn pending_unheld(&mut self) -> Result<i64, String> {
+        #[derive(diesel::QueryableByName)]
+        struct N {
+            #[diesel(sql_type = BigInt)]
+            n: i64,
+        }
+        let held: Vec<i64> = self.workers.iter().flatten().map(|l| l.job.id).collect();
+        Ok(diesel::sql_query(
+            "SELECT count(*) AS n FROM fanout_jobs WHERE NOT dead AND NOT (id = ANY($1))",
+        )
+        .bind::<diesel::sql_types::Array<BigInt>, _>(held)
+        .get_result::<N>(&mut self.pg)
+        .await
+        .map_err(fail("counting jobs"))?
+        .n)
+    }
+
+    /// The end of a case: faults off, the workers finish, every job
+    /// drains; then every scroll, feed, inbox and outbox is checked.
+    async fn finish(&mut self, size: u32) -> Outcome {
+        self.redis.faults().disarm();
+        for slot in 0..2 {
+            for _ in 0..1000 {
+                if self.model.scrolls[slot].is_none() {
+                    break;
+                }
+                self.page(slot, size).await?;
+            }
+        }
+        for w in 0..2 {
+            if let Some(mut lease) = self.workers[w].take() {
+                loop {
+                    match self.engine.step(&mut lease, true).await {
+                        Ok(Step::More) => {}
+                        Ok(Step::Done) => break,
+                        Err(e) => {
+                            self.engine.fail(lease, &e).await;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.drain().await?;
+        if self.pending_unheld().await? != 0 {
+            return Err("jobs left after draining".into());
+        }
+        let dead = diesel::sql_query("SELECT id FROM fanout_jobs WHERE dead")
+            .execute(&mut self.pg)
+            .await
+            .map_err(fail("dead jobs"))?;
+        if dead > 0 {
+            return Err(format!("{dead} dead jobs"));
+        }
+        for u in 0..USERS {
+            let user = self
+                .engine
+                .user(self.model.ids[u])
+                .await
+                .map_err(|e| e.chain())?;
+            if user.big_v != self.model.big_v[u] {
+                return Err(format!(
+                    "user {u} big_v {} with {} followers, want {}",
+                    user.big_v,
+                    self.model.followers(u),
+                    self.model.big_v[u]
+                ));
+            }
+        }
+        self.check_zsets().await?;
+        for r in 0..USERS {
+            let feed = self.model.feed(r);
+            self.model.scrolls[0] = Some(Scroll {
+                reader: r,
+                next: None,
+                initial: feed.iter().filter(|p| !p.deleted).map(|p| p.id).collect(),
+                lost: BTreeSet::new(),
+                deleted: BTreeSet::new(),
+                disturbed: BTreeSet::new(),
+                seen: Vec::new(),
+            });
+            for _ in 0..1000 {
+                if self.model.scrolls[0].is_none() {
+                    break;
+                }
+                self.page(0, size).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every inbox and outbox in Redis keeps its contract once the jobs are
+    /// done: nothing below its floor, and above it every entry it should
+    /// hold (an outbox: its author's posts; an inbox: the posts of every
+    /// followed author that is not big-V).
+    async fn check_zsets(&mut self) -> Outcome {
+        let client = redis::Client::open(test_redis_url()).map_err(fail("redis"))?;
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(fail("redis"))?;
+        let keys = self.redis.keys().clone();
+        for u in 0..USERS {
+            let id = self.model.ids[u];
+            for (key, inbox) in [(keys.inbox(id), true), (keys.outbox(id), false)] {
+                let members: Vec<(String, f64)> = redis::cmd("ZRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(fail("ZRANGE"))?;
+                let Some(pos) = members.iter().position(|(m, _)| m.is_empty()) else {
+                    continue;
+                };
+                let floor = members[pos].1;
+                if floor == f64::INFINITY {
+                    continue;
+                }
+                if pos != 0 {
+                    return Err(format!("{key}: the sentinel has rank {pos}"));
+                }
+                let held: BTreeSet<i64> =
+                    members.iter().filter_map(|(m, _)| m.parse().ok()).collect();
+                for p in &self.model.posts {
+                    let owed = if inbox {
+                        self.model.follows.contains(&(u, p.author)) && !self.model.big_v[p.author]
+                    } else {
+                        p.author == u
+                    };
+                    if owed && (p.score as f64) > floor && !held.contains(&p.id) {
+                        return Err(format!(
+                            "{key} (floor {floor}) lacks post {} (at {}) of user {}",
+                            p.id, p.score, p.author
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn test_redis_url() -> String {
+    feed_service::settings::Settings::load()
+        .map(|s| s.redis.url.expose_secret().to_string())
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
+}
+
+async fn run_case(settings: &Settings, case: &Case) -> Outcome {
+    let mut world = World::start(settings).await?;
+    let (t, inbox, outbox) = case.settings;
+    world.apply(&Op::Thresholds(t)).await?;
+    world.apply(&Op::Caps { inbox, outbox }).await?;
+    for (who, whom) in &case.follows {
+        if who != whom {
+            world.follow(*who, *whom).await?;
+        }
+    }
+    for (i, op) in case.ops.iter().enumerate() {
+        if op.kind() & case.without != 0 {
+            continue;
+        }
+        world
+            .apply(op)
+            .await
+            .map_err(|e| format!("at op {i} {op:?}: {e}"))?;
+    }
+    let size = SIZES[case.ops.len() % SIZES.len()];
+    world
+        .finish(size)
+        .await
+        .map_err(|e| format!("at the end: {e}"))
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// Runs `cases` cases from `seed`; a failure is shrunk and reported.
+fn explore(rt: &tokio::runtime::Runtime, settings: &Settings, seed: u64, cases: u32) {
+    let mut bytes = [0u8; 32];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = (seed >> ((i % 8) * 8)) as u8 ^ i as u8;
+    }
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_time: 180_000,
+        ..Config::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes));
+    let result = runner.run(&case(), |case| {
+        rt.block_on(run_case(settings, &case))
+            .map_err(TestCaseError::fail)
+    });
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, minimal)) => panic!(
+            "the engine departs from the model (seed {seed}):\n{reason}\n\nminimal failing case:\n{minimal:#?}"
+        ),
+        Err(TestError::Abort(reason)) => panic!("model test aborted (seed {seed}): {reason}"),
+    }
+}
+
+#[test]
+fn the_engine_behaves_like_the_model() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut settings = test_settings();
+    // Tiny batches: a job of two dozen followers takes several.
+    settings.feed.fanout_batch_size = 3;
+    settings.database.pool_size = 4;
+    let _cleanup = Cleanup::of(&settings);
+    rt.block_on(feed_service::store::pg::ensure_database(
+        settings.database.url.expose_secret(),
+    ))
+    .expect("model database");
+    match env_u64("MODEL_SOAK_SECS") {
+        Some(secs) => {
+            let deadline = Instant::now() + Duration::from_secs(secs);
+            let mut rounds = 0u64;
+            while Instant::now() < deadline {
+                let seed = rand_seed();
+                eprintln!("model soak: round {rounds}, seed {seed}");
+                explore(&rt, &settings, seed, 16);
+                rounds += 1;
+            }
+            eprintln!(
+                "model soak: {rounds} rounds of 16 cases, {} pages checked, no departure",
+                AtomicUsize::load(&PAGES, Ordering::Relaxed)
+            );
+        }
+        None => {
+            let seed = env_u64("MODEL_SEED").unwrap_or(20261130);
+            let cases = env_u64("MODEL_CASES").unwrap_or(40) as u32;
+            let started = Instant::now();
+            explore(&rt, &settings, seed, cases);
+            eprintln!(
+                "model: {cases} cases from seed {seed}, {} pages checked, {:.1} s",
+                AtomicUsize::load(&PAGES, Ordering::Relaxed),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+fn rand_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}

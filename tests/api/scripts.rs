@@ -1,0 +1,304 @@
+//! The contract of a feed ZSET (src/store/redis/scripts.rs), clause by
+//! clause, against the real Redis.
+
+use feed_service::store::redis::RedisStore;
+use feed_service::types::{Entry, Range, SourceRead};
+use redis::aio::MultiplexedConnection;
+
+use crate::helpers::test_settings;
+
+/// A store with a key prefix of its own, its keys deleted when dropped.
+struct Zsets {
+    store: RedisStore,
+    conn: MultiplexedConnection,
+}
+
+impl Zsets {
+    async fn new() -> Self {
+        let settings = test_settings();
+        let store = RedisStore::new(&settings.redis).unwrap();
+        let url = secrecy::ExposeSecret::expose_secret(&settings.redis.url).to_string();
+        let conn = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        Zsets { store, conn }
+    }
+
+    fn key(&self, n: i64) -> String {
+        self.store.keys().inbox(n)
+    }
+
+    /// Members with scores, in Redis order (sentinel as "").
+    async fn members(&mut self, key: &str) -> Vec<(String, f64)> {
+        redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    /// Entry ids, oldest first, without the sentinel.
+    async fn ids(&mut self, key: &str) -> Vec<i64> {
+        self.members(key)
+            .await
+            .into_iter()
+            .filter_map(|(m, _)| m.parse().ok())
+            .collect()
+    }
+
+    async fn floor(&mut self, key: &str) -> Option<f64> {
+        redis::cmd("ZSCORE")
+            .arg(key)
+            .arg("")
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    async fn ttl(&mut self, key: &str) -> i64 {
+        redis::cmd("TTL")
+            .arg(key)
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    async fn sentinel_rank(&mut self, key: &str) -> Option<i64> {
+        redis::cmd("ZRANK")
+            .arg(key)
+            .arg("")
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    /// A complete ZSET (floor `-inf`) holding `entries`.
+    async fn built(&mut self, key: &str, cap: i64, floor: Option<i64>, entries: &[Entry]) {
+        assert!(self.store.begin_build(key).await.unwrap());
+        assert!(self.store.fill(key, cap, floor, entries).await.unwrap());
+    }
+
+    /// Pushes `entries` into one ZSET.
+    async fn push(&self, key: &str, entries: &[Entry], cap: i64, cut: Option<i64>) -> i64 {
+        self.store
+            .push_same(&[key.to_string()], entries, cap, cut)
+            .await
+            .unwrap()
+    }
+
+    async fn read(&self, key: &str, fetch: usize) -> Range {
+        self.store
+            .ranges(&[key.to_string()], None, fetch)
+            .await
+            .unwrap()
+            .remove(0)
+    }
+}
+
+impl Drop for Zsets {
+    fn drop(&mut self) {
+        let store = self.store.clone();
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(store.delete_all())
+        })
+        .join();
+    }
+}
+
+fn entries(scores_and_ids: &[(i64, i64)]) -> Vec<Entry> {
+    scores_and_ids
+        .iter()
+        .map(|&(s, id)| Entry::new(s, id))
+        .collect()
+}
+
+#[tokio::test]
+async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
+    let mut z = Zsets::new().await;
+    let (complete, floored, building, missing) = (z.key(1), z.key(2), z.key(3), z.key(4));
+    z.built(&complete, 10, None, &entries(&[(5, 1), (6, 2)]))
+        .await;
+    z.built(&floored, 10, Some(5), &entries(&[(5, 1), (6, 2), (7, 3)]))
+        .await;
+    assert!(z.store.begin_build(&building).await.unwrap());
+    assert_eq!(
+        z.read(&complete, 5).await,
+        Range::Read(SourceRead {
+            entries: entries(&[(6, 2), (5, 1)]),
+            floor: None,
+            truncated: false,
+        })
+    );
+    match z.read(&floored, 5).await {
+        Range::Read(r) => assert_eq!(r.floor, Some(5)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(z.read(&building, 5).await, Range::Building);
+    assert_eq!(z.read(&missing, 5).await, Range::Missing);
+    // A read that stops at its limit says so; one that reaches the
+    // sentinel does not.
+    match z.read(&complete, 1).await {
+        Range::Read(r) => assert!(r.truncated),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn clause_2_the_sentinel_keeps_rank_0() {
+    let mut z = Zsets::new().await;
+    let key = z.key(1);
+    // Filled with entries below its floor: they are dropped.
+    z.built(&key, 10, Some(5), &entries(&[(3, 1), (5, 2), (8, 3)]))
+        .await;
+    assert_eq!(z.sentinel_rank(&key).await, Some(0));
+    assert_eq!(z.ids(&key).await, vec![2, 3]);
+    // An entry at the floor's score sorts after the sentinel.
+    z.store
+        .push(&[(key.clone(), &entries(&[(5, 9)])[..])], 10)
+        .await
+        .unwrap();
+    assert_eq!(z.sentinel_rank(&key).await, Some(0));
+    // After a cut push and after a trim, still first.
+    z.push(&key, &entries(&[(9, 4), (7, 5)]), 10, Some(7)).await;
+    assert_eq!(z.sentinel_rank(&key).await, Some(0));
+    z.push(&key, &entries(&[(20, 6), (21, 7), (22, 8)]), 2, None)
+        .await;
+    assert_eq!(z.sentinel_rank(&key).await, Some(0));
+}
+
+#[tokio::test]
+async fn clause_3_pushes_reach_only_existing_zsets_at_or_above_the_floor() {
+    let mut z = Zsets::new().await;
+    let (key, missing) = (z.key(1), z.key(2));
+    z.built(&key, 100, Some(5), &entries(&[(6, 1)])).await;
+    let added = z
+        .store
+        .push_same(
+            &[key.clone(), missing.clone()],
+            &entries(&[(4, 2), (5, 3), (9, 4)]),
+            100,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(added, 2, "the entry below the floor is not added");
+    assert_eq!(z.ids(&key).await, vec![3, 1, 4]);
+    assert_eq!(
+        z.members(&missing).await,
+        vec![],
+        "a missing key stays missing"
+    );
+}
+
+#[tokio::test]
+async fn clause_3_a_cut_push_raises_the_floor_to_its_lowest_score() {
+    let mut z = Zsets::new().await;
+    let key = z.key(1);
+    z.built(&key, 100, None, &entries(&[(2, 1), (6, 2)])).await;
+    // The pusher sent the newest of a longer list, down to score 5.
+    z.push(&key, &entries(&[(8, 3), (5, 4)]), 100, Some(5))
+        .await;
+    assert_eq!(z.floor(&key).await, Some(5.0));
+    assert_eq!(
+        z.ids(&key).await,
+        vec![4, 2, 3],
+        "below the new floor: dropped"
+    );
+    match z.read(&key, 10).await {
+        Range::Read(r) => assert_eq!(r.floor, Some(5)),
+        other => panic!("{other:?}"),
+    }
+    // A cut lower than the floor does not lower it.
+    z.push(&key, &entries(&[(7, 5), (3, 6)]), 100, Some(3))
+        .await;
+    assert_eq!(z.floor(&key).await, Some(5.0));
+    assert!(!z.ids(&key).await.contains(&6));
+}
+
+#[tokio::test]
+async fn clause_3_a_cut_push_abandons_a_build_and_a_plain_one_lands_in_it() {
+    let mut z = Zsets::new().await;
+    let (plain, cut) = (z.key(1), z.key(2));
+    assert!(z.store.begin_build(&plain).await.unwrap());
+    assert!(z.store.begin_build(&cut).await.unwrap());
+    z.push(&plain, &entries(&[(7, 1)]), 10, None).await;
+    z.push(&cut, &entries(&[(7, 1)]), 10, Some(7)).await;
+    assert_eq!(z.ids(&plain).await, vec![1]);
+    assert_eq!(z.members(&cut).await, vec![], "the build is abandoned");
+    // Its builder's fill then leaves it missing.
+    assert!(!z
+        .store
+        .fill(&cut, 10, None, &entries(&[(3, 2)]))
+        .await
+        .unwrap());
+    assert_eq!(z.read(&cut, 5).await, Range::Missing);
+    assert!(z
+        .store
+        .fill(&plain, 10, None, &entries(&[(3, 2)]))
+        .await
+        .unwrap());
+    assert_eq!(z.ids(&plain).await, vec![2, 1]);
+}
+
+#[tokio::test]
+async fn clause_4_a_trim_keeps_the_newest_cap_and_raises_the_floor() {
+    let mut z = Zsets::new().await;
+    let key = z.key(1);
+    z.built(&key, 4, None, &[]).await;
+    // Cap 4, slack max(1, 4/32) = 1: at 4 entries no trim.
+    z.push(&key, &entries(&[(1, 1), (2, 2), (3, 3), (4, 4)]), 4, None)
+        .await;
+    assert_eq!(z.floor(&key).await, Some(f64::NEG_INFINITY));
+    assert_eq!(z.ids(&key).await.len(), 4);
+    // Past it: the newest 4 stay, the floor is the highest score removed.
+    z.push(&key, &entries(&[(6, 6), (5, 5)]), 4, None).await;
+    assert_eq!(z.ids(&key).await, vec![3, 4, 5, 6]);
+    assert_eq!(z.floor(&key).await, Some(2.0));
+    // A larger cap waits for its slack (1000: 31 over) before trimming.
+    let big = z.key(2);
+    z.built(&big, 1000, None, &[]).await;
+    let many: Vec<Entry> = (1..=1030).map(|i| Entry::new(i, i)).collect();
+    z.push(&big, &many, 1000, None).await;
+    assert_eq!(z.ids(&big).await.len(), 1030);
+    z.push(&big, &entries(&[(2000, 2000)]), 1000, None).await;
+    assert_eq!(z.ids(&big).await.len(), 1000);
+    assert_eq!(z.floor(&big).await, Some(31.0));
+}
+
+#[tokio::test]
+async fn clause_5_a_build_is_begun_once_filled_once_and_expires_if_abandoned() {
+    let mut z = Zsets::new().await;
+    let key = z.key(1);
+    assert!(z.store.begin_build(&key).await.unwrap());
+    assert!(!z.store.begin_build(&key).await.unwrap(), "one builder");
+    assert_eq!(z.floor(&key).await, Some(f64::INFINITY));
+    assert!(z.ttl(&key).await > 0, "an abandoned build expires");
+    // A push racing with the build lands, then the floor drops what is
+    // below it.
+    z.push(&key, &entries(&[(9, 1), (2, 2)]), 10, None).await;
+    assert!(z
+        .store
+        .fill(&key, 10, Some(5), &entries(&[(5, 3), (6, 4)]))
+        .await
+        .unwrap());
+    assert_eq!(z.ids(&key).await, vec![3, 4, 1]);
+    assert_eq!(z.floor(&key).await, Some(5.0));
+    assert_eq!(z.ttl(&key).await, -1, "a filled ZSET does not expire");
+    // Filling again (a late builder) changes nothing.
+    assert!(!z
+        .store
+        .fill(&key, 10, None, &entries(&[(1, 5)]))
+        .await
+        .unwrap());
+    assert_eq!(z.floor(&key).await, Some(5.0));
+    assert!(!z.ids(&key).await.contains(&5));
+}
