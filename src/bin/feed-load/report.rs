@@ -7,8 +7,17 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::scenarios::Fanout;
 use crate::Options;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fanout {
+    pub followers: i64,
+    pub inbox_writes: i64,
+    pub seconds_to_last_inbox: f64,
+    pub writes_per_sec: f64,
+    /// (seconds since publish, inboxes written)
+    pub progress: Vec<(f64, i64)>,
+}
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Latency {

@@ -12,11 +12,10 @@ use feed_service::store::pg::{ensure_database, run_migrations, with_database};
 use feed_service::store::redis::scripts::PUSH;
 use redis::aio::MultiplexedConnection;
 use secrecy::ExposeSecret;
-use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::report::{self, Latency, Report, Row};
+use crate::report::{self, Fanout, Latency, Report, Row};
 use crate::seed::{self, bar, Layout};
 use crate::Options;
 
@@ -365,16 +364,6 @@ fn tick(b: indicatif::ProgressBar, secs: f64) -> tokio::task::JoinHandle<()> {
             b.inc(1);
         }
     })
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Fanout {
-    pub followers: i64,
-    pub inbox_writes: i64,
-    pub seconds_to_last_inbox: f64,
-    pub writes_per_sec: f64,
-    /// (seconds since publish, inboxes written)
-    pub progress: Vec<(f64, i64)>,
 }
 
 /// One post by the mega author; every follower has an inbox. Pure push
