@@ -82,6 +82,8 @@ enum KeyDrop {
     All,
     Inbox(u8),
     Outbox(u8),
+    /// A big-V's record of its active fans.
+    ActiveFans(u8),
     /// One key of the prefix, whatever it is.
     Any(u16),
 }
@@ -143,10 +145,12 @@ enum Op {
     },
     /// Runs every claimable job to its end.
     Drain,
-    /// Starts a scroll of `reader`'s feed in `slot` (its first page).
+    /// Starts a scroll in `slot` (its first page): of `reader`'s home
+    /// feed, or with `own` of its own posts.
     Scroll {
         slot: u8,
         reader: u8,
+        own: bool,
         size: u8,
     },
     /// The next page of the scroll in `slot`.
@@ -206,6 +210,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(KeyDrop::All),
         user().prop_map(KeyDrop::Inbox),
         user().prop_map(KeyDrop::Outbox),
+        user().prop_map(KeyDrop::ActiveFans),
         any::<u16>().prop_map(KeyDrop::Any),
     ];
     prop_oneof![
@@ -214,16 +219,17 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (user(), user()).prop_map(|(who, whom)| Op::Follow { who, whom }),
         4 => (user(), user()).prop_map(|(who, whom)| Op::Unfollow { who, whom }),
         6 => (user(), user(), prop::option::weighted(0.75, 0u8..2)).prop_map(|(who, whom, grab)| Op::Refollow { who, whom, grab }),
-        2 => (0..THRESHOLDS.len() as u8).prop_map(Op::Thresholds),
-        2 => (0..CAPS.len() as u8, 0..CAPS.len() as u8).prop_map(|(inbox, outbox)| Op::Caps { inbox, outbox }),
-        2 => drop.prop_map(Op::DropKeys),
+        4 => (0..THRESHOLDS.len() as u8).prop_map(Op::Thresholds),
+        3 => (0..CAPS.len() as u8, 0..CAPS.len() as u8).prop_map(|(inbox, outbox)| Op::Caps { inbox, outbox }),
+        4 => drop.prop_map(Op::DropKeys),
         8 => (0u8..2, -2i8..3).prop_map(|(worker, pick)| Op::Claim { worker, pick }),
         10 => (0u8..2).prop_map(|worker| Op::Step { worker }),
         2 => (0u8..2).prop_map(|worker| Op::Crash { worker }),
         3 => Just(Op::ExpireLeases),
         3 => (1u8..4, any::<bool>()).prop_map(|(calls, lose_reply)| Op::Fault { calls, lose_reply }),
         6 => Just(Op::Drain),
-        7 => (0u8..2, user(), 0..SIZES.len() as u8).prop_map(|(slot, reader, size)| Op::Scroll { slot, reader, size }),
+        7 => (0u8..2, user(), prop::bool::weighted(0.2), 0..SIZES.len() as u8)
+            .prop_map(|(slot, reader, own, size)| Op::Scroll { slot, reader, own, size }),
         16 => (0u8..2, 0..SIZES.len() as u8).prop_map(|(slot, size)| Op::Page { slot, size }),
     ]
 }
@@ -263,8 +269,17 @@ fn newer_first(a: &MPost, b: &MPost) -> std::cmp::Ordering {
         .then_with(|| b.id.to_string().cmp(&a.id.to_string()))
 }
 
+/// Which feed a scroll reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Feed {
+    /// A reader's home feed.
+    Home(usize),
+    /// An author's own posts.
+    Author(usize),
+}
+
 struct Scroll {
-    reader: usize,
+    feed: Feed,
     next: Option<Cursor>,
     /// Live posts of the feed when the scroll started.
     initial: BTreeSet<i64>,
@@ -302,21 +317,29 @@ impl Model {
         }
     }
 
-    /// A reader's feed: every post of the authors it follows, deleted ones
-    /// included (hidden), in feed order.
-    fn feed(&self, reader: usize) -> Vec<&MPost> {
+    /// Whether `author`'s posts are in `feed`.
+    fn holds(&self, feed: Feed, author: usize) -> bool {
+        match feed {
+            Feed::Home(reader) => self.follows.contains(&(reader, author)),
+            Feed::Author(a) => a == author,
+        }
+    }
+
+    /// A feed: every post of the authors a reader follows (or of one
+    /// author), deleted ones included (hidden), in feed order.
+    fn feed(&self, feed: Feed) -> Vec<&MPost> {
         let mut v: Vec<&MPost> = self
             .posts
             .iter()
-            .filter(|p| self.follows.contains(&(reader, p.author)))
+            .filter(|p| self.holds(feed, p.author))
             .collect();
         v.sort_by(|a, b| newer_first(a, b));
         v
     }
 
     /// The page a request should get, by the cursor's definition.
-    fn page(&self, reader: usize, req: &PageRequest) -> (Vec<i64>, Option<Cursor>) {
-        let s = self.feed(reader);
+    fn page(&self, feed: Feed, req: &PageRequest) -> (Vec<i64>, Option<Cursor>) {
+        let s = self.feed(feed);
         let mut i = 0;
         if let Some(max) = req.max {
             while i < s.len() && s[i].score > max {
@@ -362,10 +385,10 @@ impl Model {
         self.scrolls
             .iter_mut()
             .flatten()
-            .filter(move |s| s.reader == reader)
+            .filter(move |s| s.feed == Feed::Home(reader))
     }
 
-    /// A post of `author` scored `score` joins or leaves `reader`'s feed.
+    /// Posts with these scores join or leave `reader`'s home feed.
     fn disturb(&mut self, reader: usize, scores: &[i64]) {
         for s in self.scrolls_of(reader) {
             if let Some(c) = s.next {
@@ -399,18 +422,12 @@ fn check_scroll(model: &Model, s: &Scroll) -> Result<(), String> {
         }
         let n = counts.get(id).copied().unwrap_or(0);
         if n != 1 && !s.disturbed.contains(&score_of[id]) {
-            return Err(format!(
-                "scroll of user {}: post {id} shown {n} times",
-                s.reader
-            ));
+            return Err(format!("scroll of {:?}: post {id} shown {n} times", s.feed));
         }
     }
     for (id, n) in &counts {
         if *n > 1 && !s.disturbed.contains(&score_of[id]) {
-            return Err(format!(
-                "scroll of user {}: post {id} shown {n} times",
-                s.reader
-            ));
+            return Err(format!("scroll of {:?}: post {id} shown {n} times", s.feed));
         }
     }
     for w in s.seen.windows(2) {
@@ -419,8 +436,8 @@ fn check_scroll(model: &Model, s: &Scroll) -> Result<(), String> {
         let excused = a.1 == b.1 && s.disturbed.contains(&a.1);
         if !(ordered || excused) {
             return Err(format!(
-                "scroll of user {}: post {} (at {}) before post {} (at {})",
-                s.reader, a.0, a.1, b.0, b.1
+                "scroll of {:?}: post {} (at {}) before post {} (at {})",
+                s.feed, a.0, a.1, b.0, b.1
             ));
         }
     }
@@ -520,11 +537,17 @@ impl World {
                         .publish_at(self.model.ids[a], &body, score)
                         .await
                         .map_err(|e| format!("publish: {}", e.chain()))?;
-                    let readers: Vec<usize> = (0..USERS)
-                        .filter(|r| self.model.follows.contains(&(*r, a)))
-                        .collect();
-                    for r in readers {
-                        self.model.disturb(r, &[score]);
+                    let model = &mut self.model;
+                    for slot in 0..2 {
+                        let Some(feed) = model.scrolls[slot].as_ref().map(|s| s.feed) else {
+                            continue;
+                        };
+                        if model.holds(feed, a) {
+                            let s = model.scrolls[slot].as_mut().expect("checked");
+                            if s.next.is_some_and(|c| c.max == score) {
+                                s.disturbed.insert(score);
+                            }
+                        }
                     }
                     self.model.posts.push(MPost {
                         id: post.id,
@@ -597,6 +620,9 @@ impl World {
                     KeyDrop::All => self.redis.delete_all().await.map(|_| ()),
                     KeyDrop::Inbox(u) => self.redis.delete(&keys.inbox(self.id(u))).await,
                     KeyDrop::Outbox(u) => self.redis.delete(&keys.outbox(self.id(u))).await,
+                    KeyDrop::ActiveFans(u) => {
+                        self.redis.delete(&keys.active_fans(self.id(u))).await
+                    }
                     KeyDrop::Any(pick) => {
                         let all = self.all_keys().await?;
                         match all.get(pick as usize % all.len().max(1)) {
@@ -632,12 +658,23 @@ impl World {
                 self.redis.faults().arm(u32::from(calls), fault);
             }
             Op::Drain => self.drain().await?,
-            Op::Scroll { slot, reader, size } => {
+            Op::Scroll {
+                slot,
+                reader,
+                own,
+                size,
+            } => {
                 let r = reader as usize % USERS;
-                let feed = self.model.feed(r);
-                let initial = feed.iter().filter(|p| !p.deleted).map(|p| p.id).collect();
+                let feed = if own { Feed::Author(r) } else { Feed::Home(r) };
+                let initial = self
+                    .model
+                    .feed(feed)
+                    .iter()
+                    .filter(|p| !p.deleted)
+                    .map(|p| p.id)
+                    .collect();
                 self.model.scrolls[slot as usize % 2] = Some(Scroll {
-                    reader: r,
+                    feed,
                     next: None,
                     initial,
                     lost: BTreeSet::new(),
@@ -722,7 +759,7 @@ impl World {
         let Some(scroll) = self.model.scrolls[slot].as_ref() else {
             return Ok(());
         };
-        let reader = scroll.reader;
+        let feed = scroll.feed;
         let req = match scroll.next {
             None if !scroll.seen.is_empty() => return Ok(()),
             None => PageRequest::first(size),
@@ -734,28 +771,29 @@ impl World {
             )
             .map_err(|e| format!("a next the service gave is refused: {e}"))?,
         };
-        let Page { items, next } = self
-            .engine
-            .home_page(self.model.ids[reader], req)
-            .await
-            .map_err(|e| format!("page of user {reader} {req:?}: {}", e.chain()))?;
+        let page = match feed {
+            Feed::Home(reader) => self.engine.home_page(self.model.ids[reader], req).await,
+            Feed::Author(author) => self.engine.author_page(self.model.ids[author], req).await,
+        };
+        let Page { items, next } =
+            page.map_err(|e| format!("page of {feed:?} {req:?}: {}", e.chain()))?;
         PAGES.fetch_add(1, Ordering::Relaxed);
         let got: Vec<i64> = items.iter().map(|p| p.id).collect();
-        let want = self.model.page(reader, &req);
+        let want = self.model.page(feed, &req);
         if std::env::var("MODEL_TRACE").is_ok() {
-            eprintln!("page {reader} {req:?} got {got:?} {next:?} want {want:?}");
+            eprintln!("page {feed:?} {req:?} got {got:?} {next:?} want {want:?}");
         }
         if (got.clone(), next) != want {
             return Err(format!(
-                "page of user {reader} {req:?}:\n  got  {got:?} next {next:?}\n  want {:?} next {:?}",
+                "page of {feed:?} {req:?}:\n  got  {got:?} next {next:?}\n  want {:?} next {:?}",
                 want.0, want.1
             ));
         }
         for p in &items {
             let author = self.model.ids.iter().position(|id| *id == p.author_id);
             let deleted = self.model.posts.iter().any(|m| m.id == p.id && m.deleted);
-            if deleted || !author.is_some_and(|a| self.model.follows.contains(&(reader, a))) {
-                return Err(format!("page of user {reader} shows post {}", p.id));
+            if deleted || !author.is_some_and(|a| self.model.holds(feed, a)) {
+                return Err(format!("page of {feed:?} shows post {}", p.id));
             }
         }
         let scroll = self.model.scrolls[slot].as_mut().expect("checked above");
@@ -905,11 +943,18 @@ impl World {
         }
         self.check_zsets().await?;
         for r in 0..USERS {
-            let feed = self.model.feed(r);
+            let feed = Feed::Home(r);
+            let initial = self
+                .model
+                .feed(feed)
+                .iter()
+                .filter(|p| !p.deleted)
+                .map(|p| p.id)
+                .collect();
             self.model.scrolls[0] = Some(Scroll {
-                reader: r,
+                feed,
                 next: None,
-                initial: feed.iter().filter(|p| !p.deleted).map(|p| p.id).collect(),
+                initial,
                 lost: BTreeSet::new(),
                 deleted: BTreeSet::new(),
                 disturbed: BTreeSet::new(),
@@ -1073,7 +1118,7 @@ fn the_engine_behaves_like_the_model() {
         }
         None => {
             let seed = env_u64("MODEL_SEED").unwrap_or(20261130);
-            let cases = env_u64("MODEL_CASES").unwrap_or(40) as u32;
+            let cases = env_u64("MODEL_CASES").unwrap_or(64) as u32;
             let started = Instant::now();
             explore(&rt, &settings, seed, cases);
             eprintln!(
