@@ -24,6 +24,12 @@ pub enum AppError {
     PayloadTooLarge(String),
     #[error("{0}")]
     Unprocessable(String),
+    /// Too many requests; the client may retry after this many seconds.
+    #[error("{message}")]
+    RateLimited {
+        message: String,
+        retry_after_secs: u64,
+    },
     /// A dependency is down or saturated; the client may retry.
     #[error("{what} is unavailable")]
     Unavailable {
@@ -56,6 +62,7 @@ impl AppError {
             AppError::Conflict(_) => "conflict",
             AppError::PayloadTooLarge(_) => "payload_too_large",
             AppError::Unprocessable(_) => "unprocessable",
+            AppError::RateLimited { .. } => "rate_limited",
             AppError::Unavailable { .. } | AppError::TimedOut { .. } => "unavailable",
             AppError::Internal { .. } => "internal",
         }

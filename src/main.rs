@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use feed_service::http::auth::JwtKeys;
 use feed_service::settings::Settings;
 use feed_service::startup::Application;
-use secrecy::ExposeSecret;
 
 /// The service allocates many small short-lived buffers per request.
 #[global_allocator]
@@ -97,8 +96,8 @@ fn token(settings: &Settings, args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let minted = JwtKeys::new(settings.auth.jwt_secret.expose_secret().as_bytes())
-        .and_then(|keys| keys.mint(user, admin, ttl));
+    let minted =
+        JwtKeys::from_settings(&settings.auth).and_then(|keys| keys.mint(user, admin, ttl));
     match minted {
         Ok(t) => {
             println!("{t}");

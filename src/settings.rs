@@ -12,9 +12,13 @@ use std::path::{Path, PathBuf};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
-/// The JWT secret shipped in `config/default.toml`: fine on a laptop,
-/// refused when `auth.allow_dev_secret` is false (the production profile).
-pub const DEV_JWT_SECRET: &str = "feed-service-development-secret";
+/// The JWT secret shipped in `config/default.toml`: accepted only while the
+/// service binds a loopback address, and never when `auth.allow_dev_secret`
+/// is false (the production profile).
+pub const DEV_JWT_SECRET: &str = "feed-service-development-secret-not-for-deployment";
+
+/// The shortest JWT secret accepted (HS256 wants 256 bits).
+pub const MIN_SECRET_BYTES: usize = 32;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,6 +28,8 @@ pub struct Settings {
     pub redis: RedisSettings,
     pub feed: EngineSettings,
     pub auth: AuthSettings,
+    pub limits: LimitSettings,
+    pub metrics: MetricsSettings,
     pub telemetry: TelemetrySettings,
 }
 
@@ -45,7 +51,9 @@ pub struct ServerSettings {
 pub struct DatabaseSettings {
     /// PostgreSQL URL of the service's database.
     pub url: SecretString,
-    /// Create the database named in `url` when it does not exist.
+    /// Create the database named in `url` when it does not exist: for
+    /// development (the production profile turns it off, so that a wrong URL
+    /// fails instead of starting on an empty database).
     pub create_if_missing: bool,
     /// Connections in the pool.
     pub pool_size: usize,
@@ -89,10 +97,81 @@ pub struct EngineSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSettings {
-    /// HS256 secret shared with the app servers that mint tokens.
+    /// HS256 secret shared with the app servers that mint tokens (at least
+    /// 32 bytes). New tokens are signed with it.
     pub jwt_secret: SecretString,
-    /// Whether the development secret is accepted (with a warning).
+    /// The secret being rotated out: tokens signed with it are still
+    /// accepted. Empty: none.
+    #[serde(default)]
+    pub previous_jwt_secret: Option<SecretString>,
+    /// Whether the development secret is accepted (with a warning, and only
+    /// on a loopback address).
     pub allow_dev_secret: bool,
+    /// Clock skew tolerated on `exp` and `nbf` (seconds).
+    pub leeway_secs: u64,
+    /// Required `iss` of tokens. Empty: not checked.
+    #[serde(default)]
+    pub issuer: String,
+    /// Required `aud` of tokens. Empty: not checked.
+    #[serde(default)]
+    pub audience: String,
+}
+
+/// Request-rate limits: token buckets refilled at a rate, with a burst.
+impl AuthSettings {
+    /// The secret being rotated out, if one is set.
+    pub fn previous_secret(&self) -> Option<&str> {
+        self.previous_jwt_secret
+            .as_ref()
+            .map(|s| s.expose_secret())
+            .filter(|s| !s.is_empty())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSettings {
+    /// Per-user limits (a user is a token's `sub`; admin tokens are exempt).
+    pub enabled: bool,
+    /// Reads (GET) per second and burst, per user.
+    pub user_reads_per_sec: u32,
+    pub user_read_burst: u32,
+    /// Writes (POST, PUT, DELETE) per second and burst, per user.
+    pub user_writes_per_sec: u32,
+    pub user_write_burst: u32,
+    /// Requests per second per client address; 0 turns the per-address
+    /// limit off (behind a proxy every client shares one address).
+    pub ip_per_sec: u32,
+    pub ip_burst: u32,
+    /// Header holding the client address as set by a trusted proxy (for
+    /// example `x-forwarded-for`: its last address is used). Empty: the
+    /// peer address.
+    #[serde(default)]
+    pub trusted_proxy_header: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// Port of a listener that serves only `/metrics` (on `server.host`);
+    /// 0 serves it on the main port.
+    pub port: u16,
+    /// If set, `/metrics` requires `Authorization: Bearer <token>`.
+    #[serde(default)]
+    pub token: Option<SecretString>,
+    /// How often the gauges read from PostgreSQL are refreshed (ms); a
+    /// scrape itself makes no query.
+    pub refresh_ms: u64,
+}
+
+impl MetricsSettings {
+    /// The bearer token `/metrics` requires, if one is set.
+    pub fn token(&self) -> Option<&str> {
+        self.token
+            .as_ref()
+            .map(|s| s.expose_secret())
+            .filter(|s| !s.is_empty())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -209,14 +288,60 @@ impl Settings {
             ));
         }
         let secret = self.auth.jwt_secret.expose_secret();
-        if secret.len() < 16 {
-            return Err(invalid("auth.jwt_secret", "must be at least 16 bytes"));
+        if secret.len() < MIN_SECRET_BYTES {
+            return Err(invalid(
+                "auth.jwt_secret",
+                format!("must be at least {MIN_SECRET_BYTES} bytes"),
+            ));
+        }
+        let previous = self.auth.previous_secret().unwrap_or_default();
+        if !previous.is_empty() && previous.len() < MIN_SECRET_BYTES {
+            return Err(invalid(
+                "auth.previous_jwt_secret",
+                format!("must be at least {MIN_SECRET_BYTES} bytes"),
+            ));
         }
         if secret == DEV_JWT_SECRET && !self.auth.allow_dev_secret {
             return Err(invalid(
                 "auth.jwt_secret",
                 "the development secret is refused in this profile: set FEED_AUTH__JWT_SECRET",
             ));
+        }
+        if secret == DEV_JWT_SECRET && !is_loopback(&self.server.host) {
+            return Err(invalid(
+                "auth.jwt_secret",
+                format!(
+                    "the development secret is accepted only on a loopback address, and \
+                     server.host is {:?}: set FEED_AUTH__JWT_SECRET",
+                    self.server.host
+                ),
+            ));
+        }
+        if self.auth.leeway_secs > 600 {
+            return Err(invalid("auth.leeway_secs", "must be at most 600"));
+        }
+        let l = &self.limits;
+        for (name, rate, burst) in [
+            (
+                "limits.user_reads_per_sec",
+                l.user_reads_per_sec,
+                l.user_read_burst,
+            ),
+            (
+                "limits.user_writes_per_sec",
+                l.user_writes_per_sec,
+                l.user_write_burst,
+            ),
+        ] {
+            if l.enabled && (rate == 0 || burst == 0) {
+                return Err(invalid(name, "rate and burst must be at least 1"));
+            }
+        }
+        if l.ip_per_sec > 0 && l.ip_burst == 0 {
+            return Err(invalid("limits.ip_burst", "must be at least 1"));
+        }
+        if self.metrics.refresh_ms == 0 {
+            return Err(invalid("metrics.refresh_ms", "must be at least 1"));
         }
         if !matches!(self.telemetry.format.as_str(), "text" | "json") {
             return Err(invalid("telemetry.format", "must be \"text\" or \"json\""));
@@ -228,6 +353,15 @@ impl Settings {
     pub fn uses_dev_secret(&self) -> bool {
         self.auth.jwt_secret.expose_secret() == DEV_JWT_SECRET
     }
+}
+
+/// Whether `host` names a loopback address.
+pub fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn config_dir(env: &HashMap<String, String>) -> PathBuf {
@@ -275,7 +409,7 @@ mod tests {
                 ("FEED_DATABASE__URL", "postgres://x@h/db"),
                 ("FEED_REDIS__URL", "redis://h:1/"),
                 ("FEED_REDIS__KEY_PREFIX", "abc:"),
-                ("FEED_AUTH__JWT_SECRET", "0123456789abcdef0123"),
+                ("FEED_AUTH__JWT_SECRET", "0123456789abcdef0123456789abcdef"),
             ]),
         )
         .unwrap();
@@ -295,7 +429,10 @@ mod tests {
             &dir(),
             &env(&[
                 ("FEED_ENV", "production"),
-                ("FEED_AUTH__JWT_SECRET", "a-real-secret-of-some-length"),
+                (
+                    "FEED_AUTH__JWT_SECRET",
+                    "a-real-secret-of-thirty-two-bytes-or-more",
+                ),
             ]),
         );
         assert!(ok.is_ok());
@@ -313,5 +450,32 @@ mod tests {
         assert!(err.to_string().contains("redis.url"), "{err}");
         let err = Settings::load_from(&dir(), &env(&[("FEED_ENV", "nowhere")])).unwrap_err();
         assert!(err.to_string().contains("FEED_ENV"), "{err}");
+    }
+
+    #[test]
+    fn the_dev_secret_works_only_on_loopback_and_secrets_are_long() {
+        assert!(Settings::load_from(&dir(), &env(&[("FEED_SERVER__HOST", "::1")])).is_ok());
+        let err =
+            Settings::load_from(&dir(), &env(&[("FEED_SERVER__HOST", "0.0.0.0")])).unwrap_err();
+        assert!(err.to_string().contains("auth.jwt_secret"), "{err}");
+        let err = Settings::load_from(
+            &dir(),
+            &env(&[("FEED_AUTH__JWT_SECRET", "thirty-one-bytes-long-secret-xx")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("32 bytes"), "{err}");
+        assert!(Settings::load_from(
+            &dir(),
+            &env(&[
+                ("FEED_SERVER__HOST", "10.0.0.5"),
+                (
+                    "FEED_AUTH__JWT_SECRET",
+                    "a-real-secret-of-thirty-two-bytes-or-more"
+                ),
+            ]),
+        )
+        .is_ok());
+        assert!(is_loopback("127.0.0.1") && is_loopback("localhost") && is_loopback("[::1]"));
+        assert!(!is_loopback("0.0.0.0") && !is_loopback("example.com"));
     }
 }

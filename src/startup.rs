@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{middleware, web, App, HttpServer};
-use secrecy::ExposeSecret;
 use tokio::sync::watch;
+use utoipa_actix_web::AppExt;
 
 use crate::engine::Engine;
 use crate::error::{AppError, AppResult};
+use crate::http::health::MetricsToken;
+use crate::http::limits::Limits;
 use crate::http::{self, auth::JwtKeys, errors};
 use crate::settings::Settings;
 use crate::store::pg::PgStore;
@@ -18,14 +20,28 @@ use crate::store::redis::RedisStore;
 
 pub struct Application {
     port: u16,
+    metrics_port: Option<u16>,
     server: Server,
+    metrics_server: Option<Server>,
     engine: Engine,
+    limits: web::Data<Limits>,
+    metrics_refresh: Duration,
     shutdown_timeout: Duration,
+}
+
+fn bind(host: &str, port: u16, setting: &str) -> AppResult<(TcpListener, u16)> {
+    let listener = TcpListener::bind((host, port))
+        .map_err(|e| AppError::internal(format!("{setting}: cannot bind {host}:{port}"), e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| AppError::internal("reading the bound address", e))?
+        .port();
+    Ok((listener, port))
 }
 
 impl Application {
     /// Connects the stores (creating and migrating the database), binds the
-    /// listener and builds the server; nothing runs until [`Self::run`].
+    /// listeners and builds the servers; nothing runs until [`Self::run`].
     pub async fn build(settings: &Settings) -> AppResult<Self> {
         if settings.uses_dev_secret() {
             tracing::warn!("auth.jwt_secret is the development default: set FEED_AUTH__JWT_SECRET outside development");
@@ -33,54 +49,81 @@ impl Application {
         let pg = PgStore::connect(&settings.database).await?;
         let redis = RedisStore::new(&settings.redis)?;
         let engine = Engine::new(pg, redis, settings.feed.clone()).await?;
-        let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
-            .map_err(|e| {
-                AppError::internal(
-                    format!(
-                        "server.host/server.port: cannot bind {}:{}",
-                        settings.server.host, settings.server.port
-                    ),
-                    e,
-                )
-            })?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| AppError::internal("reading the bound address", e))?
-            .port();
-        let keys = web::Data::new(JwtKeys::new(
-            settings.auth.jwt_secret.expose_secret().as_bytes(),
-        )?);
+        let host = settings.server.host.as_str();
+        let (listener, port) = bind(host, settings.server.port, "server.host/server.port")?;
+        let metrics_apart = settings.metrics.port != 0;
+        let keys = web::Data::new(JwtKeys::from_settings(&settings.auth)?);
+        let limits = web::Data::new(Limits::new(&settings.limits));
+        let metrics_token =
+            web::Data::new(MetricsToken(settings.metrics.token().map(str::to_string)));
+        let api = http::openapi::document(!metrics_apart);
+        let table = web::Data::new(http::openapi::route_table(&api));
         let data = web::Data::new(engine.clone());
+        let workers = settings.server.workers;
+        let app_limits = limits.clone();
+        let app_token = metrics_token.clone();
         let mut server = HttpServer::new(move || {
             App::new()
-                .wrap(middleware::from_fn(http::log_request))
+                .into_utoipa_app()
                 .app_data(keys.clone())
                 .app_data(data.clone())
+                .app_data(app_limits.clone())
+                .app_data(app_token.clone())
+                .app_data(table.clone())
                 .app_data(errors::json_config())
                 .app_data(errors::query_config())
                 .app_data(errors::path_config())
-                .configure(http::routes)
-                .default_service(web::to(errors::not_found))
+                .configure(|cfg| http::routes(cfg, !metrics_apart))
+                .into_app()
+                .service(http::openapi::service(api.clone()))
+                .configure(http::openapi::docs_alias)
+                .default_service(web::to(errors::unmatched))
+                .wrap(middleware::from_fn(http::limits::per_address))
+                .wrap(middleware::from_fn(http::log_request))
         })
         .disable_signals()
         .shutdown_timeout(settings.server.shutdown_timeout_secs);
-        if settings.server.workers > 0 {
-            server = server.workers(settings.server.workers);
+        if workers > 0 {
+            server = server.workers(workers);
         }
         let server = server
             .listen(listener)
             .map_err(|e| AppError::internal("listening", e))?
             .run();
-        tracing::info!(
-            address = %format!("{}:{port}", settings.server.host),
-            "feed service listening"
-        );
+        tracing::info!(address = %format!("{host}:{port}"), "feed service listening");
+        let (metrics_server, metrics_port) = if metrics_apart {
+            let (listener, metrics_port) = bind(host, settings.metrics.port, "metrics.port")?;
+            let server = HttpServer::new(move || {
+                App::new()
+                    .app_data(metrics_token.clone())
+                    .service(crate::http::health::metrics)
+                    .default_service(web::to(errors::unmatched))
+            })
+            .workers(1)
+            .disable_signals()
+            .listen(listener)
+            .map_err(|e| AppError::internal("listening", e))?
+            .run();
+            tracing::info!(address = %format!("{host}:{metrics_port}"), "metrics listening");
+            (Some(server), Some(metrics_port))
+        } else {
+            (None, None)
+        };
         Ok(Application {
             port,
+            metrics_port,
             server,
+            metrics_server,
             engine,
+            limits,
+            metrics_refresh: Duration::from_millis(settings.metrics.refresh_ms),
             shutdown_timeout: Duration::from_secs(settings.server.shutdown_timeout_secs),
         })
+    }
+
+    /// The port of the metrics listener, when it has one of its own.
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics_port
     }
 
     pub fn port(&self) -> u16 {
@@ -101,7 +144,20 @@ impl Application {
         let (stop, stopped) = watch::channel(false);
         let engine = self.engine.clone();
         let background = tokio::spawn(async move { engine.run_background(stopped).await });
+        let engine = self.engine.clone();
+        let every = self.metrics_refresh;
+        let gauges = tokio::spawn(async move { engine.refresh_gauges_forever(every).await });
+        let shrink = tokio::spawn(http::limits::shrink_forever(self.limits.clone()));
+        let metrics_handle = self.metrics_server.as_ref().map(|s| s.handle());
+        if let Some(metrics) = self.metrics_server {
+            tokio::spawn(metrics);
+        }
         let served = self.server.await;
+        if let Some(h) = metrics_handle {
+            h.stop(true).await;
+        }
+        gauges.abort();
+        shrink.abort();
         let _ = stop.send(true);
         if tokio::time::timeout(self.shutdown_timeout, background)
             .await

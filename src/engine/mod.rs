@@ -46,9 +46,11 @@ use crate::types::{Cursor, Entry};
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
 
 /// A page of a feed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Page {
+    /// Newest first.
     pub items: Vec<Post>,
+    /// Null when nothing older exists.
     pub next: Option<Cursor>,
 }
 
@@ -65,6 +67,10 @@ pub struct Stats {
     pub rebuilds: AtomicU64,
     /// Redis failures on the read path (answered from PostgreSQL).
     pub redis_read_errors: AtomicU64,
+    /// Entries read out of feed ZSETs by pages.
+    pub entries_read: AtomicU64,
+    /// Rows read from PostgreSQL by pages (feed rows and hydrated ones).
+    pub rows_read: AtomicU64,
 }
 
 impl Stats {
@@ -333,6 +339,23 @@ impl Engine {
             }
             // Jobs of other instances finish without notifying this one.
             let _ = tokio::time::timeout(Duration::from_millis(100), done).await;
+        }
+    }
+
+    /// Keeps the fan-out job gauges of `/metrics` fresh, so that a scrape
+    /// makes no query (runs until aborted).
+    pub async fn refresh_gauges_forever(&self, every: Duration) {
+        loop {
+            match self.inner.pg.job_counts().await {
+                Ok((pending, running, dead)) => {
+                    let jobs = &crate::metrics::FANOUT_JOBS;
+                    jobs.with_label_values(&["pending"]).set(pending);
+                    jobs.with_label_values(&["running"]).set(running);
+                    jobs.with_label_values(&["dead"]).set(dead);
+                }
+                Err(e) => tracing::debug!(error = %e.chain(), "could not count fan-out jobs"),
+            }
+            tokio::time::sleep(every).await;
         }
     }
 

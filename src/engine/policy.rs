@@ -44,14 +44,26 @@ pub fn audience(pulled: bool) -> Audience {
     }
 }
 
-/// A partial update of the admin settings.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// A partial update of the admin settings: any subset of the fields,
+/// validated as a whole.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"big_v_threshold": 5000, "big_v_demote_threshold": 4000}))]
 pub struct SettingsPatch {
+    /// Follower count at which an author becomes big-V (at least 1).
+    #[schema(minimum = 1)]
     pub big_v_threshold: Option<i64>,
+    /// Below this a big-V becomes ordinary again; below `big_v_threshold`.
+    #[schema(minimum = 0)]
     pub big_v_demote_threshold: Option<i64>,
+    /// A fan who read within this window is active.
+    #[schema(minimum = 1, maximum = 31622400)]
     pub active_window_secs: Option<i64>,
+    /// Inbox cap.
+    #[schema(minimum = 1, maximum = 100000)]
     pub inbox_max_len: Option<i64>,
+    /// Outbox cap.
+    #[schema(minimum = 1, maximum = 100000)]
     pub outbox_max_len: Option<i64>,
 }
 

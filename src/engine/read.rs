@@ -17,8 +17,13 @@ use crate::types::{Entry, Fallback, PageRequest, Range, Scope};
 const MAX_READ_ROUNDS: usize = 4;
 
 /// Offsets deeper than this are answered from PostgreSQL, which skips a
-/// run of equal scores without reading it out of every source.
-const REDIS_MAX_OFFSET: u32 = 1000;
+/// run of equal scores in SQL instead of reading it out of every source:
+/// a page's work does not grow with its offset.
+const REDIS_MAX_OFFSET: u32 = 100;
+
+/// Entries a page reads from one source at the most (a read that would
+/// need more answers from PostgreSQL).
+const MAX_FETCH: usize = 1000;
 
 /// Which feed ZSET a source is, to rebuild it when missing.
 #[derive(Debug, Clone, Copy)]
@@ -97,6 +102,7 @@ impl Engine {
                 .pg
                 .feed(scope, req.max, req.offset, window)
                 .await?;
+            Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
             match cut(rows.into_iter().map(slot), req, complete) {
                 Cut::Page { items, next } => return Ok(Page { items, next }),
                 // Deleted posts filled the window: read further.
@@ -175,6 +181,9 @@ impl Engine {
             }
             let mut reads = Vec::with_capacity(ranges.len());
             for range in ranges {
+                if let Range::Read(r) = &range {
+                    Stats::bump(&self.inner.stats.entries_read, r.entries.len() as u64);
+                }
                 match range {
                     Range::Read(read) => reads.push(read),
                     Range::Building | Range::Missing => return Ok(Err(Fallback::SourceBuilding)),
@@ -189,7 +198,8 @@ impl Engine {
                 return Ok(Ok(page));
             }
             match merged.horizon {
-                Horizon::Truncated(_) => fetch *= 4,
+                Horizon::Truncated(_) if fetch * 4 <= MAX_FETCH => fetch *= 4,
+                Horizon::Truncated(_) => return Ok(Err(Fallback::ReadRounds)),
                 Horizon::Floor(_) | Horizon::Complete => return Ok(Err(Fallback::PastFloor)),
             }
         }
@@ -218,6 +228,7 @@ impl Engine {
                 .into_iter()
                 .map(|r| (r.id, r))
                 .collect();
+            Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
             // An entry without a row is not in the feed (its author is no
             // longer followed): it is not counted.
             let stream = entries[..take]

@@ -8,6 +8,37 @@ use serde_json::json;
 
 use crate::error::AppError;
 
+/// Every error response: `{"error": {"code", "message"}}`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"error": {"code": "not_found", "message": "post 9 does not exist"}}))]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    /// For people; says nothing of internal causes.
+    pub message: String,
+}
+
+/// The stable error codes (API.md).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    PayloadTooLarge,
+    Unprocessable,
+    RateLimited,
+    Unavailable,
+    Internal,
+}
+
 impl ResponseError for AppError {
     fn status_code(&self) -> StatusCode {
         match self {
@@ -19,6 +50,7 @@ impl ResponseError for AppError {
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Unavailable { .. } | AppError::TimedOut { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -35,8 +67,16 @@ impl ResponseError for AppError {
             _ => {}
         }
         let mut response = HttpResponse::build(self.status_code());
-        if let AppError::Unauthorized(_) = self {
-            response.insert_header(("WWW-Authenticate", "Bearer"));
+        match self {
+            AppError::Unauthorized(_) => {
+                response.insert_header(("WWW-Authenticate", "Bearer"));
+            }
+            AppError::RateLimited {
+                retry_after_secs, ..
+            } => {
+                response.insert_header(("Retry-After", retry_after_secs.to_string()));
+            }
+            _ => {}
         }
         response.json(json!({
             "error": { "code": self.code(), "message": self.public_message() }
@@ -85,14 +125,22 @@ pub fn path_config() -> web::PathConfig {
     web::PathConfig::default().error_handler(path_error)
 }
 
-pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, AppError> {
-    Err(AppError::NotFound(format!("no route for {}", req.path())))
-}
-
-pub async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, AppError> {
-    Err(AppError::MethodNotAllowed(format!(
-        "{} is not allowed on {}",
-        req.method(),
-        req.path()
-    )))
+/// What no route serves: 405 on a path that exists for other methods (with
+/// `Allow`), 404 elsewhere.
+pub async fn unmatched(req: HttpRequest) -> HttpResponse {
+    let allowed = req
+        .app_data::<web::Data<super::RouteTable>>()
+        .map(|t| t.methods_for(req.path()))
+        .unwrap_or_default();
+    if allowed.is_empty() {
+        return AppError::NotFound(format!("no route for {}", req.path())).error_response();
+    }
+    let mut res =
+        AppError::MethodNotAllowed(format!("{} is not allowed on {}", req.method(), req.path()))
+            .error_response();
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&allowed.join(", ")) {
+        res.headers_mut()
+            .insert(actix_web::http::header::ALLOW, value);
+    }
+    res
 }

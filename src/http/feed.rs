@@ -1,11 +1,19 @@
-use actix_web::{web, HttpResponse};
+use actix_web::{get, web, HttpResponse};
 
 use super::auth::Caller;
 use super::PageQuery;
-use crate::engine::Engine;
+use crate::engine::{Engine, Page};
 use crate::error::AppError;
 
-/// The caller's own home feed.
+/// The caller's own home feed, newest first. The first request sends no
+/// `max`; each next one sends back the `next` of the previous response.
+#[utoipa::path(
+    tag = "feed",
+    operation_id = "home_feed",
+    params(PageQuery),
+    responses((status = 200, description = "A page of the home feed", body = Page))
+)]
+#[get("/feed")]
 pub async fn home(
     caller: Caller,
     engine: web::Data<Engine>,

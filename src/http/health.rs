@@ -1,15 +1,47 @@
-use actix_web::{web, HttpResponse};
-use serde_json::json;
+//! Probes and metrics.
+
+use actix_web::{get, web, HttpRequest, HttpResponse};
+use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::error::AppError;
 
 /// The process is up.
-pub async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(json!({ "status": "ok" }))
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"status": "ok"}))]
+pub struct Health {
+    pub status: String,
 }
 
-/// PostgreSQL and Redis both answer.
+/// Both stores answer.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"status": "ok", "postgres": "ok", "redis": "ok"}))]
+pub struct Ready {
+    pub status: String,
+    pub postgres: String,
+    pub redis: String,
+}
+
+/// Liveness: the process is up.
+#[utoipa::path(
+    tag = "probes",
+    operation_id = "healthz",
+    responses((status = 200, description = "The process is up", body = Health))
+)]
+#[get("/healthz")]
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(Health {
+        status: "ok".into(),
+    })
+}
+
+/// Readiness: PostgreSQL and Redis both answer (503 names what is down).
+#[utoipa::path(
+    tag = "probes",
+    operation_id = "readyz",
+    responses((status = 200, description = "Both stores answer", body = Ready))
+)]
+#[get("/readyz")]
 pub async fn readyz(engine: web::Data<Engine>) -> Result<HttpResponse, AppError> {
     let (pg, redis) = engine.ready().await;
     let down: Vec<&str> = [("PostgreSQL", pg.is_err()), ("Redis", redis.is_err())]
@@ -18,7 +50,11 @@ pub async fn readyz(engine: web::Data<Engine>) -> Result<HttpResponse, AppError>
         .map(|(name, _)| name)
         .collect();
     if down.is_empty() {
-        Ok(HttpResponse::Ok().json(json!({ "status": "ok", "postgres": "ok", "redis": "ok" })))
+        Ok(HttpResponse::Ok().json(Ready {
+            status: "ok".into(),
+            postgres: "ok".into(),
+            redis: "ok".into(),
+        }))
     } else {
         Err(AppError::Unavailable {
             what: if down.len() == 2 {
@@ -31,15 +67,40 @@ pub async fn readyz(engine: web::Data<Engine>) -> Result<HttpResponse, AppError>
     }
 }
 
-/// Prometheus metrics (text format).
-pub async fn metrics(engine: web::Data<Engine>) -> HttpResponse {
-    if let Ok((pending, running, dead)) = engine.pg().job_counts().await {
-        let jobs = &crate::metrics::FANOUT_JOBS;
-        jobs.with_label_values(&["pending"]).set(pending);
-        jobs.with_label_values(&["running"]).set(running);
-        jobs.with_label_values(&["dead"]).set(dead);
+/// The bearer token `/metrics` requires, if configured.
+#[derive(Clone, Default)]
+pub struct MetricsToken(pub Option<String>);
+
+/// Prometheus metrics (text format). The gauges read from PostgreSQL are
+/// refreshed in the background: a scrape makes no query.
+#[utoipa::path(
+    tag = "probes",
+    operation_id = "metrics",
+    responses(
+        (status = 200, description = "Prometheus text format", body = String,
+            content_type = "text/plain"),
+        (status = 401, description = "A bearer token is configured and this is not it",
+            body = super::errors::ErrorBody),
+    )
+)]
+#[get("/metrics")]
+pub async fn metrics(req: HttpRequest) -> Result<HttpResponse, AppError> {
+    if let Some(token) = req
+        .app_data::<web::Data<MetricsToken>>()
+        .and_then(|t| t.0.clone())
+    {
+        let given = req
+            .headers()
+            .get(actix_web::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if given.map(str::trim) != Some(token.as_str()) {
+            return Err(AppError::Unauthorized(
+                "/metrics needs its bearer token".into(),
+            ));
+        }
     }
-    HttpResponse::Ok()
+    Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(crate::metrics::render())
+        .body(crate::metrics::render()))
 }

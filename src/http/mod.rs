@@ -1,10 +1,16 @@
 //! The HTTP layer: parses, authorises and serialises; the engine does the rest.
+//!
+//! One route table ([`routes`]); each handler carries its OpenAPI
+//! description (`#[utoipa::path]`), collected from the table itself, so the
+//! document served at `/openapi.json` is the table ([`openapi`]).
 
 pub mod admin;
 pub mod auth;
 pub mod errors;
 pub mod feed;
 pub mod health;
+pub mod limits;
+pub mod openapi;
 pub mod posts;
 pub mod users;
 
@@ -13,56 +19,85 @@ use std::time::Instant;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
-use actix_web::{web, Resource};
+use actix_web::web;
 use serde::Deserialize;
 use tracing::Instrument;
+use utoipa_actix_web::scope;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::error::AppError;
 use crate::types::PageRequest;
-use errors::method_not_allowed;
 
-/// A resource whose unsupported methods answer 405 in JSON.
-fn resource(path: &str) -> Resource {
-    web::resource(path).default_service(web::to(method_not_allowed))
+/// The route table. `/metrics` is left out when it has a port of its own.
+pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
+    cfg.service(health::healthz).service(health::readyz);
+    if metrics_here {
+        cfg.service(health::metrics);
+    }
+    cfg.service(
+        scope::scope("/api/v1")
+            .service(users::create)
+            .service(users::get)
+            .service(users::follow)
+            .service(users::unfollow)
+            .service(users::posts)
+            .service(posts::create)
+            .service(posts::get)
+            .service(posts::delete)
+            .service(feed::home)
+            .service(admin::get_settings)
+            .service(admin::put_settings),
+    );
 }
 
-/// The route table.
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/healthz").route(web::get().to(health::healthz)))
-        .service(resource("/readyz").route(web::get().to(health::readyz)))
-        .service(resource("/metrics").route(web::get().to(health::metrics)))
-        .service(
-            web::scope("/api/v1/admin").service(
-                resource("/settings")
-                    .route(web::get().to(admin::get_settings))
-                    .route(web::put().to(admin::put_settings)),
-            ),
-        )
-        .service(
-            web::scope("/api/v1")
-                .service(resource("/users").route(web::post().to(users::create)))
-                .service(resource("/users/{id}").route(web::get().to(users::get)))
-                .service(
-                    resource("/users/{id}/following/{target}")
-                        .route(web::put().to(users::follow))
-                        .route(web::delete().to(users::unfollow)),
-                )
-                .service(resource("/users/{id}/posts").route(web::get().to(users::posts)))
-                .service(resource("/posts").route(web::post().to(posts::create)))
-                .service(
-                    resource("/posts/{id}")
-                        .route(web::get().to(posts::get))
-                        .route(web::delete().to(posts::delete)),
-                )
-                .service(resource("/feed").route(web::get().to(feed::home))),
-        );
+/// The documented paths and their methods: what tells a 405 from a 404.
+#[derive(Debug, Clone, Default)]
+pub struct RouteTable {
+    /// (path template split in segments, methods)
+    paths: Vec<(Vec<String>, Vec<String>)>,
 }
 
-/// Scroll parameters as sent; parsed into a [`PageRequest`].
-#[derive(Debug, Deserialize)]
+impl RouteTable {
+    pub fn new<'a>(paths: impl IntoIterator<Item = (&'a str, Vec<String>)>) -> Self {
+        RouteTable {
+            paths: paths
+                .into_iter()
+                .map(|(p, m)| (p.split('/').map(str::to_string).collect(), m))
+                .collect(),
+        }
+    }
+
+    /// The methods served at `path` (upper case), none if no route has it.
+    pub fn methods_for(&self, path: &str) -> Vec<String> {
+        let segments: Vec<&str> = path.split('/').collect();
+        self.paths
+            .iter()
+            .filter(|(template, _)| {
+                template.len() == segments.len()
+                    && template.iter().zip(&segments).all(|(t, s)| {
+                        (t.starts_with('{') && t.ends_with('}') && !s.is_empty()) || t == s
+                    })
+            })
+            .flat_map(|(_, methods)| methods.iter().cloned())
+            .collect()
+    }
+}
+
+/// Scroll parameters as sent; parsed into a [`PageRequest`] (so that a
+/// bad one answers a JSON 400 naming it).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
+    /// Newest score to include; absent: newer than everything.
+    #[param(value_type = Option<i64>, minimum = 0)]
     max: Option<String>,
+    /// Entries scored exactly `max` already seen (only with `max`). Up to
+    /// 10,000, or more inside a longer run of equal scores (a `next` the
+    /// service gave).
+    #[param(value_type = Option<i64>, minimum = 0, maximum = 10000)]
     offset: Option<String>,
+    /// Items per page.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     limit: Option<String>,
 }
 

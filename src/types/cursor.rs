@@ -4,10 +4,14 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Where the next page starts: the `next` object of a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Where the next page starts: the `next` object of a response, sent back
+/// as the next request's `max` and `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(example = json!({"max": 1764500000123_i64, "offset": 2}))]
 pub struct Cursor {
+    /// The smallest score on the page.
     pub max: i64,
+    /// Entries scored exactly `max` up to the page's last item.
     pub offset: u32,
 }
 

@@ -29,6 +29,10 @@ fn forged(secret: &[u8], sub: &str, exp: u64, role: Option<&str>) -> String {
     let claims = Claims {
         sub: sub.to_string(),
         exp,
+        nbf: None,
+        iat: None,
+        iss: None,
+        aud: None,
         role: role.map(str::to_string),
     };
     encode(
@@ -73,20 +77,18 @@ async fn every_api_route_rejects_bad_tokens_with_401() {
             if let Some(t) = token {
                 req = req.bearer_auth(t);
             }
-            let res = req.send().await.unwrap();
+            let res = app.send(&method, path, req).await;
             assert_eq!(
                 error_code(res).await,
                 (StatusCode::UNAUTHORIZED, "unauthorized".into()),
                 "{method} {path} with {what}"
             );
         }
-        let res = app
+        let req = app
             .client
             .request(method.clone(), app.url(path))
-            .header("Authorization", format!("Basic {}", app.admin))
-            .send()
-            .await
-            .unwrap();
+            .header("Authorization", format!("Basic {}", app.admin));
+        let res = app.send(&method, path, req).await;
         assert_eq!(
             res.status(),
             StatusCode::UNAUTHORIZED,
@@ -176,4 +178,28 @@ async fn the_token_subcommand_mints_what_the_server_accepts() {
     assert_eq!(res.status(), StatusCode::OK);
     let keys = JwtKeys::new(app.jwt_secret.as_bytes()).unwrap();
     assert_eq!(keys.verify(&token).unwrap().id, alice.id);
+}
+
+#[tokio::test]
+async fn a_configured_issuer_and_audience_are_required_and_the_minted_tokens_carry_them() {
+    let mut settings = crate::helpers::test_settings();
+    settings.auth.issuer = "https://apps.example".into();
+    settings.auth.audience = "feed".into();
+    let app = crate::helpers::spawn_app_with(settings).await;
+    // The service's own tokens (the helpers mint them like `token` does).
+    let alice = app.create_user("alice").await;
+    let res = app
+        .request(Method::GET, "/api/v1/feed", Some(&alice.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    // A token without them is refused.
+    let far = 4_000_000_000;
+    let bare = forged(app.jwt_secret.as_bytes(), &alice.id.to_string(), far, None);
+    let res = app
+        .request(Method::GET, "/api/v1/feed", Some(&bare), None)
+        .await;
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::UNAUTHORIZED, "unauthorized".into())
+    );
 }

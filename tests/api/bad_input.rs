@@ -582,7 +582,7 @@ async fn bad_input_gets_a_json_error_and_changes_nothing() {
             Body::Json(v) => req.json(&v),
             Body::Raw(ct, text) => req.header("Content-Type", ct).body(text),
         };
-        let res = req.send().await.unwrap();
+        let res = app.send(&method, &path, req).await;
         assert_eq!(
             error_code(res).await,
             (status, code.to_string()),

@@ -376,12 +376,22 @@ async fn a_job_of_an_unknown_kind_is_parked_dead_with_its_reason() {
         "{}",
         dead[0].last_error
     );
-    let res = app
-        .request(reqwest::Method::GET, "/metrics", None, None)
-        .await;
-    assert!(res
-        .text()
-        .await
-        .unwrap()
-        .contains(r#"fanout_jobs{state="dead"} 1"#));
+    // The gauge, refreshed in the background, shows it.
+    let mut shown = false;
+    for _ in 0..50 {
+        let res = app
+            .request(reqwest::Method::GET, "/metrics", None, None)
+            .await;
+        if res
+            .text()
+            .await
+            .unwrap()
+            .contains(r#"fanout_jobs{state="dead"} 1"#)
+        {
+            shown = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(shown, "fanout_jobs{{state=\"dead\"}} 1 in /metrics");
 }

@@ -12,12 +12,16 @@ use feed_service::startup::Application;
 use feed_service::store::pg::models::Post;
 use feed_service::store::pg::{drop_database, with_database};
 use feed_service::store::redis::RedisStore;
-use reqwest::{Method, Response, StatusCode};
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Value};
 
 pub struct TestApp {
     pub address: String,
+    /// The service's own OpenAPI document: every response of `request` is
+    /// checked against it.
+    pub doc: Value,
     pub engine: Engine,
     pub client: reqwest::Client,
     pub keys: JwtKeys,
@@ -47,6 +51,9 @@ pub fn test_settings() -> Settings {
     settings.server.workers = 1;
     settings.feed.fanout_workers = 2;
     settings.feed.fanout_batch_size = 50;
+    // Tests send bursts no client would; the rate-limit tests turn it on.
+    settings.limits.enabled = false;
+    settings.metrics.refresh_ms = 100;
     settings
 }
 
@@ -62,12 +69,22 @@ pub async fn spawn_app_with(settings: Settings) -> TestApp {
     let engine = app.engine().clone();
     let handle = app.handle();
     tokio::spawn(app.run());
-    let keys = JwtKeys::new(settings.auth.jwt_secret.expose_secret().as_bytes()).unwrap();
+    let keys = JwtKeys::from_settings(&settings.auth).unwrap();
     let admin = keys.mint(0, true, 3600).unwrap();
+    let client = reqwest::Client::new();
+    let doc: Value = client
+        .get(format!("{address}/openapi.json"))
+        .send()
+        .await
+        .expect("GET /openapi.json")
+        .json()
+        .await
+        .expect("the OpenAPI document is JSON");
     TestApp {
+        doc,
         address,
         engine,
-        client: reqwest::Client::new(),
+        client,
         admin,
         keys,
         jwt_secret: settings.auth.jwt_secret.expose_secret().to_string(),
@@ -148,21 +165,37 @@ impl TestApp {
         format!("{}{}", self.address, path)
     }
 
+    /// Sends a request; its response must be one the OpenAPI document
+    /// allows (a documented status, with a body of its schema).
     pub async fn request(
         &self,
         method: Method,
         path: &str,
         token: Option<&str>,
         body: Option<Value>,
-    ) -> Response {
-        let mut req = self.client.request(method, self.url(path));
+    ) -> TestResponse {
+        let mut req = self.client.request(method.clone(), self.url(path));
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
         if let Some(b) = body {
             req = req.json(&b);
         }
-        req.send().await.expect("request is sent")
+        let res = TestResponse::read(req.send().await.expect("request is sent")).await;
+        conforms(&self.doc, &method, path, &res);
+        res
+    }
+
+    /// Sends a request built by the caller, checked like [`Self::request`].
+    pub async fn send(
+        &self,
+        method: &Method,
+        path: &str,
+        req: reqwest::RequestBuilder,
+    ) -> TestResponse {
+        let res = TestResponse::read(req.send().await.expect("request is sent")).await;
+        conforms(&self.doc, method, path, &res);
+        res
     }
 
     pub async fn create_user(&self, username: &str) -> TestUser {
@@ -236,7 +269,7 @@ impl TestApp {
             .expect("publish_at")
     }
 
-    pub async fn delete_post(&self, who: &TestUser, post: i64) -> Response {
+    pub async fn delete_post(&self, who: &TestUser, post: i64) -> TestResponse {
         self.request(
             Method::DELETE,
             &format!("/api/v1/posts/{post}"),
@@ -394,7 +427,7 @@ pub fn assert_unique(ids: &[i64]) {
     assert!(dup.is_empty(), "repeated posts: {dup:?}");
 }
 
-pub async fn error_code(res: Response) -> (StatusCode, String) {
+pub async fn error_code(res: TestResponse) -> (StatusCode, String) {
     let status = res.status();
     let body: Value = res.json().await.unwrap_or(Value::Null);
     (
@@ -404,4 +437,122 @@ pub async fn error_code(res: Response) -> (StatusCode, String) {
             .unwrap_or("<no JSON error>")
             .to_string(),
     )
+}
+
+/// A response read whole (so that it can be checked against the document).
+pub struct TestResponse {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+impl TestResponse {
+    pub async fn read(res: reqwest::Response) -> Self {
+        TestResponse {
+            status: res.status(),
+            headers: res.headers().clone(),
+            body: res.bytes().await.expect("response body").to_vec(),
+        }
+    }
+
+    /// A response made up, to test [`conforms`] itself.
+    pub fn fake(status: StatusCode, content_type: &str, body: &[u8]) -> Self {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            reqwest::header::CONTENT_TYPE,
+            content_type.parse().expect("a content type"),
+        );
+        TestResponse {
+            status,
+            headers,
+            body: body.to_vec(),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    pub async fn json<T: serde::de::DeserializeOwned>(self) -> serde_json::Result<T> {
+        serde_json::from_slice(&self.body)
+    }
+
+    pub async fn text(self) -> Result<String, std::string::FromUtf8Error> {
+        String::from_utf8(self.body)
+    }
+}
+
+/// The document's template for a concrete path, if it has one.
+fn template_of<'d>(doc: &'d Value, path: &str) -> Option<&'d str> {
+    let path = path.split('?').next().unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').collect();
+    doc["paths"]
+        .as_object()?
+        .keys()
+        .map(String::as_str)
+        .find(|t| {
+            let ts: Vec<&str> = t.split('/').collect();
+            ts.len() == segments.len()
+                && ts
+                    .iter()
+                    .zip(&segments)
+                    .all(|(t, s)| t == s || (t.starts_with('{') && !s.is_empty()))
+        })
+}
+
+/// Panics unless `res` is a response the document allows for `method path`:
+/// a documented status, the documented content type, a body of its schema.
+pub fn conforms(doc: &Value, method: &Method, path: &str, res: &TestResponse) {
+    let Some(template) = template_of(doc, path) else {
+        return;
+    };
+    let op = &doc["paths"][template][method.as_str().to_lowercase()];
+    if op.is_null() {
+        // An undocumented method on a documented path: 405.
+        assert_eq!(
+            res.status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}"
+        );
+        return;
+    }
+    let status = res.status.as_str();
+    let response = &op["responses"][status];
+    assert!(
+        !response.is_null(),
+        "{method} {path} answered {status}, which its operation does not document"
+    );
+    let Some((content_type, media)) = response["content"]
+        .as_object()
+        .and_then(|c| c.iter().next())
+    else {
+        assert!(
+            res.body.is_empty(),
+            "{method} {path} {status}: a body where none is documented"
+        );
+        return;
+    };
+    let got = res
+        .headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    assert!(
+        got.starts_with(content_type.as_str()),
+        "{method} {path} {status}: content type {got:?}, documented {content_type}"
+    );
+    if content_type != "application/json" {
+        return;
+    }
+    let body: Value = serde_json::from_slice(&res.body)
+        .unwrap_or_else(|e| panic!("{method} {path} {status}: not JSON: {e}"));
+    let mut schema = media["schema"].clone();
+    schema["components"] = doc["components"].clone();
+    if let Err(e) = jsonschema::validate(&schema, &body) {
+        panic!("{method} {path} {status}: the body does not match its schema: {e}\n{body}");
+    }
 }

@@ -14,9 +14,10 @@ use serde_json::json;
 
 use crate::helpers::{test_settings, Cleanup};
 
-struct Service {
+/// The service binary as a child process, killed when dropped.
+pub struct Service {
     child: Child,
-    port: u16,
+    pub port: u16,
 }
 
 impl Drop for Service {
@@ -26,7 +27,7 @@ impl Drop for Service {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -34,24 +35,26 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Starts the binary with the test's database and key prefix.
-async fn start(settings: &Settings, batch: i64) -> Service {
+/// Starts the binary with the test's database and key prefix, the given
+/// extra environment and standard output, and waits until it answers.
+pub async fn spawn_service(settings: &Settings, env: &[(&str, String)], stdout: Stdio) -> Service {
     let port = free_port();
-    // Service's Drop kills and waits for it.
-    #[allow(clippy::zombie_processes)]
-    let child = Command::new(env!("CARGO_BIN_EXE_feed-service"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_feed-service"));
+    command
         .env("FEED_SERVER__PORT", port.to_string())
         .env("FEED_DATABASE__URL", settings.database.url.expose_secret())
         .env("FEED_REDIS__URL", settings.redis.url.expose_secret())
         .env("FEED_REDIS__KEY_PREFIX", &settings.redis.key_prefix)
-        .env("FEED_FEED__FANOUT_BATCH_SIZE", batch.to_string())
-        .env("FEED_FEED__FANOUT_LEASE_SECS", "2")
-        .env("FEED_FEED__FANOUT_WORKERS", "2")
-        .env("FEED_TELEMETRY__LEVEL", "warn")
+        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("the service binary starts");
+        .stdout(stdout);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    // Service's Drop kills and waits for it.
+    #[allow(clippy::zombie_processes)]
+    let child = command.spawn().expect("the service binary starts");
+    let service = Service { child, port };
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -61,12 +64,23 @@ async fn start(settings: &Settings, batch: i64) -> Service {
             .await
         {
             if res.status() == StatusCode::OK {
-                return Service { child, port };
+                return service;
             }
         }
         assert!(Instant::now() < deadline, "the service did not come up");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Starts the binary for a fan-out test.
+async fn start(settings: &Settings, batch: i64) -> Service {
+    let env = [
+        ("FEED_FEED__FANOUT_BATCH_SIZE", batch.to_string()),
+        ("FEED_FEED__FANOUT_LEASE_SECS", "2".to_string()),
+        ("FEED_FEED__FANOUT_WORKERS", "2".to_string()),
+        ("FEED_TELEMETRY__LEVEL", "warn".to_string()),
+    ];
+    spawn_service(settings, &env, Stdio::null()).await
 }
 
 #[derive(QueryableByName)]
@@ -283,4 +297,89 @@ async fn sigterm_mid_fan_out_checkpoints_releases_and_exits_zero() {
     wait_done(&mut conn).await;
     assert_eq!(delivered(&settings, n, post).await, (n, 0));
     drop(second);
+}
+
+#[tokio::test]
+async fn what_a_client_sends_wrong_is_not_logged_as_an_error() {
+    use std::io::{Read, Write};
+    let settings = test_settings();
+    let _cleanup = Cleanup::of(&settings);
+    let log_path = std::env::temp_dir().join(format!("feed-log-{}.jsonl", free_port()));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let env = [
+        ("FEED_TELEMETRY__FORMAT", "json".to_string()),
+        ("FEED_TELEMETRY__LEVEL", "info".to_string()),
+    ];
+    let service = spawn_service(&settings, &env, Stdio::from(log)).await;
+    let port = service.port;
+    let client = reqwest::Client::new();
+    for garbage in [
+        "NOT HTTP AT ALL\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nBroken header line\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: many\r\n\r\n",
+        "POST /api/v1/posts HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc",
+        "GET /\u{0}\u{1} HTTP/9.9\r\n\r\n",
+    ] {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let _ = stream.write_all(garbage.as_bytes());
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+    }
+    // And a request the service itself refuses: logged, but not as an error.
+    let res = client
+        .get(format!("http://127.0.0.1:{port}/api/v1/feed"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(service);
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    let _ = std::fs::remove_file(&log_path);
+    assert!(text.contains("feed service listening"), "{text}");
+    assert!(text.contains("\"status\":401"), "{text}");
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"level\":\"ERROR\""))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "client mistakes logged as errors: {errors:#?}"
+    );
+}
+
+#[test]
+fn the_development_secret_does_not_start_on_a_public_address() {
+    let out = Command::new(env!("CARGO_BIN_EXE_feed-service"))
+        .env("FEED_SERVER__HOST", "0.0.0.0")
+        .env_remove("FEED_AUTH__JWT_SECRET")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("auth.jwt_secret"), "{err}");
+    // A real secret of 32 bytes or more is fine there (checked, not run).
+    let out = Command::new(env!("CARGO_BIN_EXE_feed-service"))
+        .args(["token", "--user", "7"])
+        .env("FEED_SERVER__HOST", "0.0.0.0")
+        .env("FEED_AUTH__JWT_SECRET", "x".repeat(32))
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_feed-service"))
+        .args(["token", "--user", "7"])
+        .env("FEED_AUTH__JWT_SECRET", "x".repeat(31))
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("32 bytes"));
 }

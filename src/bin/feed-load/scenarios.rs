@@ -48,6 +48,8 @@ async fn start_service(o: &Options, db_url: &str) -> R<Service> {
         .env("FEED_DATABASE__URL", db_url)
         .env("FEED_REDIS__KEY_PREFIX", &o.prefix)
         .env("FEED_TELEMETRY__LEVEL", "warn")
+        // The load is the point: no request-rate limits.
+        .env("FEED_LIMITS__ENABLED", "false")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
@@ -101,8 +103,7 @@ pub async fn run(o: Options) -> R<()> {
     .await
     .map_err(|e| e.to_string())?;
     let service = start_service(&o, &db_url).await?;
-    let keys =
-        JwtKeys::new(settings.auth.jwt_secret.expose_secret().as_bytes()).map_err(|e| e.chain())?;
+    let keys = JwtKeys::from_settings(&settings.auth).map_err(|e| e.chain())?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(o.concurrency * 2)
         .build()

@@ -19,6 +19,9 @@ mod prepared;
 pub mod schema;
 mod users;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 
@@ -38,6 +41,9 @@ const FEED_ORDER: &str = r#"ORDER BY p.created_at_ms DESC, p.id::text COLLATE "C
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
+    /// Connections checked out: one per query or transaction (tests count
+    /// the queries a request makes with it).
+    checkouts: Arc<AtomicU64>,
 }
 
 impl PgStore {
@@ -46,11 +52,18 @@ impl PgStore {
     pub async fn connect(settings: &DatabaseSettings) -> AppResult<Self> {
         Ok(PgStore {
             pool: pool::connect(settings).await?,
+            checkouts: Arc::new(AtomicU64::new(0)),
         })
     }
 
     async fn conn(&self) -> AppResult<Object<AsyncPgConnection>> {
+        self.checkouts.fetch_add(1, Ordering::Relaxed);
         Ok(self.pool.get().await?)
+    }
+
+    /// Queries (and transactions) run so far by this store.
+    pub fn queries(&self) -> u64 {
+        self.checkouts.load(Ordering::Relaxed)
     }
 
     pub async fn ping(&self) -> AppResult<()> {

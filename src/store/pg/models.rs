@@ -8,13 +8,16 @@ use serde::Serialize;
 
 use super::schema::{fanout_jobs, settings, users};
 
-#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Serialize)]
+/// A user.
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Serialize, utoipa::ToSchema)]
 #[diesel(table_name = users, check_for_backend(diesel::pg::Pg))]
+#[schema(example = json!({"id": 42, "username": "alice", "follower_count": 120, "following_count": 300, "big_v": false}))]
 pub struct User {
     pub id: i64,
     pub username: String,
     pub follower_count: i64,
     pub following_count: i64,
+    /// Whether this author's posts are currently pulled rather than pushed.
     pub big_v: bool,
 }
 
@@ -25,7 +28,8 @@ pub struct NewUser<'a> {
 }
 
 /// A live post as clients see it.
-#[derive(Debug, Clone, PartialEq, Eq, Queryable, QueryableByName, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, QueryableByName, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": 9001, "author_id": 42, "author_username": "alice", "body": "hello", "created_at_ms": 1764500000123_i64}))]
 pub struct Post {
     #[diesel(sql_type = BigInt)]
     pub id: i64,
@@ -35,6 +39,7 @@ pub struct Post {
     pub author_username: String,
     #[diesel(sql_type = Text)]
     pub body: String,
+    /// Milliseconds since the Unix epoch: the feed's score.
     #[diesel(sql_type = BigInt)]
     pub created_at_ms: i64,
 }
@@ -83,10 +88,20 @@ pub struct DeliveryRow {
     pub pulled: bool,
 }
 
-/// The admin-tunable settings row.
+/// The admin-tunable settings.
 #[derive(
-    Debug, Clone, PartialEq, Eq, Queryable, Selectable, AsChangeset, Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Queryable,
+    Selectable,
+    AsChangeset,
+    Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
 )]
+#[schema(as = Settings, example = json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000}))]
 #[diesel(table_name = settings, check_for_backend(diesel::pg::Pg))]
 pub struct SettingsRow {
     pub big_v_threshold: i64,

@@ -1,0 +1,102 @@
+//! Schema fuzzing: schemathesis (pinned, in `target/schemathesis`, installed
+//! by `.ci/install-schemathesis`) against the service binary, with an admin
+//! token and with a user's, through every phase (examples, coverage,
+//! fuzzing, and stateful runs along the document's links), from a fixed
+//! seed. Any server error, or any response off the document, fails it.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use feed_service::http::auth::JwtKeys;
+
+use crate::helpers::{test_settings, Cleanup};
+use crate::process::spawn_service;
+
+/// Examples per operation and phase: enough for a few minutes in all.
+const MAX_EXAMPLES: &str = "150";
+const SEED: &str = "20261130";
+
+fn schemathesis() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let st = root.join("target/schemathesis/bin/st");
+    if !st.exists() {
+        let status = Command::new("bash")
+            .arg(root.join(".ci/install-schemathesis"))
+            .status()
+            .expect("bash runs");
+        assert!(status.success(), ".ci/install-schemathesis failed");
+    }
+    st
+}
+
+fn fuzz(port: u16, token: &str, label: &str) {
+    let output = Command::new(schemathesis())
+        .arg("run")
+        .arg(format!("http://127.0.0.1:{port}/openapi.json"))
+        .args([
+            "--checks",
+            "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance",
+            "--phases",
+            "examples,coverage,fuzzing,stateful",
+            "--seed",
+            SEED,
+            "--max-examples",
+            MAX_EXAMPLES,
+            "--workers",
+            "1",
+            "--no-color",
+            "--generation-database",
+            "none",
+            "--request-timeout",
+            "10",
+        ])
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {token}"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("schemathesis runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "schemathesis ({label}) found problems:\n{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(text.contains("Stateful"), "{text}");
+}
+
+#[tokio::test]
+async fn schemathesis_finds_no_server_error_and_no_response_off_the_document() {
+    let settings = test_settings();
+    let _cleanup = Cleanup::of(&settings);
+    // Rates well above what one fuzzing worker sends.
+    let env = [
+        ("FEED_LIMITS__USER_READS_PER_SEC", "10000".to_string()),
+        ("FEED_LIMITS__USER_READ_BURST", "10000".to_string()),
+        ("FEED_LIMITS__USER_WRITES_PER_SEC", "10000".to_string()),
+        ("FEED_LIMITS__USER_WRITE_BURST", "10000".to_string()),
+        ("FEED_TELEMETRY__LEVEL", "warn".to_string()),
+    ];
+    let service = spawn_service(&settings, &env, Stdio::null()).await;
+    let keys = JwtKeys::from_settings(&settings.auth).unwrap();
+    let admin = keys.mint(0, true, 3600).unwrap();
+    // A user of its own, so that its publishes lead (by the document's
+    // links) to reading and deleting them.
+    let res = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{}/api/v1/users", service.port))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({"username": "fuzzer"}))
+        .send()
+        .await
+        .unwrap();
+    let user: serde_json::Value = res.json().await.unwrap();
+    let user = keys
+        .mint(user["id"].as_i64().unwrap(), false, 3600)
+        .unwrap();
+    let port = service.port;
+    tokio::task::spawn_blocking(move || {
+        fuzz(port, &admin, "admin token");
+        fuzz(port, &user, "user token");
+    })
+    .await
+    .unwrap();
+}
