@@ -92,6 +92,12 @@ pub struct EngineSettings {
     pub active_mark_interval_secs: u64,
     /// How often each instance reloads the admin settings (ms).
     pub settings_refresh_ms: u64,
+    /// How long a post stays in the Redis post cache (s); a page with a
+    /// post no longer cached reads it from PostgreSQL.
+    pub post_cache_ttl_secs: u64,
+    /// Posts kept in each instance's own cache of bodies (immutable, so
+    /// every instance's copy stays true; deletions are read from Redis).
+    pub body_cache_posts: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,5 +1,4 @@
 DROP INDEX fanout_jobs_pair;
-ALTER TABLE fanout_jobs DROP COLUMN outbox_unsure;
 ALTER TABLE fanout_jobs DROP COLUMN lease;
 ALTER TABLE fanout_jobs ADD COLUMN since_ms BIGINT;
 ALTER TABLE fanout_jobs DROP CONSTRAINT fanout_jobs_kind_check;

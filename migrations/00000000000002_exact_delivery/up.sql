@@ -21,10 +21,6 @@ ALTER TABLE fanout_jobs ADD CONSTRAINT fanout_jobs_kind_check
 ALTER TABLE fanout_jobs DROP COLUMN since_ms;
 -- The holder of a job's lease: progress is recorded only with it.
 ALTER TABLE fanout_jobs ADD COLUMN lease BIGINT NOT NULL DEFAULT 0;
--- A 'deliver' job whose post could not be written to its author's outbox
--- (nor the outbox dropped): readers do not trust that outbox until the job
--- has written the post there.
-ALTER TABLE fanout_jobs ADD COLUMN outbox_unsure BOOLEAN NOT NULL DEFAULT FALSE;
 -- The jobs of one (author, follower) pair run one at a time, in order.
 CREATE INDEX fanout_jobs_pair ON fanout_jobs (author_id, follower_id, id)
     WHERE follower_id IS NOT NULL;

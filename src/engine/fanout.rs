@@ -18,7 +18,8 @@ use super::policy::{self, Audience};
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{Claimed, EntriesOf};
-use crate::types::{Entry, Job, JobKind};
+use crate::store::redis::state::PulledChange;
+use crate::types::{CachedPost, Entry, Job, JobKind};
 
 /// A job claimed by this instance, with what it was found to need.
 #[derive(Debug)]
@@ -37,10 +38,15 @@ enum Plan {
         cut: Option<i64>,
         to: Targets,
     },
-    /// Take `entries` out of one follower's inbox.
-    Remove {
+    /// A follow or unfollow's change into Redis (its requester could not).
+    Follow {
         follower: i64,
-        entries: Vec<Entry>,
+        seq: i64,
+        follow: bool,
+    },
+    /// A deleted post's tombstone into the post cache.
+    Retract {
+        post: i64,
     },
     Nothing,
 }
@@ -51,8 +57,6 @@ enum Targets {
     Followers,
     /// These active fans (ascending ids).
     Fans(Vec<i64>),
-    /// One follower.
-    One(i64),
 }
 
 /// Where a job stands after a step.
@@ -180,11 +184,18 @@ impl Engine {
         let keys = self.redis().keys();
         let done = match lease.plan.as_ref() {
             None | Some(Plan::Nothing) => true,
-            Some(Plan::Remove { follower, entries }) => {
-                let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
-                self.redis().remove(&[keys.inbox(*follower)], &ids).await?;
+            Some(Plan::Follow {
+                follower,
+                seq,
+                follow,
+            }) => {
+                self.apply_follow(*follower, job.author_id, *seq, *follow)
+                    .await?;
+                true
+            }
+            Some(Plan::Retract { post }) => {
                 self.redis()
-                    .forget_active_fan(job.author_id, *follower)
+                    .tombstone(*post, self.tuning().post_cache_ttl_secs)
                     .await?;
                 true
             }
@@ -203,7 +214,6 @@ impl Engine {
                         let end = fans.len().min(start + batch as usize);
                         (fans[start..end].to_vec(), end == fans.len())
                     }
-                    Targets::One(f) => (vec![*f], true),
                 };
                 if let Some(&last) = followers.last() {
                     let inboxes: Vec<String> = followers.iter().map(|f| keys.inbox(*f)).collect();
@@ -230,9 +240,24 @@ impl Engine {
         if job.kind == JobKind::Deliver {
             crate::metrics::FANOUT_LAG.observe(lag_ms.max(0) as f64 / 1000.0);
         }
+        self.settle_pulled(job).await;
         tracing::debug!(lag_ms, "fan-out job done");
         self.inner.job_done.notify_waiters();
         Ok(Step::Done)
+    }
+
+    /// A delivery done or a big-V time settled: its author may stop being
+    /// pulled (best effort: if Redis misses this, the author is only pulled
+    /// longer than it needs).
+    async fn settle_pulled(&self, job: &Job) {
+        let change = match (job.kind, job.post_id, job.epoch) {
+            (JobKind::Deliver, Some(post), _) => PulledChange::Done(post),
+            (JobKind::Backfill, _, Some(epoch)) => PulledChange::Demoted(epoch),
+            _ => return,
+        };
+        if let Err(e) = self.redis().pulled_change(job.author_id, change).await {
+            tracing::warn!(job = job.id, error = %e.chain(), "could not update the pulled authors");
+        }
     }
 
     /// What a job needs, read when its first batch runs.
@@ -255,13 +280,25 @@ impl Engine {
                     return Ok(Plan::Nothing);
                 };
                 let entry = Entry::new(delivery.created_at_ms, post);
-                // Heal the outbox, in case the publish could not push there.
-                let outbox = self.redis().keys().outbox(author);
+                // What the publish did (or could not): the outbox, the post
+                // cache, the delivery in flight; and a big-V is pulled.
+                let cached = CachedPost {
+                    author_id: delivery.author_id,
+                    author_username: delivery.author_username.clone(),
+                    body: delivery.body.clone(),
+                    created_at_ms: delivery.created_at_ms,
+                    deleted: delivery.deleted,
+                };
+                let ttl = self.tuning().post_cache_ttl_secs;
                 self.redis()
-                    .push(&[(outbox, &[entry][..])], s.outbox_max_len)
+                    .publish(&cached, post, s.outbox_max_len, ttl)
                     .await?;
-                if job.outbox_unsure {
-                    self.pg().clear_outbox_unsure(job.id).await?;
+                if delivery.deleted {
+                    self.redis().tombstone(post, ttl).await?;
+                }
+                if delivery.big_v {
+                    let promote = PulledChange::Promote(delivery.big_v_epoch);
+                    self.redis().pulled_change(author, promote).await?;
                 }
                 let to = match policy::audience(delivery.pulled) {
                     Audience::Followers => Targets::Followers,
@@ -284,26 +321,18 @@ impl Engine {
                     to: Targets::Followers,
                 }
             }
-            JobKind::Follow => {
-                let Some(follower) = job.follower_id else {
-                    return Ok(Plan::Nothing);
-                };
-                let entries = self.pg().entries(EntriesOf::Author(author), cap).await?;
-                Plan::Push {
-                    cut: cut_of(&entries),
-                    entries,
-                    to: Targets::One(follower),
-                }
-            }
-            JobKind::Unfollow => {
-                let Some(follower) = job.follower_id else {
-                    return Ok(Plan::Nothing);
-                };
-                // An inbox holds at most its cap and the trimming slack.
-                let reach = cap + (cap / 32).max(1);
-                let entries = self.pg().entries(EntriesOf::Author(author), reach).await?;
-                Plan::Remove { follower, entries }
-            }
+            JobKind::Follow | JobKind::Unfollow => match (job.follower_id, job.epoch) {
+                (Some(follower), Some(seq)) => Plan::Follow {
+                    follower,
+                    seq,
+                    follow: job.kind == JobKind::Follow,
+                },
+                _ => Plan::Nothing,
+            },
+            JobKind::Retract => match job.post_id {
+                Some(post) => Plan::Retract { post },
+                None => Plan::Nothing,
+            },
         })
     }
 
@@ -327,7 +356,10 @@ impl Engine {
                     tracing::warn!(job = job.id, kind = %job.kind, error = %error.chain(),
                         "fan-out job gave up: the inboxes it had not reached are rebuilt on their next read");
                     match self.pg().finish_job(job.id, job.lease).await {
-                        Ok(()) => self.inner.job_done.notify_waiters(),
+                        Ok(()) => {
+                            self.settle_pulled(job).await;
+                            self.inner.job_done.notify_waiters()
+                        }
                         Err(e) => tracing::warn!(error = %e.chain(), "could not end a fan-out job"),
                     }
                     return;
@@ -358,7 +390,7 @@ impl Engine {
     async fn give_up(&self, lease: &Lease) -> AppResult<()> {
         let job = &lease.job;
         let keys = self.redis().keys();
-        match (&lease.plan, job.follower_id) {
+        match (&lease.plan, job.kind) {
             // A big-V's post is pulled by every follower: its push to
             // active fans only saves them a read.
             (
@@ -369,8 +401,19 @@ impl Engine {
                 _,
             )
             | (Some(Plan::Nothing), _) => Ok(()),
-            (_, Some(follower)) => self.redis().delete(&keys.inbox(follower)).await,
-            (_, None) => {
+            (_, JobKind::Follow | JobKind::Unfollow) => match job.follower_id {
+                Some(f) => {
+                    self.redis()
+                        .delete_many(&[keys.following(f), keys.inbox(f)])
+                        .await
+                }
+                None => Ok(()),
+            },
+            (_, JobKind::Retract) => match job.post_id {
+                Some(post) => self.redis().delete(&keys.post(post)).await,
+                None => Ok(()),
+            },
+            (_, JobKind::Deliver | JobKind::Backfill) => {
                 let mut after = job.checkpoint;
                 loop {
                     let page = self

@@ -39,9 +39,10 @@ use crate::domain::{PostBody, Username};
 use crate::error::{AppError, AppResult};
 use crate::settings::EngineSettings;
 use crate::store::pg::models::{Post, User};
-use crate::store::pg::{Deletion, PgStore};
+use crate::store::pg::{Deletion, EdgeChange, EntriesOf, PgStore};
+use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
-use crate::types::{Cursor, Entry};
+use crate::types::{CachedPost, Cursor};
 
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
 
@@ -101,6 +102,8 @@ struct Inner {
     /// When this instance last recorded each reader as an active fan, so
     /// that most reads skip the Redis round trip (cleared when it grows).
     marked: Mutex<HashMap<i64, i64>>,
+    /// Posts' bodies, authors and times (never change; cleared when full).
+    bodies: Mutex<HashMap<i64, Post>>,
 }
 
 /// Readers remembered in `Inner::marked` before it is cleared.
@@ -126,6 +129,7 @@ impl Engine {
                 job_done: Notify::new(),
                 stats: Stats::default(),
                 marked: Mutex::new(HashMap::new()),
+                bodies: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -183,9 +187,10 @@ impl Engine {
             .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
     }
 
-    /// Follows (idempotent). The followee's recent posts reach the
-    /// follower's inbox through a `follow` job; until it is done the reader
-    /// pulls the followee's outbox, so they show at once.
+    /// Follows (idempotent). Returns once the follow is recorded and the
+    /// reader's Redis state has it, the followee's newest posts in the
+    /// reader's inbox; if Redis cannot be written the call fails with 503
+    /// and its `follow` job does it (repeating the call is safe).
     #[tracing::instrument(skip(self))]
     pub async fn follow(&self, follower: i64, followee: i64) -> AppResult<()> {
         if follower == followee {
@@ -195,43 +200,96 @@ impl Engine {
         }
         self.user(follower).await?;
         self.user(followee).await?;
-        let changed = self
+        let change = self
             .inner
             .pg
             .follow(follower, followee, now_ms(), policy::big_v_change)
             .await?;
-        if changed {
-            self.inner.wake.notify_waiters();
-        }
-        Ok(())
+        self.after_edge_change(follower, followee, true, change)
+            .await
     }
 
-    /// Unfollows (idempotent). Reads drop the author's posts at once; an
-    /// `unfollow` job frees them from the inbox.
+    /// Unfollows (idempotent). Returns once no page of the reader shows the
+    /// author's posts; if Redis cannot be written the call fails with 503
+    /// and its `unfollow` job does it (repeating the call is safe).
     #[tracing::instrument(skip(self))]
     pub async fn unfollow(&self, follower: i64, followee: i64) -> AppResult<()> {
-        let changed = self
+        let change = self
             .inner
             .pg
             .unfollow(follower, followee, now_ms(), policy::big_v_change)
             .await?;
-        if changed {
-            self.inner.wake.notify_waiters();
-        }
-        Ok(())
+        self.after_edge_change(follower, followee, false, change)
+            .await
     }
 
-    /// After a failed Redis write, drops the key so that it is rebuilt from
-    /// PostgreSQL rather than served stale. False if that failed too.
-    async fn forget(&self, key: &str, cause: &AppError) -> bool {
-        tracing::warn!(key, error = %cause.chain(), "Redis write failed; dropping the key");
-        match self.inner.redis.delete(key).await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(key, error = %e.chain(), "could not drop the key either");
-                false
+    /// The Redis side of a follow or unfollow, done by its requester.
+    async fn after_edge_change(
+        &self,
+        follower: i64,
+        followee: i64,
+        follow: bool,
+        change: EdgeChange,
+    ) -> AppResult<()> {
+        if let Some(epoch) = change.promoted {
+            // The deliveries of its pulled posts do it too: this is early.
+            let promote = PulledChange::Promote(epoch);
+            if let Err(e) = self.inner.redis.pulled_change(followee, promote).await {
+                tracing::warn!(error = %e.chain(), "could not record a promotion in Redis yet");
             }
         }
+        let applied = retried(|| self.apply_follow(follower, followee, change.seq, follow)).await;
+        match (applied, change.job) {
+            (Ok(()), Some(job)) => {
+                if let Err(e) = self.inner.pg.drop_job(job).await {
+                    tracing::debug!(error = %e.chain(), "a done follow job stays for a worker");
+                }
+                Ok(())
+            }
+            (Ok(()), None) => Ok(()),
+            (Err(e), _) => {
+                self.inner.wake.notify_waiters();
+                Err(AppError::Unavailable {
+                    what: "Redis",
+                    source: format!(
+                        "the change is recorded; its cache update is queued: {}",
+                        e.chain()
+                    )
+                    .into(),
+                })
+            }
+        }
+    }
+
+    /// Applies follow change `seq` of (`follower`, `author`) to Redis: the
+    /// reader's copy of whom it follows, and the author's newest posts into
+    /// (or out of) its inbox. Idempotent; changes apply in `seq` order.
+    pub(crate) async fn apply_follow(
+        &self,
+        follower: i64,
+        author: i64,
+        seq: i64,
+        follow: bool,
+    ) -> AppResult<()> {
+        let cap = self.settings().inbox_max_len;
+        // An inbox holds at most its cap and the trimming slack.
+        let reach = if follow { cap } else { cap + (cap / 32).max(1) };
+        let entries = self
+            .inner
+            .pg
+            .entries(EntriesOf::Author(author), reach)
+            .await?;
+        let cut = (follow && entries.len() as i64 >= cap)
+            .then(|| entries.last().map(|e| e.score))
+            .flatten();
+        self.inner
+            .redis
+            .set_follow(follower, author, seq, follow, cap, cut, &entries)
+            .await?;
+        if !follow {
+            self.inner.redis.forget_active_fan(author, follower).await?;
+        }
+        Ok(())
     }
 
     // ----- posts -----
@@ -242,8 +300,11 @@ impl Engine {
 
     /// Publishes with a chosen timestamp (tests and seeding use it to make
     /// ties, or to stand for an instance whose clock lags). Returns once the
-    /// post and its `deliver` job are committed and the post is in the
-    /// author's outbox; the fan-out itself runs in the workers.
+    /// post and its `deliver` job are committed and the post is in its
+    /// author's outbox and among the deliveries in flight, which every
+    /// follower pulls; the fan-out itself runs in the workers. (If Redis
+    /// cannot be written even after retries, the post is committed and
+    /// shows once its delivery job has run: about a second.)
     #[tracing::instrument(skip(self, body))]
     pub async fn publish_at(
         &self,
@@ -257,26 +318,41 @@ impl Engine {
             .publish(author, body.as_str(), created_at_ms, now_ms())
             .await?
             .ok_or_else(|| AppError::NotFound(format!("user {author} does not exist")))?;
-        let outbox = self.inner.redis.keys().outbox(author);
-        let entry = [Entry::new(post.created_at_ms, post.id)];
+        let cached = cached_post(&post, false);
         let cap = self.settings().outbox_max_len;
-        if let Err(e) = self
-            .inner
-            .redis
-            .push(&[(outbox.clone(), &entry[..])], cap)
-            .await
-        {
-            if !self.forget(&outbox, &e).await {
-                // The outbox may be there without the post: readers must
-                // not trust it until the delivery has written the post.
-                if let Err(e) = self.inner.pg.mark_outbox_unsure(post.id).await {
-                    tracing::error!(post = post.id, error = %e.chain(),
-                        "could not mark an outbox unsure: its readers may miss the post until it is delivered");
-                }
-            }
+        let ttl = self.tuning().post_cache_ttl_secs;
+        if let Err(e) = retried(|| self.inner.redis.publish(&cached, post.id, cap, ttl)).await {
+            tracing::warn!(post = post.id, error = %e.chain(),
+                "post committed but not cached: it shows once its delivery job has run");
         }
+        self.remember(std::slice::from_ref(&post));
         self.inner.wake.notify_waiters();
         Ok(post)
+    }
+
+    /// Keeps posts' bodies in this instance's cache.
+    pub(crate) fn remember(&self, posts: &[Post]) {
+        let mut bodies = match self.inner.bodies.lock() {
+            Ok(b) => b,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if bodies.len() + posts.len() > self.tuning().body_cache_posts {
+            bodies.clear();
+        }
+        for p in posts {
+            bodies.insert(p.id, p.clone());
+        }
+    }
+
+    /// Bodies this instance has cached, by id.
+    pub(crate) fn recall(&self, ids: &[i64]) -> HashMap<i64, Post> {
+        let bodies = match self.inner.bodies.lock() {
+            Ok(b) => b,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        ids.iter()
+            .filter_map(|id| bodies.get(id).map(|p| (*id, p.clone())))
+            .collect()
     }
 
     pub async fn post(&self, id: i64) -> AppResult<Post> {
@@ -288,16 +364,44 @@ impl Engine {
     }
 
     /// Deletes a post; `actor` is the user asking (`None` for an admin).
-    /// Reads hide it from the moment this returns; its entries keep their
-    /// place in inboxes and outboxes, so scrolls in progress stay exact.
+    /// Returns once no page shows it; if Redis cannot be written the call
+    /// fails with 503 and its `retract` job does it (repeating the call is
+    /// safe: it answers 404 once the post is gone everywhere).
     #[tracing::instrument(skip(self))]
     pub async fn delete_post(&self, id: i64, actor: Option<i64>) -> AppResult<()> {
-        match self.inner.pg.delete_post(id, actor).await? {
-            Deletion::NotFound => Err(AppError::NotFound(format!("post {id} does not exist"))),
+        let ttl = self.tuning().post_cache_ttl_secs;
+        let gone = || AppError::NotFound(format!("post {id} does not exist"));
+        match self.inner.pg.delete_post(id, actor, now_ms()).await? {
+            Deletion::NotFound => Err(gone()),
             Deletion::Forbidden => Err(AppError::Forbidden(format!(
                 "post {id} belongs to another user"
             ))),
-            Deletion::Deleted { .. } => Ok(()),
+            Deletion::AlreadyDeleted => {
+                // A repeated call: make sure the tombstone is there.
+                retried(|| self.inner.redis.tombstone(id, ttl)).await?;
+                Err(gone())
+            }
+            Deletion::Deleted { job, .. } => {
+                match retried(|| self.inner.redis.tombstone(id, ttl)).await {
+                    Ok(()) => {
+                        if let Err(e) = self.inner.pg.drop_job(job).await {
+                            tracing::debug!(error = %e.chain(), "a done retract job stays for a worker");
+                        }
+                        Ok(())
+                    }
+                    Err(e) => {
+                        self.inner.wake.notify_waiters();
+                        Err(AppError::Unavailable {
+                            what: "Redis",
+                            source: format!(
+                                "the post is deleted; hiding it everywhere is queued: {}",
+                                e.chain()
+                            )
+                            .into(),
+                        })
+                    }
+                }
+            }
         }
     }
 
@@ -316,7 +420,18 @@ impl Engine {
                 now_ms(),
             )
             .await?;
-        tracing::info!(promoted, demoted, "settings changed");
+        tracing::info!(promoted = promoted.len(), demoted, "settings changed");
+        for (author, epoch) in promoted {
+            // Early: the deliveries of its pulled posts do it too.
+            if let Err(e) = self
+                .inner
+                .redis
+                .pulled_change(author, PulledChange::Promote(epoch))
+                .await
+            {
+                tracing::warn!(error = %e.chain(), "could not record a promotion in Redis yet");
+            }
+        }
         self.set_live(new.clone());
         self.inner.wake.notify_waiters();
         Ok(new)
@@ -361,5 +476,38 @@ impl Engine {
 
     pub async fn ready(&self) -> (AppResult<()>, AppResult<()>) {
         futures::join!(self.inner.pg.ping(), self.inner.redis.ping())
+    }
+}
+
+/// A post as the cache keeps it.
+pub(crate) fn cached_post(post: &Post, deleted: bool) -> CachedPost {
+    CachedPost {
+        author_id: post.author_id,
+        author_username: post.author_username.clone(),
+        body: post.body.clone(),
+        created_at_ms: post.created_at_ms,
+        deleted,
+    }
+}
+
+/// Runs a Redis write a call's answer depends on: up to four attempts, a
+/// few milliseconds apart, so that a blip does not fail the call.
+pub(crate) async fn retried<T, F, Fut>(mut write: F) -> AppResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = AppResult<T>>,
+{
+    let mut delay = Duration::from_millis(2);
+    let mut attempt = 1;
+    loop {
+        match write().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt == 4 => return Err(e),
+            Err(_) => {
+                tokio::time::sleep(delay).await;
+                delay *= 4;
+                attempt += 1;
+            }
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! where Redis can prove it holds the page; PostgreSQL everywhere else,
 //! with the same order and cursor.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::cut::{after_seen, cut, Cut, Slot};
 use super::merge::{merge, Horizon};
@@ -11,7 +11,10 @@ use crate::error::{AppError, AppResult};
 use crate::metrics;
 use crate::store::pg::models::{FeedRow, Post};
 use crate::store::pg::{EntriesOf, FeedRows};
-use crate::types::{Entry, Fallback, PageRequest, Range, Scope};
+use crate::store::redis::state::PulledAuthor;
+use crate::types::{
+    CachedPost, Entry, EntryMeta, Fallback, PageRequest, Range, Scope, StateKey, WarmRead,
+};
 
 /// Redis reads of one page before the engine answers from PostgreSQL.
 const MAX_READ_ROUNDS: usize = 4;
@@ -48,10 +51,10 @@ impl Engine {
         self.page(Scope::Home(reader), req).await
     }
 
-    /// A page of `author`'s own posts.
+    /// A page of `author`'s own posts. (An author that does not exist has
+    /// no outbox: the cold path answers 404.)
     #[tracing::instrument(skip(self))]
     pub async fn author_page(&self, author: i64, req: PageRequest) -> AppResult<Page> {
-        self.user(author).await?;
         self.page(Scope::Author(author), req).await
     }
 
@@ -94,6 +97,9 @@ impl Engine {
 
     /// The page straight from PostgreSQL.
     pub async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
+        if let Scope::Author(a) = scope {
+            self.user(a).await?;
+        }
         Stats::bump(&self.inner.stats.pg_pages, 1);
         let mut window = i64::from(req.limit) + 1;
         loop {
@@ -112,42 +118,34 @@ impl Engine {
     }
 
     /// The page from Redis, or why it must come from PostgreSQL (past a
-    /// floor, a source being built, Redis failing). PostgreSQL errors are
-    /// returned.
+    /// floor, a source being built, Redis failing). A warm page (everything
+    /// in Redis) is one round trip and no SQL; PostgreSQL errors of a cold
+    /// one are returned.
     async fn page_from_redis(
         &self,
         scope: Scope,
         req: &PageRequest,
     ) -> AppResult<Result<Page, Fallback>> {
         let keys = self.inner.redis.keys();
-        let (sources, big_vs): (Vec<Source>, Vec<i64>) = match scope {
-            Scope::Home(reader) => {
-                let pulled = self.inner.pg.pulled_followees(reader).await?;
-                if pulled.iter().any(|p| p.outbox_unsure) {
-                    return Ok(Err(Fallback::OutboxUnsure));
-                }
-                let mut sources = vec![Source::Inbox(reader)];
-                sources.extend(pulled.iter().map(|p| Source::Outbox(p.id)));
-                let big_vs = pulled.iter().filter(|p| p.big_v).map(|p| p.id).collect();
-                (sources, big_vs)
-            }
-            Scope::Author(author) => (vec![Source::Outbox(author)], Vec::new()),
+        let (reader, first) = match scope {
+            Scope::Home(r) => (Some(r), Source::Inbox(r)),
+            Scope::Author(a) => (None, Source::Outbox(a)),
         };
-        if let Scope::Home(reader) = scope {
-            self.note_active(reader, big_vs);
-        }
-        let names: Vec<String> = sources
-            .iter()
-            .map(|s| match *s {
-                Source::Inbox(u) => keys.inbox(u),
-                Source::Outbox(a) => keys.outbox(a),
-            })
-            .collect();
+        let first_key = match first {
+            Source::Inbox(r) => keys.inbox(r),
+            Source::Outbox(a) => keys.outbox(a),
+        };
         let mut fetch = req.window();
-        let mut rebuilt = false;
-        for _ in 0..MAX_READ_ROUNDS {
-            Stats::bump(&self.inner.stats.range_reads, names.len() as u64);
-            let ranges = match self.inner.redis.ranges(&names, req.max, fetch).await {
+        // Each kind of missing state is rebuilt once per page at most.
+        let mut rebuilt_state: Vec<StateKey> = Vec::new();
+        let mut rebuilt_sources = false;
+        for _ in 0..MAX_READ_ROUNDS + 2 {
+            let read = match self
+                .inner
+                .redis
+                .warm_read(reader, &first_key, req.max, fetch)
+                .await
+            {
                 Ok(r) => r,
                 Err(e) => {
                     Stats::bump(&self.inner.stats.redis_read_errors, 1);
@@ -155,17 +153,44 @@ impl Engine {
                     return Ok(Err(Fallback::RedisUnavailable));
                 }
             };
-            let missing: Vec<Source> = ranges
+            let (sources, meta) = match read {
+                WarmRead::Building(_) => return Ok(Err(Fallback::SourceBuilding)),
+                WarmRead::Missing(state) => {
+                    if rebuilt_state.contains(&state) {
+                        return Ok(Err(Fallback::RebuildFailed));
+                    }
+                    rebuilt_state.push(state);
+                    match self.rebuild_state(state, reader).await {
+                        Ok(true) => continue,
+                        Ok(false) => return Ok(Err(Fallback::SourceBuilding)),
+                        Err(e) => {
+                            tracing::warn!(error = %e.chain(), "rebuild failed; answering from PostgreSQL");
+                            return Ok(Err(Fallback::RebuildFailed));
+                        }
+                    }
+                }
+                WarmRead::Read { sources, meta } => (sources, meta),
+            };
+            if let Some(reader) = reader {
+                let pulled: Vec<i64> = sources.iter().filter_map(|(a, _)| *a).collect();
+                // Pulled authors are big-Vs, or have a delivery in flight:
+                // being an active fan of the latter is harmless.
+                self.note_active(reader, pulled);
+            }
+            let missing: Vec<Source> = sources
                 .iter()
-                .zip(&sources)
-                .filter(|(r, _)| **r == Range::Missing)
-                .map(|(_, s)| *s)
+                .filter(|(_, r)| *r == Range::Missing)
+                .map(|(author, _)| author.map_or(first, Source::Outbox))
                 .collect();
             if !missing.is_empty() {
-                if rebuilt {
+                if rebuilt_sources {
                     return Ok(Err(Fallback::RebuildFailed));
                 }
-                rebuilt = true;
+                rebuilt_sources = true;
+                if let Scope::Author(a) = scope {
+                    // The outbox of an author who may not exist.
+                    self.user(a).await?;
+                }
                 let builds = missing.iter().map(|s| self.rebuild(*s));
                 for outcome in futures::future::join_all(builds).await {
                     match outcome {
@@ -179,20 +204,20 @@ impl Engine {
                 }
                 continue;
             }
-            let mut reads = Vec::with_capacity(ranges.len());
-            for range in ranges {
-                if let Range::Read(r) = &range {
-                    Stats::bump(&self.inner.stats.entries_read, r.entries.len() as u64);
-                }
+            let mut reads = Vec::with_capacity(sources.len());
+            for (_, range) in sources {
                 match range {
-                    Range::Read(read) => reads.push(read),
+                    Range::Read(read) => {
+                        Stats::bump(&self.inner.stats.entries_read, read.entries.len() as u64);
+                        reads.push(read)
+                    }
                     Range::Building | Range::Missing => return Ok(Err(Fallback::SourceBuilding)),
                 }
             }
             let merged = merge(&reads);
             let complete = merged.horizon == Horizon::Complete;
             if let Some(page) = self
-                .cut_hydrated(scope, req, &merged.entries, complete)
+                .cut_known(scope, req, &merged.entries, &meta, complete)
                 .await?
             {
                 return Ok(Ok(page));
@@ -206,35 +231,110 @@ impl Engine {
         Ok(Err(Fallback::ReadRounds))
     }
 
-    /// Hydrates the merged entries (which of them are in the feed, and
-    /// which of those are live) and cuts the page. Hydrates a window at a
-    /// time; `None` if the entries run out before the page is decided.
-    async fn cut_hydrated(
+    /// Cuts the page from the merged entries with what the cache knows of
+    /// them: followed or not, deleted or not, and their bodies (from this
+    /// instance's cache, else Redis). Entries the cache lacks are read from
+    /// PostgreSQL (and cached). `None` if the entries run out before the
+    /// page is decided.
+    async fn cut_known(
         &self,
         scope: Scope,
         req: &PageRequest,
         entries: &[Entry],
+        meta: &HashMap<i64, EntryMeta>,
         complete: bool,
     ) -> AppResult<Option<Page>> {
         let mut take = req.window().min(entries.len());
         loop {
-            let ids: Vec<i64> = entries[..take].iter().map(|e| e.id).collect();
-            Stats::bump(&self.inner.stats.hydrations, 1);
-            let mut rows: HashMap<i64, FeedRow> = self
-                .inner
-                .pg
-                .hydrate(&ids, scope)
-                .await?
-                .into_iter()
-                .map(|r| (r.id, r))
-                .collect();
-            Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
-            // An entry without a row is not in the feed (its author is no
-            // longer followed): it is not counted.
-            let stream = entries[..take]
+            let window = &entries[..take];
+            // Shown posts need bodies; posts the cache does not know need
+            // PostgreSQL.
+            let mut unknown = Vec::new();
+            let mut wanted = Vec::new();
+            for e in window {
+                match meta.get(&e.id) {
+                    Some(m) if m.author.is_some() => {
+                        if m.followed && !m.deleted {
+                            wanted.push(e.id);
+                        }
+                    }
+                    _ => unknown.push(e.id),
+                }
+            }
+            let mut posts = self.recall(&wanted);
+            let missing: Vec<i64> = wanted
                 .iter()
-                .filter_map(|e| rows.remove(&e.id))
-                .map(slot);
+                .copied()
+                .filter(|id| !posts.contains_key(id))
+                .collect();
+            if !missing.is_empty() {
+                let cached = match self.inner.redis.posts(&missing).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::debug!(error = %e.chain(), "could not read cached posts");
+                        HashMap::new()
+                    }
+                };
+                let found: Vec<Post> = cached
+                    .into_iter()
+                    .map(|(id, c)| Post {
+                        id,
+                        author_id: c.author_id,
+                        author_username: c.author_username,
+                        body: c.body,
+                        created_at_ms: c.created_at_ms,
+                    })
+                    .collect();
+                self.remember(&found);
+                posts.extend(found.into_iter().map(|p| (p.id, p)));
+                unknown.extend(missing.iter().filter(|id| !posts.contains_key(id)));
+            }
+            let mut from_pg: HashMap<i64, FeedRow> = HashMap::new();
+            if !unknown.is_empty() {
+                Stats::bump(&self.inner.stats.hydrations, 1);
+                let rows = self.inner.pg.hydrate(&unknown, scope).await?;
+                Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
+                // Cache the live ones whole (a deleted one's body is not read).
+                let live: Vec<(i64, CachedPost)> = rows
+                    .iter()
+                    .filter(|r| r.live)
+                    .map(|r| {
+                        (
+                            r.id,
+                            CachedPost {
+                                author_id: r.author_id,
+                                author_username: r.author_username.clone(),
+                                body: r.body.clone(),
+                                created_at_ms: r.created_at_ms,
+                                deleted: false,
+                            },
+                        )
+                    })
+                    .collect();
+                if let Err(e) = self
+                    .inner
+                    .redis
+                    .fill_posts(&live, self.tuning().post_cache_ttl_secs)
+                    .await
+                {
+                    tracing::debug!(error = %e.chain(), "could not cache posts");
+                }
+                from_pg = rows.into_iter().map(|r| (r.id, r)).collect();
+            }
+            let stream = window.iter().filter_map(|e| {
+                if unknown.contains(&e.id) {
+                    // In the feed only if PostgreSQL has it there.
+                    return from_pg.remove(&e.id).map(slot);
+                }
+                let m = meta.get(&e.id)?;
+                if !m.followed {
+                    return None;
+                }
+                if m.deleted {
+                    return Some((*e, Slot::Hidden));
+                }
+                posts.remove(&e.id).map(|p| (*e, Slot::Shown(p)))
+            });
             let all = take == entries.len();
             match cut(after_seen(stream, req), req, complete && all) {
                 Cut::Page { items, next } => return Ok(Some(Page { items, next })),
@@ -242,6 +342,44 @@ impl Engine {
                 Cut::NeedMore => take = (take * 2).min(entries.len()),
             }
         }
+    }
+
+    /// Rebuilds the reader state a warm read missed, from PostgreSQL; false
+    /// if someone else is building it.
+    async fn rebuild_state(&self, state: StateKey, reader: Option<i64>) -> AppResult<bool> {
+        let keys = self.inner.redis.keys();
+        let built = match (state, reader) {
+            (StateKey::Following, Some(r)) => {
+                if !self.inner.redis.begin_state(&keys.following(r)).await? {
+                    return Ok(false);
+                }
+                let (seq, followees) = self.inner.pg.following_state(r).await?;
+                self.inner.redis.fill_following(r, seq, &followees).await?
+            }
+            (StateKey::Pulled, _) => {
+                if !self.inner.redis.begin_state(&keys.pulled()).await? {
+                    return Ok(false);
+                }
+                let mut by_author: BTreeMap<i64, PulledAuthor> = BTreeMap::new();
+                for row in self.inner.pg.pulled_state().await? {
+                    let a = by_author.entry(row.author).or_insert(PulledAuthor {
+                        author: row.author,
+                        epoch: 0,
+                        in_flight: Vec::new(),
+                    });
+                    a.epoch = a.epoch.max(row.epoch.unwrap_or(0));
+                    a.in_flight.extend(row.post);
+                }
+                let authors: Vec<PulledAuthor> = by_author.into_values().collect();
+                self.inner.redis.fill_pulled(&authors).await?
+            }
+            (StateKey::Following, None) => return Ok(false),
+        };
+        if built {
+            Stats::bump(&self.inner.stats.rebuilds, 1);
+            metrics::REBUILDS.inc();
+        }
+        Ok(built)
     }
 
     /// Rebuilds a missing inbox or outbox from PostgreSQL. The key is

@@ -16,14 +16,17 @@ pub enum JobKind {
     Follow,
     /// An author's posts out of one former follower's inbox.
     Unfollow,
+    /// A deleted post's tombstone into the post cache.
+    Retract,
 }
 
 impl JobKind {
-    pub const ALL: [JobKind; 4] = [
+    pub const ALL: [JobKind; 5] = [
         JobKind::Deliver,
         JobKind::Backfill,
         JobKind::Follow,
         JobKind::Unfollow,
+        JobKind::Retract,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -32,6 +35,7 @@ impl JobKind {
             JobKind::Backfill => "backfill",
             JobKind::Follow => "follow",
             JobKind::Unfollow => "unfollow",
+            JobKind::Retract => "retract",
         }
     }
 }
@@ -77,9 +81,9 @@ pub struct Job {
     pub created_at_ms: i64,
     /// Proves the lease: progress is recorded only while it is still ours.
     pub lease: i64,
-    /// For `Deliver`: the publish could not write the post to its author's
-    /// outbox, so readers distrust that outbox until this job has.
-    pub outbox_unsure: bool,
+    /// For `Backfill`: the big-V epoch it settles. For `Follow` and
+    /// `Unfollow`: the follower's follow sequence number of the change.
+    pub epoch: Option<i64>,
 }
 
 #[cfg(test)]
@@ -92,8 +96,8 @@ mod tests {
             assert_eq!(k.as_str().parse::<JobKind>(), Ok(k));
         }
         assert_eq!(
-            "retract".parse::<JobKind>(),
-            Err(UnknownKind("retract".into()))
+            "reshuffle".parse::<JobKind>(),
+            Err(UnknownKind("reshuffle".into()))
         );
     }
 }

@@ -14,7 +14,7 @@ pub mod source;
 pub use cursor::{Cursor, PageRequest};
 pub use entry::{feed_order, member_cmp, Entry};
 pub use jobs::{Job, JobKind};
-pub use source::{Range, SourceRead};
+pub use source::{CachedPost, EntryMeta, Range, SourceRead, StateKey, WarmRead};
 
 /// Whose feed a read or a query is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,20 +60,16 @@ pub enum Fallback {
     ReadRounds,
     /// The request's offset is deeper than a Redis read should go.
     DeepOffset,
-    /// A pulled outbox may lack a post: its publish could not write it
-    /// there, and its delivery has not yet.
-    OutboxUnsure,
 }
 
 impl Fallback {
-    pub const ALL: [Fallback; 7] = [
+    pub const ALL: [Fallback; 6] = [
         Fallback::RedisUnavailable,
         Fallback::SourceBuilding,
         Fallback::RebuildFailed,
         Fallback::PastFloor,
         Fallback::ReadRounds,
         Fallback::DeepOffset,
-        Fallback::OutboxUnsure,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -84,7 +80,6 @@ impl Fallback {
             Fallback::PastFloor => "past_floor",
             Fallback::ReadRounds => "read_rounds",
             Fallback::DeepOffset => "deep_offset",
-            Fallback::OutboxUnsure => "outbox_unsure",
         }
     }
 }

@@ -23,3 +23,46 @@ pub enum Range {
     Building,
     Read(SourceRead),
 }
+
+/// What the cache knows of one post read by a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryMeta {
+    /// `None`: the post is not cached (read it from PostgreSQL).
+    pub author: Option<i64>,
+    pub deleted: bool,
+    /// Whether the reader follows its author (always true on an author's page).
+    pub followed: bool,
+}
+
+/// Reader state a warm read needs and did not find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKey {
+    /// Whom the reader follows.
+    Following,
+    /// The authors every follower pulls.
+    Pulled,
+}
+
+/// One warm read: the sources of a page and what the cache knows of their
+/// entries, or the reader state that is missing or being built.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WarmRead {
+    Missing(StateKey),
+    Building(StateKey),
+    Read {
+        /// The first source (the inbox, or an author's outbox), then the
+        /// outbox of each pulled author the reader follows.
+        sources: Vec<(Option<i64>, Range)>,
+        meta: std::collections::HashMap<i64, EntryMeta>,
+    },
+}
+
+/// A cached post's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedPost {
+    pub author_id: i64,
+    pub author_username: String,
+    pub body: String,
+    pub created_at_ms: i64,
+    pub deleted: bool,
+}

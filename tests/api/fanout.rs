@@ -6,14 +6,14 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use feed_service::domain::PostBody;
 use feed_service::engine::fanout::Step;
-use feed_service::engine::{Engine, Stats};
+use feed_service::engine::Engine;
 use feed_service::settings::Settings;
 use feed_service::startup::Application;
 use feed_service::store::redis::Fault;
 use feed_service::types::{Entry, PageRequest};
 use serde_json::json;
 
-use crate::helpers::{ids, spawn_app, spawn_app_with, test_settings, Cleanup};
+use crate::helpers::{spawn_app, spawn_app_with, test_settings, Cleanup};
 
 #[tokio::test]
 async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
@@ -91,42 +91,70 @@ async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
 }
 
 #[tokio::test]
-async fn a_page_costs_one_range_read_per_source_and_one_hydration() {
+async fn a_warm_page_makes_no_query_and_one_round_trip_whatever_the_follows() {
     let app = spawn_app().await;
-    app.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
+    app.set_settings(json!({"big_v_threshold": 3, "big_v_demote_threshold": 2}))
         .await;
-    let reader = app.create_user("reader").await;
-    let other = app.create_user("other").await;
-    let plain = app.users("plain", 3).await;
-    let stars = app.users("star", 2).await;
-    for a in plain.iter().chain(&stars) {
-        app.follow(&reader, a).await;
-    }
-    for s in &stars {
-        app.follow(&other, s).await;
-    }
-    for (i, a) in plain.iter().chain(&stars).enumerate() {
-        for j in 0..10 {
-            app.publish_at(a, "p", 5_000 + (i * 10 + j) as i64).await;
+    // Two readers: one follows 50 accounts, the other 2,000; both follow
+    // the same two big-Vs (three followers each) and 20 authors who post.
+    let mut conn = AsyncPgConnection::establish(app.database_url())
+        .await
+        .unwrap();
+    conn.batch_execute(
+        "INSERT INTO users (username) SELECT 'u' || g FROM generate_series(1, 2003) g;
+         -- 1: reads 50, 2: reads 2000, 3: the third fan; 4, 5 big-Vs; 6..25 post
+         INSERT INTO follows (follower_id, followee_id)
+           SELECT 1, g FROM generate_series(4, 53) g
+           UNION ALL SELECT 2, g FROM generate_series(4, 2003) g
+           UNION ALL SELECT 3, g FROM generate_series(4, 5) g;
+         UPDATE users u SET follower_count = c.n FROM
+           (SELECT followee_id, count(*) AS n FROM follows GROUP BY 1) c
+           WHERE u.id = c.followee_id;
+         UPDATE users SET following_count = 50 WHERE id = 1;
+         UPDATE users SET following_count = 2000 WHERE id = 2;
+         UPDATE users SET following_count = 2 WHERE id = 3;
+         UPDATE users SET big_v = TRUE, big_v_epoch = 1 WHERE id IN (4, 5);
+         UPDATE posts SET pulled = TRUE WHERE author_id IN (4, 5);",
+    )
+    .await
+    .unwrap();
+    let body = PostBody::parse("p").unwrap();
+    for author in 4..26 {
+        for i in 0..3 {
+            app.engine
+                .publish_at(author, &body, 5_000 + author * 10 + i)
+                .await
+                .unwrap();
         }
     }
     app.settle().await;
-    app.home(&reader, 10).await; // warm: inbox and outboxes exist
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let stats = app.engine.stats();
-    let (r0, h0, p0) = (
-        Stats::get(&stats.range_reads),
-        Stats::get(&stats.hydrations),
-        Stats::get(&stats.pg_pages),
-    );
-    let (items, next) = app.page("/api/v1/feed", &reader.token, None, 20).await;
-    assert_eq!(items.len(), 20);
-    assert!(next.is_some());
-    // inbox + two big-V outboxes, read once each; one hydration; no PostgreSQL page.
-    assert_eq!(Stats::get(&stats.range_reads) - r0, 3);
-    assert_eq!(Stats::get(&stats.hydrations) - h0, 1);
-    assert_eq!(Stats::get(&stats.pg_pages) - p0, 0);
-    assert_eq!(ids(&items).len(), 20);
+    for reader in [1, 2] {
+        let req = PageRequest::first(20);
+        // Cold: the reader's state, inbox, outboxes and posts are cached.
+        let cold = app.engine.home_page(reader, req).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (sql, trips) = (app.engine.pg().queries(), app.engine.redis().round_trips());
+        let warm = app.engine.home_page(reader, req).await.unwrap();
+        assert_eq!(warm, cold, "reader {reader}");
+        assert_eq!(warm.items.len(), 20);
+        assert_eq!(
+            app.engine.pg().queries() - sql,
+            0,
+            "SQL of a warm page, reader {reader}"
+        );
+        assert_eq!(
+            app.engine.redis().round_trips() - trips,
+            1,
+            "Redis round trips of a warm page, reader {reader}"
+        );
+        // And the next page too.
+        let next = PageRequest::after(warm.next.unwrap(), 20);
+        let (sql, trips) = (app.engine.pg().queries(), app.engine.redis().round_trips());
+        let page = app.engine.home_page(reader, next).await.unwrap();
+        assert_eq!(page.items.len(), 20);
+        assert_eq!(app.engine.pg().queries() - sql, 0);
+        assert_eq!(app.engine.redis().round_trips() - trips, 1);
+    }
 }
 
 #[tokio::test]
@@ -229,10 +257,17 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
     engine.follow(reader, author).await.unwrap();
     home(&engine, reader).await; // the reader has an inbox
     run_all(&engine).await;
-    // Unfollow, and a worker takes the job; the reader follows again.
-    engine.unfollow(reader, author).await.unwrap();
+    // Unfollow while Redis refuses every call: the call fails (503), its
+    // job stays, and a worker takes it. The reader follows again, Redis
+    // still refusing: that job stays too.
+    let faults = engine.redis().faults();
+    faults.arm(1000, Fault::Refuse);
+    assert!(engine.unfollow(reader, author).await.is_err());
+    faults.disarm();
     let mut removal = engine.claim(0).await.unwrap().expect("the unfollow job");
-    engine.follow(reader, author).await.unwrap();
+    faults.arm(1000, Fault::Refuse);
+    assert!(engine.follow(reader, author).await.is_err());
+    faults.disarm();
     // Another worker may not run the follow before the unfollow is done.
     assert!(engine.claim(0).await.unwrap().is_none());
     assert_eq!(home(&engine, reader).await, posts, "pulled meanwhile");

@@ -108,17 +108,23 @@ async fn toggling_a_follow_queues_at_most_one_job_for_the_pair() {
     let engine = app.engine().clone();
     let a = engine.pg().create_user("a").await.unwrap().id;
     let b = engine.pg().create_user("b").await.unwrap().id;
+    // Redis refuses every call: each call's own cache update fails and its
+    // job stays queued.
+    engine
+        .redis()
+        .faults()
+        .arm(100_000, feed_service::store::redis::Fault::Refuse);
     for _ in 0..10 {
-        engine.follow(a, b).await.unwrap();
-        engine.unfollow(a, b).await.unwrap();
+        assert!(engine.follow(a, b).await.is_err());
+        assert!(engine.unfollow(a, b).await.is_err());
     }
-    engine.follow(a, b).await.unwrap();
+    assert!(engine.follow(a, b).await.is_err());
     assert_eq!(engine.pg().pending_jobs().await.unwrap(), 1);
     // One a worker holds is kept; the next replaces any untouched one.
     let held = engine.claim(0).await.unwrap().expect("the follow job");
     for _ in 0..10 {
-        engine.unfollow(a, b).await.unwrap();
-        engine.follow(a, b).await.unwrap();
+        assert!(engine.unfollow(a, b).await.is_err());
+        assert!(engine.follow(a, b).await.is_err());
     }
     assert_eq!(engine.pg().pending_jobs().await.unwrap(), 2);
     drop(held);

@@ -84,6 +84,12 @@ enum KeyDrop {
     Outbox(u8),
     /// A big-V's record of its active fans.
     ActiveFans(u8),
+    /// The copy of whom a reader follows.
+    Following(u8),
+    /// The pulled authors.
+    Pulled,
+    /// A cached post (the `pick`-th, modulo how many there are).
+    Post(u16),
     /// One key of the prefix, whatever it is.
     Any(u16),
 }
@@ -190,6 +196,8 @@ struct Case {
     /// cases that do without some kinds reach states the others rarely do
     /// ("swarm testing").
     without: u16,
+    /// Bit `i % 64` picks the instance of operation `i`.
+    instances: u64,
     /// Indexes into THRESHOLDS and CAPS (inbox, outbox).
     settings: (u8, u8, u8),
     follows: Vec<(u8, u8)>,
@@ -211,6 +219,9 @@ fn op() -> impl Strategy<Value = Op> {
         user().prop_map(KeyDrop::Inbox),
         user().prop_map(KeyDrop::Outbox),
         user().prop_map(KeyDrop::ActiveFans),
+        user().prop_map(KeyDrop::Following),
+        Just(KeyDrop::Pulled),
+        any::<u16>().prop_map(KeyDrop::Post),
         any::<u16>().prop_map(KeyDrop::Any),
     ];
     prop_oneof![
@@ -237,14 +248,15 @@ fn op() -> impl Strategy<Value = Op> {
 fn case() -> impl Strategy<Value = Case> {
     let cap = prop_oneof![3 => 0u8..3, 1 => 0..CAPS.len() as u8];
     (
-        (any::<u16>(), any::<u16>()),
+        (any::<u16>(), any::<u16>(), any::<u64>()),
         (0..THRESHOLDS.len() as u8, cap.clone(), cap),
         prop::collection::vec((user(), user()), 0..50),
         prop::collection::vec(op(), 1..120),
     )
-        .prop_map(|((a, b), settings, follows, ops)| Case {
+        .prop_map(|((a, b, instances), settings, follows, ops)| Case {
             // Each kind left out with probability 1/4.
             without: a & b,
+            instances,
             settings,
             follows,
             ops,
@@ -446,8 +458,12 @@ fn check_scroll(model: &Model, s: &Scroll) -> Result<(), String> {
 
 // ----- running a case against the engine -----
 
+/// Two service instances on one PostgreSQL database and one Redis prefix;
+/// each operation goes through one of them (the case says which).
 struct World {
-    engine: Engine,
+    engines: [Engine; 2],
+    /// The instance of the operation at hand.
+    current: usize,
     redis: RedisStore,
     pg: AsyncPgConnection,
     model: Model,
@@ -485,6 +501,15 @@ impl World {
         let engine = Engine::new(store, redis.clone(), settings.feed.clone())
             .await
             .map_err(|e| e.chain())?;
+        let other = Engine::new(
+            PgStore::connect(&settings.database)
+                .await
+                .map_err(|e| e.chain())?,
+            RedisStore::new(&settings.redis).map_err(|e| e.chain())?,
+            settings.feed.clone(),
+        )
+        .await
+        .map_err(|e| e.chain())?;
         let mut ids = Vec::with_capacity(USERS);
         for i in 0..USERS {
             let u = engine
@@ -496,7 +521,8 @@ impl World {
         }
         Ok(World {
             redis,
-            engine,
+            engines: [engine, other],
+            current: 0,
             pg,
             model: Model {
                 ids,
@@ -513,6 +539,10 @@ impl World {
 
     fn id(&self, u: u8) -> i64 {
         self.model.ids[u as usize % USERS]
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.engines[self.current]
     }
 
     async fn apply(&mut self, op: &Op) -> Outcome {
@@ -533,7 +563,7 @@ impl World {
                 for _ in 0..count {
                     let body = PostBody::parse("m").unwrap();
                     let post = self
-                        .engine
+                        .engine()
                         .publish_at(self.model.ids[a], &body, score)
                         .await
                         .map_err(|e| format!("publish: {}", e.chain()))?;
@@ -563,7 +593,7 @@ impl World {
                 }
                 let i = pick as usize % self.model.posts.len();
                 let id = self.model.posts[i].id;
-                let result = self.engine.delete_post(id, None).await;
+                let result = self.engine().delete_post(id, None).await;
                 match (self.model.posts[i].deleted, result) {
                     (false, Ok(())) => {
                         self.model.posts[i].deleted = true;
@@ -623,6 +653,15 @@ impl World {
                     KeyDrop::ActiveFans(u) => {
                         self.redis.delete(&keys.active_fans(self.id(u))).await
                     }
+                    KeyDrop::Following(u) => self.redis.delete(&keys.following(self.id(u))).await,
+                    KeyDrop::Pulled => self.redis.delete(&keys.pulled()).await,
+                    KeyDrop::Post(pick) => match self.model.posts.len() {
+                        0 => Ok(()),
+                        n => {
+                            let id = self.model.posts[pick as usize % n].id;
+                            self.redis.delete(&keys.post(id)).await
+                        }
+                    },
                     KeyDrop::Any(pick) => {
                         let all = self.all_keys().await?;
                         match all.get(pick as usize % all.len().max(1)) {
@@ -634,18 +673,20 @@ impl World {
             }
             Op::Claim { worker, pick } => self.claim(worker, pick).await?,
             Op::Step { worker } => {
+                // Worker w is a worker of instance w.
                 let w = worker as usize % 2;
                 if let Some(mut lease) = self.workers[w].take() {
-                    match self.engine.step(&mut lease, true).await {
+                    match self.engines[w].step(&mut lease, true).await {
                         Ok(Step::More) => self.workers[w] = Some(lease),
                         Ok(Step::Done) => {}
-                        Err(e) => self.engine.fail(lease, &e).await,
+                        Err(e) => self.engines[w].fail(lease, &e).await,
                     }
                 }
             }
             Op::Crash { worker } => {
-                if let Some(mut lease) = self.workers[worker as usize % 2].take() {
-                    let _ = self.engine.step(&mut lease, false).await;
+                let w = worker as usize % 2;
+                if let Some(mut lease) = self.workers[w].take() {
+                    let _ = self.engines[w].step(&mut lease, false).await;
                 }
             }
             Op::ExpireLeases => self.expire_leases().await?,
@@ -655,7 +696,7 @@ impl World {
                 } else {
                     Fault::Refuse
                 };
-                self.redis.faults().arm(u32::from(calls), fault);
+                self.engine().redis().faults().arm(u32::from(calls), fault);
             }
             Op::Drain => self.drain().await?,
             Op::Scroll {
@@ -697,7 +738,7 @@ impl World {
         let w = worker as usize % 2;
         if self.workers[w].is_none() {
             self.workers[w] = self
-                .engine
+                .engine()
                 .claim(i64::from(pick))
                 .await
                 .map_err(|e| format!("claim: {}", e.chain()))?;
@@ -708,7 +749,7 @@ impl World {
     async fn follow(&mut self, who: u8, whom: u8) -> Outcome {
         let (a, b) = (who as usize % USERS, whom as usize % USERS);
         let result = self
-            .engine
+            .engine()
             .follow(self.model.ids[a], self.model.ids[b])
             .await;
         if a == b {
@@ -731,7 +772,7 @@ impl World {
 
     async fn unfollow(&mut self, who: u8, whom: u8) -> Outcome {
         let (a, b) = (who as usize % USERS, whom as usize % USERS);
-        self.engine
+        self.engine()
             .unfollow(self.model.ids[a], self.model.ids[b])
             .await
             .map_err(|e| format!("unfollow: {}", e.chain()))?;
@@ -747,10 +788,14 @@ impl World {
     }
 
     async fn settings(&mut self, patch: SettingsPatch) -> Outcome {
-        self.engine
+        self.engine()
             .update_settings(&patch)
             .await
-            .map(|_| ())
+            .map_err(|e| format!("settings: {}", e.chain()))?;
+        // The other instance reloads them (within a second in a service).
+        self.engines[1 - self.current]
+            .refresh_settings()
+            .await
             .map_err(|e| format!("settings: {}", e.chain()))
     }
 
@@ -772,8 +817,8 @@ impl World {
             .map_err(|e| format!("a next the service gave is refused: {e}"))?,
         };
         let page = match feed {
-            Feed::Home(reader) => self.engine.home_page(self.model.ids[reader], req).await,
-            Feed::Author(author) => self.engine.author_page(self.model.ids[author], req).await,
+            Feed::Home(reader) => self.engine().home_page(self.model.ids[reader], req).await,
+            Feed::Author(author) => self.engine().author_page(self.model.ids[author], req).await,
         };
         let Page { items, next } =
             page.map_err(|e| format!("page of {feed:?} {req:?}: {}", e.chain()))?;
@@ -845,7 +890,7 @@ impl World {
         let mut expired = false;
         for _ in 0..2000 {
             let claimed = self
-                .engine
+                .engine()
                 .claim(0)
                 .await
                 .map_err(|e| format!("claim: {}", e.chain()))?;
@@ -859,11 +904,11 @@ impl World {
             };
             expired = false;
             loop {
-                match self.engine.step(&mut lease, true).await {
+                match self.engine().step(&mut lease, true).await {
                     Ok(Step::More) => {}
                     Ok(Step::Done) => break,
                     Err(e) => {
-                        self.engine.fail(lease, &e).await;
+                        self.engine().fail(lease, &e).await;
                         break;
                     }
                 }
@@ -892,7 +937,9 @@ impl World {
     /// The end of a case: faults off, the workers finish, every job
     /// drains; then every scroll, feed, inbox and outbox is checked.
     async fn finish(&mut self, size: u32) -> Outcome {
-        self.redis.faults().disarm();
+        for e in &self.engines {
+            e.redis().faults().disarm();
+        }
         for slot in 0..2 {
             for _ in 0..1000 {
                 if self.model.scrolls[slot].is_none() {
@@ -904,11 +951,11 @@ impl World {
         for w in 0..2 {
             if let Some(mut lease) = self.workers[w].take() {
                 loop {
-                    match self.engine.step(&mut lease, true).await {
+                    match self.engines[w].step(&mut lease, true).await {
                         Ok(Step::More) => {}
                         Ok(Step::Done) => break,
                         Err(e) => {
-                            self.engine.fail(lease, &e).await;
+                            self.engines[w].fail(lease, &e).await;
                             break;
                         }
                     }
@@ -928,7 +975,7 @@ impl World {
         }
         for u in 0..USERS {
             let user = self
-                .engine
+                .engine()
                 .user(self.model.ids[u])
                 .await
                 .map_err(|e| e.chain())?;
@@ -1043,6 +1090,7 @@ async fn run_case(settings: &Settings, case: &Case) -> Outcome {
         if op.kind() & case.without != 0 {
             continue;
         }
+        world.current = (case.instances >> (i % 64)) as usize & 1;
         world
             .apply(op)
             .await

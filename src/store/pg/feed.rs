@@ -9,6 +9,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Text};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 
+use super::jobs::queue_job;
 use super::models::{DeliveryRow, EntryRow, FeedRow, Post, PulledRow};
 use super::prepared::{Bind, Prepared};
 use super::schema::posts;
@@ -19,7 +20,13 @@ use crate::types::{feed_order, Entry, JobKind, Scope};
 /// Outcome of a delete request, decided under the post's row lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deletion {
-    Deleted { author_id: i64 },
+    /// Deleted now; `job` writes its tombstone if the requester cannot.
+    Deleted {
+        author_id: i64,
+        job: i64,
+    },
+    /// Deleted before.
+    AlreadyDeleted,
     NotFound,
     Forbidden,
 }
@@ -97,22 +104,31 @@ impl PgStore {
         .optional()?)
     }
 
-    /// What delivering a post needs: its score and whether it is pulled.
-    /// Deleted posts are delivered too (they keep their place in feeds).
+    /// What delivering a post needs: the post (deleted ones are delivered
+    /// too: they keep their place in feeds), whether it is pulled, and its
+    /// author's big-V state now.
     pub async fn delivery(&self, id: i64) -> AppResult<Option<DeliveryRow>> {
         let mut conn = self.conn().await?;
-        Ok(
-            diesel::sql_query("SELECT created_at_ms, pulled FROM posts WHERE id = $1")
-                .bind::<BigInt, _>(id)
-                .get_result(&mut conn)
-                .await
-                .optional()?,
+        Ok(diesel::sql_query(
+            "SELECT p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
+                p.deleted_at IS NOT NULL AS deleted, p.pulled, u.big_v, u.big_v_epoch \
+             FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = $1",
         )
+        .bind::<BigInt, _>(id)
+        .get_result(&mut conn)
+        .await
+        .optional()?)
     }
 
-    /// Marks a post deleted. Its entries stay in inboxes and outboxes: reads
-    /// hide it, and the cursor keeps counting it.
-    pub async fn delete_post(&self, id: i64, actor: Option<i64>) -> AppResult<Deletion> {
+    /// Marks a post deleted, with the `retract` job that writes its
+    /// tombstone into the post cache. Its entries stay in inboxes and
+    /// outboxes: reads hide it, and the cursor keeps counting it.
+    pub async fn delete_post(
+        &self,
+        id: i64,
+        actor: Option<i64>,
+        now_ms: i64,
+    ) -> AppResult<Deletion> {
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let row: Option<(i64, bool)> = posts::table
@@ -124,7 +140,8 @@ impl PgStore {
                 .optional()?;
             let author_id = match row {
                 Some((author_id, true)) => author_id,
-                _ => return Ok(Deletion::NotFound),
+                Some((_, false)) => return Ok(Deletion::AlreadyDeleted),
+                None => return Ok(Deletion::NotFound),
             };
             if actor.is_some_and(|a| a != author_id) {
                 return Ok(Deletion::Forbidden);
@@ -133,7 +150,17 @@ impl PgStore {
                 .set(posts::deleted_at.eq(diesel::dsl::now))
                 .execute(conn)
                 .await?;
-            Ok(Deletion::Deleted { author_id })
+            let job = queue_job(
+                conn,
+                JobKind::Retract,
+                author_id,
+                Some(id),
+                None,
+                None,
+                now_ms,
+            )
+            .await?;
+            Ok(Deletion::Deleted { author_id, job })
         })
         .await
     }
@@ -342,56 +369,45 @@ impl PgStore {
             .collect())
     }
 
-    /// Followed authors whose outboxes `reader` must pull: big-Vs, and
-    /// authors with a delivery still pending (to everyone, or to this
-    /// reader after it followed them); and whether each outbox may lack a
-    /// post (a publish could not write it there).
-    pub async fn pulled_followees(&self, reader: i64) -> AppResult<Vec<PulledRow>> {
+    /// Whom `reader` follows and its follow sequence number, read in one
+    /// snapshot (to build the Redis copy).
+    pub async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
         let mut conn = self.conn().await?;
-        Ok(Prepared::<(BigInt, Bool, Bool)>::new(
-            &[
-                "SELECT u.id, u.big_v, EXISTS (SELECT 1 FROM fanout_jobs j \
-                    WHERE j.author_id = u.id AND j.outbox_unsure) \
-                 FROM follows f JOIN users u ON u.id = f.followee_id \
-                 WHERE f.follower_id = ",
-                " AND (u.big_v OR EXISTS ( \
-                    SELECT 1 FROM fanout_jobs j WHERE j.author_id = u.id \
-                    AND (j.kind = ANY(",
-                ") OR (j.kind = ",
-                " AND j.follower_id = ",
-                "))))",
-            ],
-            vec![
-                Bind::BigInt(reader),
-                Bind::Texts(&PULLING_JOB_KINDS[..]),
-                Bind::Text(JobKind::Follow.as_str()),
-                Bind::BigInt(reader),
-            ],
+        let rows: Vec<(i64, Option<i64>)> =
+            Prepared::<(BigInt, diesel::sql_types::Nullable<BigInt>)>::new(
+                &[
+                    "SELECT u.follow_seq, f.followee_id FROM users u \
+                 LEFT JOIN follows f ON f.follower_id = u.id WHERE u.id = ",
+                    "",
+                ],
+                vec![Bind::BigInt(reader)],
+            )
+            .load::<(i64, Option<i64>)>(&mut conn)
+            .await?;
+        let seq = <[_]>::first(&rows).map_or(0, |r| r.0);
+        Ok((seq, rows.into_iter().filter_map(|r| r.1).collect()))
+    }
+
+    /// The authors every follower pulls, read in one snapshot (to build the
+    /// Redis copy): big-Vs with their epoch, authors whose big-V time is
+    /// being settled (a backfill, with its epoch), and the posts whose
+    /// delivery is in flight.
+    pub async fn pulled_state(&self) -> AppResult<Vec<PulledRow>> {
+        let mut conn = self.conn().await?;
+        Ok(diesel::sql_query(
+            "SELECT id AS author, big_v_epoch AS epoch, NULL::bigint AS post FROM users WHERE big_v \
+             UNION ALL \
+             SELECT author_id, epoch, NULL FROM fanout_jobs WHERE kind = 'backfill' \
+             UNION ALL \
+             SELECT author_id, 0, post_id FROM fanout_jobs WHERE kind = 'deliver'",
         )
         .load(&mut conn)
         .await?)
     }
 }
 
-/// Kinds of job that make every follower pull the author's outbox while
-/// they are pending: they deliver posts that inboxes may not hold yet.
-const PULLING_JOB_KINDS: [&str; 2] = ["deliver", "backfill"];
-
 #[derive(QueryableByName)]
 struct Count {
     #[diesel(sql_type = BigInt)]
     n: i64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pulling_kinds_are_job_kinds() {
-        assert_eq!(
-            PULLING_JOB_KINDS,
-            [JobKind::Deliver.as_str(), JobKind::Backfill.as_str()]
-        );
-    }
 }

@@ -50,7 +50,7 @@ impl PgStore {
                      AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
                  ORDER BY j.id {order} OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
              RETURNING id, kind, author_id, post_id, follower_id, checkpoint, attempts, \
-                created_at_ms, lease, outbox_unsure"
+                created_at_ms, lease, epoch"
         ))
         .bind::<BigInt, _>(lease.as_secs() as i64)
         .bind::<BigInt, _>(skip)
@@ -68,7 +68,7 @@ impl PgStore {
                 attempts: r.attempts,
                 created_at_ms: r.created_at_ms,
                 lease: r.lease,
-                outbox_unsure: r.outbox_unsure,
+                epoch: r.epoch,
             }),
             Err(_) => Claimed::Unknown {
                 id: r.id,
@@ -143,26 +143,14 @@ impl PgStore {
         Ok(())
     }
 
-    /// Readers distrust `author`'s outbox until the `deliver` job of `post`
-    /// has written the post there (the publish could not).
-    pub async fn mark_outbox_unsure(&self, post: i64) -> AppResult<()> {
-        self.set_outbox_unsure("post_id", post, true).await
-    }
-
-    /// The `deliver` job `job` has written its post to the outbox.
-    pub async fn clear_outbox_unsure(&self, job: i64) -> AppResult<()> {
-        self.set_outbox_unsure("id", job, false).await
-    }
-
-    async fn set_outbox_unsure(&self, by: &str, id: i64, unsure: bool) -> AppResult<()> {
+    /// Deletes a job its requester has done itself, unless a worker has
+    /// claimed it meanwhile (that worker then does it again: harmless).
+    pub async fn drop_job(&self, id: i64) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        diesel::sql_query(format!(
-            "UPDATE fanout_jobs SET outbox_unsure = $2 WHERE {by} = $1 AND kind = 'deliver'"
-        ))
-        .bind::<BigInt, _>(id)
-        .bind::<Bool, _>(unsure)
-        .execute(&mut conn)
-        .await?;
+        diesel::sql_query("DELETE FROM fanout_jobs WHERE id = $1 AND attempts = 0")
+            .bind::<BigInt, _>(id)
+            .execute(&mut conn)
+            .await?;
         Ok(())
     }
 
@@ -241,19 +229,21 @@ pub(super) async fn queue_job(
     author: i64,
     post: Option<i64>,
     follower: Option<i64>,
+    epoch: Option<i64>,
     now_ms: i64,
-) -> AppResult<()> {
-    diesel::insert_into(fanout_jobs::table)
+) -> AppResult<i64> {
+    Ok(diesel::insert_into(fanout_jobs::table)
         .values(NewJob {
             kind: kind.as_str(),
             author_id: author,
             post_id: post,
             follower_id: follower,
+            epoch,
             created_at_ms: now_ms,
         })
-        .execute(conn)
-        .await?;
-    Ok(())
+        .returning(fanout_jobs::id)
+        .get_result(conn)
+        .await?)
 }
 
 /// Queues the job a follow or unfollow needs on one follower's inbox. A job
@@ -265,8 +255,9 @@ pub(super) async fn queue_pair_job(
     kind: JobKind,
     author: i64,
     follower: i64,
+    seq: i64,
     now_ms: i64,
-) -> AppResult<()> {
+) -> AppResult<i64> {
     diesel::sql_query(
         "DELETE FROM fanout_jobs WHERE author_id = $1 AND follower_id = $2 \
          AND attempts = 0 AND NOT dead AND lease_until = '-infinity'",
@@ -275,7 +266,7 @@ pub(super) async fn queue_pair_job(
     .bind::<BigInt, _>(follower)
     .execute(conn)
     .await?;
-    queue_job(conn, kind, author, None, Some(follower), now_ms).await
+    queue_job(conn, kind, author, None, Some(follower), Some(seq), now_ms).await
 }
 
 #[derive(QueryableByName)]

@@ -78,14 +78,27 @@ impl FeedRow {
     }
 }
 
-/// What a fan-out job needs of its post.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
+/// What a fan-out job needs of its post: the post, whether it is pulled,
+/// and its author's big-V state now.
+#[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
 pub struct DeliveryRow {
     #[diesel(sql_type = BigInt)]
+    pub author_id: i64,
+    #[diesel(sql_type = Text)]
+    pub author_username: String,
+    #[diesel(sql_type = Text)]
+    pub body: String,
+    #[diesel(sql_type = BigInt)]
     pub created_at_ms: i64,
+    #[diesel(sql_type = Bool)]
+    pub deleted: bool,
     /// Published while its author was big-V: pulled from the outbox.
     #[diesel(sql_type = Bool)]
     pub pulled: bool,
+    #[diesel(sql_type = Bool)]
+    pub big_v: bool,
+    #[diesel(sql_type = BigInt)]
+    pub big_v_epoch: i64,
 }
 
 /// The admin-tunable settings.
@@ -118,6 +131,7 @@ pub struct NewJob {
     pub author_id: i64,
     pub post_id: Option<i64>,
     pub follower_id: Option<i64>,
+    pub epoch: Option<i64>,
     pub created_at_ms: i64,
 }
 
@@ -143,15 +157,18 @@ pub struct JobRow {
     pub created_at_ms: i64,
     #[diesel(sql_type = BigInt)]
     pub lease: i64,
-    #[diesel(sql_type = Bool)]
-    pub outbox_unsure: bool,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub epoch: Option<i64>,
 }
 
-/// A followed author whose outbox a reader pulls.
-#[derive(Debug, Clone, Copy, Queryable)]
+/// A row of the pulled authors' state: a big-V (epoch), a backfill
+/// (epoch), or a delivery in flight (post).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
 pub struct PulledRow {
-    pub id: i64,
-    pub big_v: bool,
-    /// A post of its is not known to be in its outbox yet.
-    pub outbox_unsure: bool,
+    #[diesel(sql_type = BigInt)]
+    pub author: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub epoch: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub post: Option<i64>,
 }

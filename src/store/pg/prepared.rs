@@ -19,7 +19,6 @@ pub enum Bind<'a> {
     BigInt(i64),
     BigInts(&'a [i64]),
     Text(&'a str),
-    Texts(&'a [&'a str]),
 }
 
 /// `parts` is the SQL text split where the binds go (one more part than
@@ -59,7 +58,6 @@ impl<ST> QueryFragment<Pg> for Prepared<'_, ST> {
                 Some(Bind::BigInt(v)) => out.push_bind_param::<BigInt, _>(v)?,
                 Some(Bind::BigInts(v)) => out.push_bind_param::<Array<BigInt>, _>(*v)?,
                 Some(Bind::Text(v)) => out.push_bind_param::<Text, _>(*v)?,
-                Some(Bind::Texts(v)) => out.push_bind_param::<Array<Text>, _>(*v)?,
                 None => {}
             }
         }

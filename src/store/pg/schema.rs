@@ -14,7 +14,7 @@ diesel::table! {
         dead -> Bool,
         created_at_ms -> Int8,
         lease -> Int8,
-        outbox_unsure -> Bool,
+        epoch -> Nullable<Int8>,
     }
 }
 
@@ -57,6 +57,8 @@ diesel::table! {
         following_count -> Int8,
         big_v -> Bool,
         created_at -> Timestamptz,
+        follow_seq -> Int8,
+        big_v_epoch -> Int8,
     }
 }
 

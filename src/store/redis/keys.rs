@@ -34,6 +34,23 @@ impl Keys {
         format!("{}active_fans:{{{author}}}", self.prefix)
     }
 
+    /// Whom a reader follows (HASH followee → change seq; see scripts.rs).
+    pub fn following(&self, reader: i64) -> String {
+        format!("{}following:{{{reader}}}", self.prefix)
+    }
+
+    /// The authors every follower pulls right now (one HASH for all: big-Vs
+    /// and authors with deliveries in flight; see scripts.rs).
+    pub fn pulled(&self) -> String {
+        format!("{}pulled", self.prefix)
+    }
+
+    /// A post as readers see it (HASH: author, username, body, time, and a
+    /// tombstone once deleted).
+    pub fn post(&self, id: i64) -> String {
+        format!("{}post:{{{id}}}", self.prefix)
+    }
+
     /// Marker that rate-limits recording a reader as an active fan.
     pub fn active_mark(&self, reader: i64) -> String {
         format!("{}active_mark:{{{reader}}}", self.prefix)
@@ -56,6 +73,9 @@ mod tests {
         assert_eq!(k.outbox(7), "t1:outbox:{7}");
         assert_eq!(k.active_fans(7), "t1:active_fans:{7}");
         assert_eq!(k.active_mark(42), "t1:active_mark:{42}");
+        assert_eq!(k.following(42), "t1:following:{42}");
+        assert_eq!(k.pulled(), "t1:pulled");
+        assert_eq!(k.post(9), "t1:post:{9}");
         assert_eq!(k.pattern(), "t1:*");
     }
 }

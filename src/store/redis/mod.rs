@@ -4,8 +4,10 @@
 pub mod faults;
 pub mod keys;
 pub mod scripts;
+pub mod state;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +44,8 @@ pub struct RedisStore {
     keys: Keys,
     timeout: Duration,
     faults: Arc<Faults>,
+    /// Round trips made (tests count a page's with it).
+    round_trips: Arc<AtomicU64>,
 }
 
 impl RedisStore {
@@ -62,11 +66,17 @@ impl RedisStore {
             keys: Keys::new(settings.key_prefix.clone()),
             timeout,
             faults: Arc::new(Faults::default()),
+            round_trips: Arc::new(AtomicU64::new(0)),
         })
     }
 
     pub fn keys(&self) -> &Keys {
         &self.keys
+    }
+
+    /// Round trips made so far by this store.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
     }
 
     /// Faults to inject into the next Redis calls (tests).
@@ -81,6 +91,7 @@ impl RedisStore {
         F: FnOnce(deadpool_redis::Connection) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
         let fault = self.faults.take();
         if fault == Some(Fault::Refuse) {
             crate::metrics::REDIS_ERRORS.inc();

@@ -42,6 +42,35 @@
 //!
 //! A build's read is bounded by PostgreSQL's statement timeout (seconds),
 //! well inside the build TTL, so a FILL never lands in a later build.
+//!
+//! # The contract of the reader state and the post cache
+//!
+//! 7. **Whom a reader follows** (`following:{r}`, a HASH): the field `""`
+//!    holds the follow sequence number the copy was built at (`b` while
+//!    building); each followee's field holds `F<seq>` (followed by change
+//!    `seq`) or `U<seq>` (unfollowed by it). A change ([`SET_FOLLOW`]) is
+//!    applied only if its `seq` is newer than the build and than the field,
+//!    so changes applied in any order leave the state of the newest; a change
+//!    reaching a copy being built abandons the build. An author is followed
+//!    iff its field starts with `F`. A missing key is unknown: rebuild it.
+//!    A follow also pushes the author's newest posts into the inbox (as a
+//!    push, clause 3); an unfollow that applies removes its posts.
+//! 8. **The pulled authors** (`pulled`, one HASH): `""` is `c` once built
+//!    (`b` while building); each author's field is `<epoch>;<ids>`: the
+//!    epoch of its current big-V time (0 if none) and the posts whose
+//!    delivery is in flight. Every follower pulls the outbox of an author
+//!    with a field. A post is added (with its outbox entry, atomically, by
+//!    [`PUBLISH`]) before its publish returns and removed once its
+//!    delivery is done; a demotion clears only the epoch it ended. Changes
+//!    during a build land in it, and the fill merges (epochs by max, ids by
+//!    union). A missing key is unknown: rebuild it.
+//! 9. **Posts** (`post:{id}`, a HASH with a TTL): `a` author, `u` username,
+//!    `b` body, `t` time, and `d` = 1 once deleted. A tombstone is written
+//!    whether or not the rest is there; a fill from PostgreSQL adds only
+//!    the fields missing. A post without `a` is unknown: read PostgreSQL.
+//! 10. **The warm read** ([`READ`]) reads, in one call, the reader's state,
+//!     the inbox, the outbox of every pulled author it follows, and for
+//!     every entry read its author, tombstone and whether it is followed.
 
 use std::sync::LazyLock;
 
@@ -63,7 +92,7 @@ local function trim(key, cap)
     redis.call('ZADD', key, top[2], '')
   end
 end
-local function push(key, cap, cut, first)
+local function push(key, cap, cut, pairs_)
   local raw = redis.call('ZSCORE', key, '')
   if not raw then return 0 end
   local floor = floor_of(raw)
@@ -79,13 +108,18 @@ local function push(key, cap, cut, first)
     end
   end
   local added = 0
-  for i = first, #ARGV, 2 do
-    if floor == nil or tonumber(ARGV[i]) >= floor then
-      added = added + redis.call('ZADD', key, ARGV[i], ARGV[i + 1])
+  for i = 1, #pairs_, 2 do
+    if floor == nil or tonumber(pairs_[i]) >= floor then
+      added = added + redis.call('ZADD', key, pairs_[i], pairs_[i + 1])
     end
   end
   if floor ~= nil then trim(key, cap) end
   return added
+end
+local function tail(from)
+  local t = {}
+  for i = from, #ARGV do t[#t + 1] = ARGV[i] end
+  return t
 end
 "#;
 
@@ -97,9 +131,10 @@ pub static PUSH: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r#"{PRELUDE}
 local cap = tonumber(ARGV[1])
+local entries = tail(3)
 local added = 0
 for k = 1, #KEYS do
-  added = added + push(KEYS[k], cap, ARGV[2], 3)
+  added = added + push(KEYS[k], cap, ARGV[2], entries)
 end
 return added
 "#
@@ -139,4 +174,248 @@ trim(KEYS[1], tonumber(ARGV[1]))
 return 1
 "#
     ))
+});
+
+/// Shared Lua of the reader state (clauses 7 and 8).
+const STATE: &str = r#"
+local function seq_of(v)
+  return tonumber(string.sub(v, 2))
+end
+local function parse_pulled(v)
+  local sep = string.find(v, ';', 1, true)
+  local epoch = tonumber(string.sub(v, 1, sep - 1))
+  local ids = {}
+  for id in string.gmatch(string.sub(v, sep + 1), '[^,]+') do ids[id] = true end
+  return epoch, ids
+end
+local function store_pulled(key, a, epoch, ids)
+  local list = {}
+  for id in pairs(ids) do list[#list + 1] = id end
+  if epoch == 0 and #list == 0 then
+    redis.call('HDEL', key, a)
+  else
+    table.sort(list)
+    redis.call('HSET', key, a, epoch .. ';' .. table.concat(list, ','))
+  end
+end
+local function pulled_change(key, op, a, x)
+  if not redis.call('HGET', key, '') then return 0 end
+  local cur = redis.call('HGET', key, a)
+  local epoch, ids = 0, {}
+  if cur then epoch, ids = parse_pulled(cur) end
+  if op == 'add' then ids[x] = true
+  elseif op == 'done' then ids[x] = nil
+  elseif op == 'promote' then epoch = math.max(epoch, tonumber(x))
+  elseif op == 'demoted' then
+    if epoch == tonumber(x) then epoch = 0 end
+  end
+  store_pulled(key, a, epoch, ids)
+  return 1
+end
+"#;
+
+/// BEGIN_STATE: KEYS[1] a state HASH; ARGV[1] TTL. Creates a missing key in
+/// the building state (clauses 7 and 8); returns 1 if this caller builds it.
+pub static BEGIN_STATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], '', 'b')
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+return 1
+"#,
+    )
+});
+
+/// FILL_FOLLOWING: KEYS[1] `following:{r}`; ARGV[1] the reader's follow
+/// seq; ARGV[2..] followee ids. Completes a build (clause 7); 0 if the key
+/// is no longer building.
+pub static FILL_FOLLOWING: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('HGET', KEYS[1], '') ~= 'b' then return 0 end
+for i = 2, #ARGV do redis.call('HSET', KEYS[1], ARGV[i], 'F' .. ARGV[1]) end
+redis.call('HSET', KEYS[1], '', ARGV[1])
+redis.call('PERSIST', KEYS[1])
+return 1
+"#,
+    )
+});
+
+/// SET_FOLLOW: KEYS[1] `following:{r}`, KEYS[2] the reader's inbox; ARGV[1]
+/// author, ARGV[2] seq, ARGV[3] `F` (follow) or `U` (unfollow), ARGV[4]
+/// inbox cap, ARGV[5] cut (`""` or a score), ARGV[6..] the author's
+/// newest entries (score, member pairs). Clause 7: a follow pushes the
+/// entries (clause 3); an unfollow that applies removes them. Returns 1 if
+/// the change applied to the reader's copy.
+pub static SET_FOLLOW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r#"{PRELUDE}{STATE}
+local state = redis.call('HGET', KEYS[1], '')
+local applied = 0
+if state == 'b' then
+  redis.call('DEL', KEYS[1])
+elseif state then
+  local seq = tonumber(ARGV[2])
+  local cur = redis.call('HGET', KEYS[1], ARGV[1])
+  if seq > tonumber(state) and (not cur or seq_of(cur) < seq) then
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. seq)
+    applied = 1
+  end
+end
+local entries = tail(6)
+if ARGV[3] == 'F' then
+  push(KEYS[2], tonumber(ARGV[4]), ARGV[5], entries)
+elseif applied == 1 then
+  for i = 2, #entries, 2 do redis.call('ZREM', KEYS[2], entries[i]) end
+end
+return applied
+"#
+    ))
+});
+
+/// PULLED: KEYS[1] `pulled`; ARGV[1] `add` / `done` (ARGV[3] a post id),
+/// `promote` / `demoted` (ARGV[3] an epoch); ARGV[2] the author. Clause 8.
+pub static PULLED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r#"{STATE}
+return pulled_change(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+"#
+    ))
+});
+
+/// FILL_PULLED: KEYS[1] `pulled`; ARGV triples (author, epoch, ids joined
+/// by commas). Completes a build, merging what landed meanwhile (clause 8).
+pub static FILL_PULLED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r#"{STATE}
+if redis.call('HGET', KEYS[1], '') ~= 'b' then return 0 end
+for i = 1, #ARGV, 3 do
+  local cur = redis.call('HGET', KEYS[1], ARGV[i])
+  local epoch, ids = 0, {{}}
+  if cur then epoch, ids = parse_pulled(cur) end
+  epoch = math.max(epoch, tonumber(ARGV[i + 1]))
+  for id in string.gmatch(ARGV[i + 2], '[^,]+') do ids[id] = true end
+  store_pulled(KEYS[1], ARGV[i], epoch, ids)
+end
+redis.call('HSET', KEYS[1], '', 'c')
+redis.call('PERSIST', KEYS[1])
+return 1
+"#
+    ))
+});
+
+/// PUBLISH: KEYS[1] the author's outbox, KEYS[2] `post:{id}`, KEYS[3]
+/// `pulled`; ARGV[1] outbox cap, ARGV[2] post id, ARGV[3] score, ARGV[4]
+/// author, ARGV[5] username, ARGV[6] body, ARGV[7] post TTL. The post into
+/// its outbox (clause 3), its cache entry (clause 9) and its delivery in
+/// flight (clause 8), at once.
+pub static PUBLISH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r#"{PRELUDE}{STATE}
+push(KEYS[1], tonumber(ARGV[1]), '', {{ARGV[3], ARGV[2]}})
+redis.call('HSET', KEYS[2], 'a', ARGV[4], 'u', ARGV[5], 'b', ARGV[6], 't', ARGV[3])
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[7]))
+pulled_change(KEYS[3], 'add', ARGV[4], ARGV[2])
+return 1
+"#
+    ))
+});
+
+/// FILL_POST: KEYS[1] `post:{id}`; ARGV[1] TTL, ARGV[2] author, ARGV[3]
+/// username, ARGV[4] body, ARGV[5] time, ARGV[6] `1` if deleted. Adds
+/// only the fields missing (clause 9).
+pub static FILL_POST: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+redis.call('HSETNX', KEYS[1], 'a', ARGV[2])
+redis.call('HSETNX', KEYS[1], 'u', ARGV[3])
+redis.call('HSETNX', KEYS[1], 'b', ARGV[4])
+redis.call('HSETNX', KEYS[1], 't', ARGV[5])
+if ARGV[6] == '1' then redis.call('HSET', KEYS[1], 'd', '1') end
+if redis.call('TTL', KEYS[1]) == -1 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
+return 1
+"#,
+    )
+});
+
+/// TOMBSTONE: KEYS[1] `post:{id}`; ARGV[1] TTL. Marks a post deleted,
+/// whether or not the rest of it is cached (clause 9).
+pub static TOMBSTONE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+redis.call('HSET', KEYS[1], 'd', '1')
+if redis.call('TTL', KEYS[1]) == -1 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
+return 1
+"#,
+    )
+});
+
+/// READ: KEYS[1] `following:{r}`, KEYS[2] the first source (the inbox, or
+/// for an author's page its outbox), KEYS[3] `pulled`; ARGV[1] key prefix,
+/// ARGV[2] max (`+inf` or a score), ARGV[3] entries to read per source,
+/// ARGV[4] `home` or `author`. Clause 10. Returns `{status}` when the
+/// reader state is missing or being built (`missing:following`,
+/// `building:pulled`, ...), else `{'ok', sources, meta}`: each source is
+/// `{author or '', floor or '', entries}` (entries as member, score
+/// pairs, fetch + 1 at most, the sentinel included when reached), and meta
+/// is a flat list of id, author (`''` if the post is not cached), `1` if
+/// deleted (else `''`), 1 if its author is followed (else 0).
+pub static READ: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local prefix, max, fetch, home = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == 'home'
+local function range(key)
+  local floor = redis.call('ZSCORE', key, '')
+  if not floor then return {'', {}} end
+  return {floor, redis.call('ZREVRANGEBYSCORE', key, max, '-inf', 'WITHSCORES', 'LIMIT', 0, fetch + 1)}
+end
+local function followed(a)
+  local v = redis.call('HGET', KEYS[1], a)
+  return v and string.sub(v, 1, 1) == 'F'
+end
+if home then
+  local f = redis.call('HGET', KEYS[1], '')
+  if not f then return {'missing:following'} end
+  if f == 'b' then return {'building:following'} end
+  local p = redis.call('HGET', KEYS[3], '')
+  if not p then return {'missing:pulled'} end
+  if p == 'b' then return {'building:pulled'} end
+end
+local first = range(KEYS[2])
+local sources = {{'', first[1], first[2]}}
+if home then
+  for _, a in ipairs(redis.call('HKEYS', KEYS[3])) do
+    if a ~= '' and followed(a) then
+      local r = range(prefix .. 'outbox:{' .. a .. '}')
+      sources[#sources + 1] = {a, r[1], r[2]}
+    end
+  end
+end
+local meta, seen, authors = {}, {}, {}
+for _, s in ipairs(sources) do
+  local list = s[3]
+  for i = 1, #list, 2 do
+    local id = list[i]
+    if id ~= '' and not seen[id] then
+      seen[id] = true
+      local m = redis.call('HMGET', prefix .. 'post:{' .. id .. '}', 'a', 'd')
+      local a = m[1] or ''
+      local f = 1
+      if home and a ~= '' then
+        if authors[a] == nil then
+          if followed(a) then authors[a] = 1 else authors[a] = 0 end
+        end
+        f = authors[a]
+      end
+      meta[#meta + 1] = id
+      meta[#meta + 1] = a
+      meta[#meta + 1] = m[2] or ''
+      meta[#meta + 1] = f
+    end
+  end
+end
+return {'ok', sources, meta}
+"#,
+    )
 });

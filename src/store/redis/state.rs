@@ -1,0 +1,402 @@
+//! The reader state and the post cache (scripts.rs, clauses 7 to 10): whom
+//! each reader follows, the authors every follower pulls, cached posts, and
+//! the warm read that uses them all in one round trip.
+
+use std::collections::HashMap;
+
+use redis::Value;
+
+use super::{parse_score, scripts, RedisStore, BUILD_TTL_SECS};
+use crate::error::{AppError, AppResult, Message};
+use crate::types::{CachedPost, Entry, EntryMeta, Range, SourceRead, StateKey, WarmRead};
+
+/// A change to the pulled authors (clause 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PulledChange {
+    /// A post's delivery is in flight.
+    Add(i64),
+    /// A post's delivery is done.
+    Done(i64),
+    /// The author is big-V, in this epoch.
+    Promote(i64),
+    /// The big-V time of this epoch is settled (its backfill done).
+    Demoted(i64),
+}
+
+/// One author of a pulled-authors fill: its big-V epoch (0 if none) and the
+/// posts whose delivery is in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PulledAuthor {
+    pub author: i64,
+    pub epoch: i64,
+    pub in_flight: Vec<i64>,
+}
+
+fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppError + '_ {
+    move |e| AppError::internal(format!("reading {what}"), e)
+}
+
+impl RedisStore {
+    /// The warm read of a page (clause 10). `first` is the inbox (home) or
+    /// the author's outbox; `home` says which.
+    pub async fn warm_read(
+        &self,
+        reader: Option<i64>,
+        first: &str,
+        max: Option<i64>,
+        fetch: usize,
+    ) -> AppResult<WarmRead> {
+        let following = match reader {
+            Some(r) => self.keys.following(r),
+            None => format!("{}unused", self.keys.prefix()),
+        };
+        let pulled = self.keys.pulled();
+        let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+        let prefix = self.keys.prefix().to_string();
+        let mode = if reader.is_some() { "home" } else { "author" };
+        let reply: Value = self
+            .with_conn(|mut c| async move {
+                scripts::READ
+                    .key(&following)
+                    .key(first)
+                    .key(&pulled)
+                    .arg(&prefix)
+                    .arg(&max)
+                    .arg(fetch)
+                    .arg(mode)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        parse_read(reply, first, fetch)
+    }
+
+    /// Starts building a state HASH (clauses 7 and 8); true if this caller
+    /// must fill it.
+    pub async fn begin_state(&self, key: &str) -> AppResult<bool> {
+        let started: i64 = self
+            .with_conn(|mut c| async move {
+                scripts::BEGIN_STATE
+                    .key(key)
+                    .arg(BUILD_TTL_SECS)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(started == 1)
+    }
+
+    /// Completes the build of whom `reader` follows, as of `seq`.
+    pub async fn fill_following(
+        &self,
+        reader: i64,
+        seq: i64,
+        followees: &[i64],
+    ) -> AppResult<bool> {
+        let key = self.keys.following(reader);
+        let filled: i64 = self
+            .with_conn(|mut c| async move {
+                let mut inv = scripts::FILL_FOLLOWING.key(&key);
+                inv.arg(seq);
+                for f in followees {
+                    inv.arg(f);
+                }
+                inv.invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(filled == 1)
+    }
+
+    /// A follow (`follow`) or unfollow of `author` by `reader`, change
+    /// `seq`, with the author's newest `entries` for the inbox (`cut`: they
+    /// are the newest of more). True if the reader's copy took the change.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn set_follow(
+        &self,
+        reader: i64,
+        author: i64,
+        seq: i64,
+        follow: bool,
+        cap: i64,
+        cut: Option<i64>,
+        entries: &[Entry],
+    ) -> AppResult<bool> {
+        let following = self.keys.following(reader);
+        let inbox = self.keys.inbox(reader);
+        let applied: i64 = self
+            .with_conn(|mut c| async move {
+                let mut inv = scripts::SET_FOLLOW.key(&following);
+                inv.key(&inbox)
+                    .arg(author)
+                    .arg(seq)
+                    .arg(if follow { "F" } else { "U" })
+                    .arg(cap)
+                    .arg(cut.map_or_else(String::new, |c| c.to_string()));
+                for e in entries {
+                    inv.arg(e.score).arg(e.id);
+                }
+                inv.invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(applied == 1)
+    }
+
+    /// Changes the pulled authors (clause 8).
+    pub async fn pulled_change(&self, author: i64, change: PulledChange) -> AppResult<()> {
+        let key = self.keys.pulled();
+        let (op, x) = match change {
+            PulledChange::Add(id) => ("add", id),
+            PulledChange::Done(id) => ("done", id),
+            PulledChange::Promote(e) => ("promote", e),
+            PulledChange::Demoted(e) => ("demoted", e),
+        };
+        self.with_conn(|mut c| async move {
+            let _: i64 = scripts::PULLED
+                .key(&key)
+                .arg(op)
+                .arg(author)
+                .arg(x)
+                .invoke_async(&mut c)
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Completes the build of the pulled authors.
+    pub async fn fill_pulled(&self, authors: &[PulledAuthor]) -> AppResult<bool> {
+        let key = self.keys.pulled();
+        let filled: i64 = self
+            .with_conn(|mut c| async move {
+                let mut inv = scripts::FILL_PULLED.key(&key);
+                for a in authors {
+                    let ids: Vec<String> = a.in_flight.iter().map(i64::to_string).collect();
+                    inv.arg(a.author).arg(a.epoch).arg(ids.join(","));
+                }
+                inv.invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(filled == 1)
+    }
+
+    /// A new post: into its author's outbox, the post cache and the
+    /// deliveries in flight, at once (clauses 3, 8, 9).
+    pub async fn publish(
+        &self,
+        post: &CachedPost,
+        id: i64,
+        outbox_cap: i64,
+        ttl_secs: u64,
+    ) -> AppResult<()> {
+        let outbox = self.keys.outbox(post.author_id);
+        let cached = self.keys.post(id);
+        let pulled = self.keys.pulled();
+        self.with_conn(|mut c| async move {
+            let _: i64 = scripts::PUBLISH
+                .key(&outbox)
+                .key(&cached)
+                .key(&pulled)
+                .arg(outbox_cap)
+                .arg(id)
+                .arg(post.created_at_ms)
+                .arg(post.author_id)
+                .arg(&post.author_username)
+                .arg(&post.body)
+                .arg(ttl_secs)
+                .invoke_async(&mut c)
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Caches posts read from PostgreSQL (only the fields missing).
+    pub async fn fill_posts(&self, posts: &[(i64, CachedPost)], ttl_secs: u64) -> AppResult<()> {
+        if posts.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<String> = posts.iter().map(|(id, _)| self.keys.post(*id)).collect();
+        self.with_conn(|mut c| async move {
+            let mut pipe = redis::pipe();
+            pipe.load_script(&scripts::FILL_POST).ignore();
+            for (key, (_, p)) in keys.iter().zip(posts) {
+                let mut inv = scripts::FILL_POST.key(key);
+                inv.arg(ttl_secs)
+                    .arg(p.author_id)
+                    .arg(&p.author_username)
+                    .arg(&p.body)
+                    .arg(p.created_at_ms)
+                    .arg(if p.deleted { "1" } else { "0" });
+                pipe.invoke_script(&inv).ignore();
+            }
+            let _: () = pipe.query_async(&mut c).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Marks a post deleted in the cache (clause 9).
+    pub async fn tombstone(&self, id: i64, ttl_secs: u64) -> AppResult<()> {
+        let key = self.keys.post(id);
+        self.with_conn(|mut c| async move {
+            let _: i64 = scripts::TOMBSTONE
+                .key(&key)
+                .arg(ttl_secs)
+                .invoke_async(&mut c)
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Cached posts, by id (absent: not cached whole).
+    pub async fn posts(&self, ids: &[i64]) -> AppResult<HashMap<i64, CachedPost>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
+        let rows: Vec<Vec<Option<String>>> = self
+            .with_conn(|mut c| async move {
+                let mut pipe = redis::pipe();
+                for key in &keys {
+                    pipe.cmd("HMGET")
+                        .arg(key)
+                        .arg("a")
+                        .arg("u")
+                        .arg("b")
+                        .arg("t")
+                        .arg("d");
+                }
+                pipe.query_async(&mut c).await
+            })
+            .await?;
+        let mut out = HashMap::with_capacity(ids.len());
+        for (id, row) in ids.iter().zip(rows) {
+            if let [Some(a), Some(u), Some(b), Some(t), d] = row.as_slice() {
+                let (Ok(author_id), Ok(created_at_ms)) = (a.parse(), t.parse()) else {
+                    continue;
+                };
+                out.insert(
+                    *id,
+                    CachedPost {
+                        author_id,
+                        author_username: u.clone(),
+                        body: b.clone(),
+                        created_at_ms,
+                        deleted: d.as_deref() == Some("1"),
+                    },
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn items(v: Value, what: &str) -> AppResult<Vec<Value>> {
+    match v {
+        Value::Array(items) => Ok(items),
+        other => Err(bad::<Message>(what)(Message(format!("{other:?}")))),
+    }
+}
+
+/// Parses a READ reply (clause 10).
+fn parse_read(reply: Value, first: &str, fetch: usize) -> AppResult<WarmRead> {
+    let mut parts = items(reply, "a warm read")?.into_iter();
+    let status = parts.next().and_then(|v| text(&v)).unwrap_or_default();
+    let state = |what: &str| match what {
+        "following" => Ok(StateKey::Following),
+        "pulled" => Ok(StateKey::Pulled),
+        other => Err(bad::<Message>("a warm read")(Message(other.to_string()))),
+    };
+    if let Some(what) = status.strip_prefix("missing:") {
+        return Ok(WarmRead::Missing(state(what)?));
+    }
+    if let Some(what) = status.strip_prefix("building:") {
+        return Ok(WarmRead::Building(state(what)?));
+    }
+    let (Some(sources), Some(meta)) = (parts.next(), parts.next()) else {
+        return Err(bad::<Message>("a warm read")(Message(status)));
+    };
+    let mut out = Vec::new();
+    for source in items(sources, "a warm read's sources")? {
+        let mut fields = items(source, "a warm read's source")?.into_iter();
+        let (Some(author), Some(floor), Some(list)) = (fields.next(), fields.next(), fields.next())
+        else {
+            return Err(bad::<Message>("a warm read's source")(Message(
+                "short".into(),
+            )));
+        };
+        let author = text(&author)
+            .filter(|a| !a.is_empty())
+            .map(|a| a.parse::<i64>())
+            .transpose()
+            .map_err(bad("an author"))?;
+        let list: Vec<String> = items(list, "a range")?.iter().filter_map(text).collect();
+        let range = script_range(first, &text(&floor).unwrap_or_default(), &list, fetch)?;
+        out.push((author, range));
+    }
+    let meta_list = items(meta, "a warm read's posts")?;
+    let mut meta = HashMap::with_capacity(meta_list.len() / 4);
+    for chunk in meta_list.chunks(4) {
+        let [id, author, deleted, followed] = chunk else {
+            break;
+        };
+        let id: i64 = text(id)
+            .unwrap_or_default()
+            .parse()
+            .map_err(bad("a post id"))?;
+        let author = text(author)
+            .filter(|a| !a.is_empty())
+            .map(|a| a.parse::<i64>())
+            .transpose()
+            .map_err(bad("a post's author"))?;
+        meta.insert(
+            id,
+            EntryMeta {
+                author,
+                deleted: text(deleted).as_deref() == Some("1"),
+                followed: text(followed).as_deref() == Some("1"),
+            },
+        );
+    }
+    Ok(WarmRead::Read { sources: out, meta })
+}
+
+/// A source's floor and range as the READ script returns them.
+fn script_range(key: &str, floor: &str, flat: &[String], fetch: usize) -> AppResult<Range> {
+    let floor = match floor {
+        "" => return Ok(Range::Missing),
+        "inf" | "+inf" => return Ok(Range::Building),
+        "-inf" => None,
+        text => Some(parse_score(text)?),
+    };
+    let mut reached_sentinel = false;
+    let mut entries = Vec::with_capacity(flat.len() / 2);
+    let mut n = 0;
+    for pair in flat.chunks(2) {
+        let [member, score] = pair else { break };
+        n += 1;
+        if member.is_empty() {
+            reached_sentinel = true;
+            continue;
+        }
+        let id = member
+            .parse::<i64>()
+            .map_err(|e| AppError::internal(format!("bad member {member:?} in {key}"), e))?;
+        entries.push(Entry::new(parse_score(score)?, id));
+    }
+    Ok(Range::Read(SourceRead {
+        truncated: !reached_sentinel && n > fetch,
+        entries,
+        floor,
+    }))
+}
