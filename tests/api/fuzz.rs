@@ -30,7 +30,10 @@ fn schemathesis() -> PathBuf {
 }
 
 fn fuzz(port: u16, token: &str, label: &str) {
+    // schemathesis keeps a cache in its working directory: keep it in target/.
+    let workdir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
     let output = Command::new(schemathesis())
+        .current_dir(workdir)
         .arg("run")
         .arg(format!("http://127.0.0.1:{port}/openapi.json"))
         .args([

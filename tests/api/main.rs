@@ -13,6 +13,7 @@ mod limits;
 mod load;
 mod model;
 mod openapi;
+mod pg_outage;
 mod posts;
 pub mod process;
 mod redis_outage;

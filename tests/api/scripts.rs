@@ -302,3 +302,210 @@ async fn clause_5_a_build_is_begun_once_filled_once_and_expires_if_abandoned() {
     assert_eq!(z.floor(&key).await, Some(5.0));
     assert!(!z.ids(&key).await.contains(&5));
 }
+
+impl Zsets {
+    async fn hash(&mut self, key: &str) -> std::collections::BTreeMap<String, String> {
+        redis::cmd("HGETALL")
+            .arg(key)
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
+    let mut z = Zsets::new().await;
+    let (reader, inbox) = (7, z.key(7));
+    let following = z.store.keys().following(reader);
+    z.built(&inbox, 10, None, &[]).await;
+    // Missing: a change does nothing to the copy (it is rebuilt later)...
+    assert!(!z
+        .store
+        .set_follow(reader, 1, 5, true, 10, None, &entries(&[(3, 30)]))
+        .await
+        .unwrap());
+    assert!(z.hash(&following).await.is_empty());
+    // ...but the inbox gets the posts.
+    assert_eq!(z.ids(&inbox).await, vec![30]);
+    // Built at sequence 4, following 1 and 2.
+    assert!(z.store.begin_state(&following).await.unwrap());
+    assert!(z.store.fill_following(reader, 4, &[1, 2]).await.unwrap());
+    assert_eq!(z.hash(&following).await["1"], "F4");
+    // A change no newer than the build, or than the field, is ignored;
+    // newer ones apply, in whatever order they come.
+    let set = |author, seq, follow| {
+        z.store
+            .set_follow(reader, author, seq, follow, 10, None, &[])
+    };
+    assert!(!set(1, 4, false).await.unwrap());
+    assert!(set(1, 9, false).await.unwrap());
+    assert!(!set(1, 7, true).await.unwrap(), "older than the unfollow");
+    assert!(set(3, 8, true).await.unwrap());
+    let h = z.hash(&following).await;
+    assert_eq!(
+        (h["1"].as_str(), h["2"].as_str(), h["3"].as_str()),
+        ("U9", "F4", "F8")
+    );
+    // An unfollow that applies takes the author's posts out of the inbox;
+    // one that does not, leaves them.
+    z.store
+        .set_follow(reader, 3, 10, false, 10, None, &entries(&[(3, 30)]))
+        .await
+        .unwrap();
+    assert!(z.ids(&inbox).await.is_empty());
+    z.push(&inbox, &entries(&[(3, 30)]), 10, None).await;
+    assert!(!z
+        .store
+        .set_follow(reader, 3, 6, false, 10, None, &entries(&[(3, 30)]))
+        .await
+        .unwrap());
+    assert_eq!(z.ids(&inbox).await, vec![30]);
+    // A change during a build abandons it; the fill then finds nothing.
+    z.store.delete(&following).await.unwrap();
+    assert!(z.store.begin_state(&following).await.unwrap());
+    z.store
+        .set_follow(reader, 1, 11, true, 10, None, &[])
+        .await
+        .unwrap();
+    assert!(!z.store.fill_following(reader, 10, &[2]).await.unwrap());
+    assert!(z.hash(&following).await.is_empty());
+}
+
+#[tokio::test]
+async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
+    use feed_service::store::redis::state::{PulledAuthor, PulledChange};
+    let mut z = Zsets::new().await;
+    let pulled = z.store.keys().pulled();
+    // Missing: changes do nothing (the copy is rebuilt later).
+    z.store
+        .pulled_change(5, PulledChange::Add(50))
+        .await
+        .unwrap();
+    assert!(z.hash(&pulled).await.is_empty());
+    // During a build changes land, and the fill merges.
+    assert!(z.store.begin_state(&pulled).await.unwrap());
+    z.store
+        .pulled_change(5, PulledChange::Add(51))
+        .await
+        .unwrap();
+    z.store
+        .pulled_change(6, PulledChange::Promote(3))
+        .await
+        .unwrap();
+    let fill = [
+        PulledAuthor {
+            author: 5,
+            epoch: 0,
+            in_flight: vec![50],
+        },
+        PulledAuthor {
+            author: 6,
+            epoch: 2,
+            in_flight: vec![],
+        },
+    ];
+    assert!(z.store.fill_pulled(&fill).await.unwrap());
+    let h = z.hash(&pulled).await;
+    assert_eq!(
+        (h[""].as_str(), h["5"].as_str(), h["6"].as_str()),
+        ("c", "0;50,51", "3;")
+    );
+    // A delivery done; the last one removes an author that is not big-V.
+    z.store
+        .pulled_change(5, PulledChange::Done(50))
+        .await
+        .unwrap();
+    assert_eq!(z.hash(&pulled).await["5"], "0;51");
+    z.store
+        .pulled_change(5, PulledChange::Done(51))
+        .await
+        .unwrap();
+    assert!(!z.hash(&pulled).await.contains_key("5"));
+    // A demotion settles only the epoch it ended: not a newer promotion's.
+    z.store
+        .pulled_change(6, PulledChange::Add(60))
+        .await
+        .unwrap();
+    z.store
+        .pulled_change(6, PulledChange::Demoted(2))
+        .await
+        .unwrap();
+    assert_eq!(z.hash(&pulled).await["6"], "3;60");
+    z.store
+        .pulled_change(6, PulledChange::Demoted(3))
+        .await
+        .unwrap();
+    assert_eq!(z.hash(&pulled).await["6"], "0;60");
+    z.store
+        .pulled_change(6, PulledChange::Done(60))
+        .await
+        .unwrap();
+    assert!(!z.hash(&pulled).await.contains_key("6"));
+}
+
+#[tokio::test]
+async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
+    use feed_service::types::{CachedPost, StateKey, WarmRead};
+    let mut z = Zsets::new().await;
+    let keys = z.store.keys().clone();
+    let post = |author: i64, t: i64| CachedPost {
+        author_id: author,
+        author_username: format!("u{author}"),
+        body: "b".into(),
+        created_at_ms: t,
+        deleted: false,
+    };
+    // A read before the reader state exists names what is missing.
+    let inbox = keys.inbox(9);
+    let read = z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap();
+    assert_eq!(read, WarmRead::Missing(StateKey::Following));
+    assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
+    z.store.fill_following(9, 1, &[1, 2]).await.unwrap();
+    assert_eq!(
+        z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap(),
+        WarmRead::Missing(StateKey::Pulled)
+    );
+    assert!(z.store.begin_state(&keys.pulled()).await.unwrap());
+    z.store.fill_pulled(&[]).await.unwrap();
+    // Author 2 publishes (its outbox exists): the post is cached, pulled.
+    z.built(&keys.outbox(2), 10, None, &[]).await;
+    z.store.publish(&post(2, 20), 200, 10, 60).await.unwrap();
+    // Author 3, not followed, publishes too; and 1's post is in the inbox.
+    z.built(&keys.outbox(3), 10, None, &[]).await;
+    z.store.publish(&post(3, 30), 300, 10, 60).await.unwrap();
+    z.built(&inbox, 10, None, &entries(&[(10, 100)])).await;
+    z.store.fill_posts(&[(100, post(1, 10))], 60).await.unwrap();
+    let WarmRead::Read { sources, meta } =
+        z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap()
+    else {
+        panic!("a warm read");
+    };
+    // The inbox and the outbox of author 2 (pulled, followed); not 3's.
+    let authors: Vec<Option<i64>> = sources.iter().map(|(a, _)| *a).collect();
+    assert_eq!(authors, vec![None, Some(2)]);
+    assert_eq!(meta[&100].author, Some(1));
+    assert!(meta[&100].followed && !meta[&100].deleted);
+    assert!(meta[&200].followed);
+    // A tombstone is seen; an entry whose post is not cached is unknown.
+    z.store.tombstone(100, 60).await.unwrap();
+    z.push(&inbox, &entries(&[(11, 101)]), 10, None).await;
+    let WarmRead::Read { meta, .. } = z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap()
+    else {
+        panic!("a warm read");
+    };
+    assert!(meta[&100].deleted);
+    assert_eq!(meta[&101].author, None);
+    // A fill from PostgreSQL adds only what is missing (the tombstone stays).
+    z.store.fill_posts(&[(100, post(1, 10))], 60).await.unwrap();
+    assert_eq!(z.hash(&keys.post(100)).await["d"], "1");
+    let cached = z.store.posts(&[100, 200, 999]).await.unwrap();
+    assert!(cached[&100].deleted && !cached[&200].deleted);
+    assert!(!cached.contains_key(&999));
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(keys.post(200))
+        .query_async(&mut z.conn)
+        .await
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 60, "cached posts expire: {ttl}");
+}

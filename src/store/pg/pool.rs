@@ -32,9 +32,10 @@ pub(super) async fn connect(settings: &DatabaseSettings) -> AppResult<Pool<Async
     run_migrations(&url).await?;
     let statement_timeout = settings.statement_timeout_ms;
     let mut config = ManagerConfig::default();
-    // No `SELECT 1` round trip on every checkout: a broken connection
-    // is dropped by the pool once a query on it fails.
-    config.recycling_method = RecyclingMethod::Fast;
+    // A connection is checked (`SELECT 1`) when it is taken from the pool,
+    // so that the first requests after a PostgreSQL outage do not fail on
+    // connections it broke. Warm pages take none.
+    config.recycling_method = RecyclingMethod::Verified;
     config.custom_setup = Box::new(move |url| {
         async move {
             let mut conn = AsyncPgConnection::establish(url).await?;
