@@ -129,6 +129,14 @@ pub static REBUILDS: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
+/// Writes committed whose Redis update was left to their fan-out job.
+pub static DEFERRED_WRITES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "feed_deferred_writes_total",
+        "Writes committed whose Redis update was left to their job",
+    )
+});
+
 /// The registry in the Prometheus text format.
 pub fn render() -> String {
     // Touch every metric so that each is exposed from the first scrape.
@@ -144,6 +152,7 @@ pub fn render() -> String {
         FEED_PAGES.with_label_values(&["postgres", reason.as_str()]);
     }
     LazyLock::force(&REBUILDS);
+    LazyLock::force(&DEFERRED_WRITES);
     let mut out = Vec::new();
     let _ = TextEncoder::new().encode(&REGISTRY.gather(), &mut out);
     String::from_utf8(out).unwrap_or_default()

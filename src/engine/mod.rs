@@ -37,6 +37,7 @@ use tokio::sync::Notify;
 
 use crate::domain::{PostBody, Username};
 use crate::error::{AppError, AppResult};
+use crate::metrics;
 use crate::settings::EngineSettings;
 use crate::store::pg::models::{Post, User};
 use crate::store::pg::{Deletion, EdgeChange, EntriesOf, PgStore};
@@ -72,6 +73,9 @@ pub struct Stats {
     pub entries_read: AtomicU64,
     /// Rows read from PostgreSQL by pages (feed rows and hydrated ones).
     pub rows_read: AtomicU64,
+    /// Writes (publish, follow, unfollow, delete) committed whose Redis
+    /// update was left to their job: until it runs, pages may not show them.
+    pub deferred_writes: AtomicU64,
 }
 
 impl Stats {
@@ -248,6 +252,7 @@ impl Engine {
             }
             (Ok(()), None) => Ok(()),
             (Err(e), _) => {
+                self.deferred();
                 self.inner.wake.notify_waiters();
                 Err(AppError::Unavailable {
                     what: "Redis",
@@ -322,12 +327,19 @@ impl Engine {
         let cap = self.settings().outbox_max_len;
         let ttl = self.tuning().post_cache_ttl_secs;
         if let Err(e) = retried(|| self.inner.redis.publish(&cached, post.id, cap, ttl)).await {
+            self.deferred();
             tracing::warn!(post = post.id, error = %e.chain(),
                 "post committed but not cached: it shows once its delivery job has run");
         }
         self.remember(std::slice::from_ref(&post));
         self.inner.wake.notify_waiters();
         Ok(post)
+    }
+
+    /// Counts a write whose Redis update was left to its job.
+    fn deferred(&self) {
+        Stats::bump(&self.inner.stats.deferred_writes, 1);
+        metrics::DEFERRED_WRITES.inc();
     }
 
     /// Keeps posts' bodies in this instance's cache.
@@ -378,8 +390,17 @@ impl Engine {
             ))),
             Deletion::AlreadyDeleted => {
                 // A repeated call: make sure the tombstone is there.
-                retried(|| self.inner.redis.tombstone(id, ttl)).await?;
-                Err(gone())
+                match retried(|| self.inner.redis.tombstone(id, ttl)).await {
+                    Ok(()) => Err(gone()),
+                    Err(e) => Err(AppError::Unavailable {
+                        what: "Redis",
+                        source: format!(
+                            "the post is deleted; its tombstone could not be checked: {}",
+                            e.chain()
+                        )
+                        .into(),
+                    }),
+                }
             }
             Deletion::Deleted { job, .. } => {
                 match retried(|| self.inner.redis.tombstone(id, ttl)).await {
@@ -390,6 +411,7 @@ impl Engine {
                         Ok(())
                     }
                     Err(e) => {
+                        self.deferred();
                         self.inner.wake.notify_waiters();
                         Err(AppError::Unavailable {
                             what: "Redis",

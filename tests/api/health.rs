@@ -65,6 +65,7 @@ async fn metrics_expose_requests_fan_out_and_fallbacks() {
         r#"feed_pages_total{reason="none",source="redis"}"#,
         r#"feed_pages_total{reason="past_floor",source="postgres"}"#,
         "feed_rebuilds_total",
+        "feed_deferred_writes_total",
     ] {
         assert!(text.contains(needle), "/metrics lacks {needle}");
     }
