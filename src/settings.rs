@@ -84,6 +84,9 @@ pub struct EngineSettings {
     pub fanout_batch_size: i64,
     /// Concurrent fan-out workers in this process.
     pub fanout_workers: usize,
+    /// Niceness of the thread that runs the fan-out (0 to 19; Linux): when
+    /// the cores are busy, the request threads go first.
+    pub fanout_nice: i32,
     /// A worker's lease on a job (s); another instance takes over after it.
     pub fanout_lease_secs: u64,
     /// Attempts before a job is parked as dead.
@@ -280,6 +283,9 @@ impl Settings {
         }
         if self.feed.fanout_batch_size < 1 {
             return Err(invalid("feed.fanout_batch_size", "must be at least 1"));
+        }
+        if !(0..=19).contains(&self.feed.fanout_nice) {
+            return Err(invalid("feed.fanout_nice", "must be between 0 and 19"));
         }
         if self.feed.fanout_workers == 0 {
             return Err(invalid("feed.fanout_workers", "must be at least 1"));

@@ -142,8 +142,7 @@ impl Application {
     /// (see [`Self::handle`]); then lets the workers finish their batch.
     pub async fn run(self) -> std::io::Result<()> {
         let (stop, stopped) = watch::channel(false);
-        let engine = self.engine.clone();
-        let background = tokio::spawn(async move { engine.run_background(stopped).await });
+        let background = spawn_background(self.engine.clone(), stopped)?;
         let engine = self.engine.clone();
         let every = self.metrics_refresh;
         let gauges = tokio::spawn(async move { engine.refresh_gauges_forever(every).await });
@@ -178,6 +177,49 @@ impl Application {
         });
         self.run().await
     }
+}
+
+/// Runs the engine's background work (fan-out workers, settings reloads) on
+/// a thread and runtime of its own, at the configured niceness: when the
+/// cores are busy, the request threads are scheduled first. The receiver
+/// resolves when it has stopped.
+fn spawn_background(
+    engine: Engine,
+    stopped: watch::Receiver<bool>,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let nice = engine.tuning().fanout_nice;
+    std::thread::Builder::new()
+        .name("fanout".into())
+        .spawn(move || {
+            lower_priority(nice);
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(engine.run_background(stopped)),
+                Err(e) => tracing::error!(error = %e, "no runtime for the fan-out"),
+            }
+            let _ = done.send(());
+        })?;
+    Ok(finished)
+}
+
+/// Raises the calling thread's niceness (Linux schedules threads apart).
+fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    if nice > 0 {
+        // SAFETY: plain system calls on the calling thread, no memory shared.
+        let failed = unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, nice) != 0
+        };
+        if failed {
+            tracing::warn!(nice, "could not lower the fan-out thread's priority");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
 }
 
 async fn wait_for_signal() {
