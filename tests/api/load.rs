@@ -29,6 +29,11 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
             "50",
             "--publishes",
             "5",
+            // Room for the readers' ordinary authors besides the cohorts'.
+            "--ordinary-authors",
+            "60",
+            "--sustain-secs",
+            "3",
         ])
         .args([
             "--database",
@@ -62,6 +67,7 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         "reads, 10 big-Vs",
         "reads, 50 big-Vs",
         "mixed: reads",
+        "sustained publishing",
     ] {
         assert!(
             scenarios.contains(&expected),
@@ -82,6 +88,29 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
     }) {
         assert_eq!(row["latency"]["errors"], 0, "{row}");
     }
+    let baselines = &report["baselines"];
+    assert_eq!(baselines["tool"], "redis-benchmark", "{baselines}");
+    for rate in [
+        "zadd_pipelined_per_sec",
+        "zrevrangebyscore_per_sec_before_reads",
+        "zrevrangebyscore_per_sec_after_reads",
+    ] {
+        assert!(baselines[rate].as_f64().unwrap_or(0.0) > 0.0, "{baselines}");
+    }
+    for fanout in ["fanout", "fanout_active"] {
+        let f = &report[fanout];
+        assert!(f["sampled"].as_u64().unwrap_or(0) > 0, "{fanout}: {f}");
+        assert_eq!(f["sampled"], f["sampled_holding"], "{fanout}: {f}");
+    }
+    let sustained = &report["sustained"];
+    assert!(
+        sustained["max_table_bytes"].as_i64().unwrap_or(0) > 0,
+        "{sustained}"
+    );
+    assert!(
+        !sustained["samples"].as_array().unwrap().is_empty(),
+        "{sustained}"
+    );
     assert!(std::fs::read_to_string(out.join("report.html"))
         .unwrap()
         .contains("<svg"));

@@ -11,6 +11,7 @@
 //! cargo run --release --bin feed-load
 //! ```
 
+mod cpu;
 mod report;
 mod scenarios;
 mod seed;
@@ -31,6 +32,10 @@ pub struct Options {
     pub ordinary_authors: i64,
     pub ordinary_min: i64,
     pub ordinary_max: i64,
+    /// Ordinary authors each reader of the read cohorts follows, besides
+    /// its big-Vs.
+    pub reader_ordinary_min: i64,
+    pub reader_ordinary_max: i64,
     /// Seeded posts per author.
     pub posts_per_author: i64,
     /// Readers in each read cohort (one follows 10 big-Vs, one 50).
@@ -43,6 +48,8 @@ pub struct Options {
     /// Reads per second and publishes per second in the mixed scenario.
     pub mixed_reads_per_sec: f64,
     pub mixed_publishes_per_sec: f64,
+    /// Seconds of the sustained-publishing scenario.
+    pub sustain_secs: f64,
     /// Publishes per author class in the publish-latency scenario.
     pub publishes: usize,
     /// Scenarios to run (all by default; the baselines always run).
@@ -86,6 +93,8 @@ impl Options {
             ordinary_authors: take(&mut map, "ordinary-authors", n(10_000.0))?,
             ordinary_min: take(&mut map, "ordinary-min", n(100.0))?,
             ordinary_max: take(&mut map, "ordinary-max", n(5_000.0))?,
+            reader_ordinary_min: take(&mut map, "reader-ordinary-min", n(100.0))?,
+            reader_ordinary_max: take(&mut map, "reader-ordinary-max", n(500.0))?,
             posts_per_author: take(&mut map, "posts-per-author", 20)?,
             cohort: take(&mut map, "cohort", n(2_000.0).max(2))?,
             active_fraction: take(&mut map, "active-fraction", 0.1)?,
@@ -99,6 +108,7 @@ impl Options {
                 .filter(|s| !s.is_empty())
                 .collect(),
             publishes: take(&mut map, "publishes", 100)?,
+            sustain_secs: take(&mut map, "sustain-secs", 600.0)?,
             reseed: flags.iter().any(|f| f == "reseed"),
             database: take(&mut map, "database", "feed_load".to_string())?,
             prefix: take(&mut map, "prefix", "load:".to_string())?,
@@ -117,6 +127,7 @@ impl Options {
         if opts.big_followers > opts.mega_followers
             || opts.ordinary_max > opts.mega_followers
             || opts.ordinary_min > opts.ordinary_max
+            || opts.reader_ordinary_min > opts.reader_ordinary_max
             || opts.cohort > opts.mega_followers
             || opts.ordinary_authors < 50
         {
@@ -127,7 +138,15 @@ impl Options {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 6] = ["fanout", "active", "publish", "reads", "mixed", "memory"];
+pub const SCENARIOS: [&str; 7] = [
+    "fanout",
+    "active",
+    "publish",
+    "reads",
+    "mixed",
+    "sustained",
+    "memory",
+];
 
 impl Options {
     /// Whether `scenario` is to run.
@@ -152,9 +171,11 @@ fn take<T: std::str::FromStr>(
 const USAGE: &str =
     "usage: feed-load [--scale F] [--mega-followers N] [--big-authors N] [--big-followers N]
                  [--ordinary-authors N] [--ordinary-min N] [--ordinary-max N] [--posts-per-author N]
+                 [--reader-ordinary-min N] [--reader-ordinary-max N]
                  [--cohort N] [--active-fraction F] [--concurrency N] [--seconds S]
                  [--mixed-reads-per-sec R] [--mixed-publishes-per-sec R] [--publishes N]
-                 [--only fanout,active,publish,reads,mixed,memory] [--reseed]
+                 [--sustain-secs S] [--only fanout,active,publish,reads,mixed,sustained,memory]
+                 [--reseed]
                  [--database NAME] [--prefix P] [--service-bin PATH] [--out DIR]
 PostgreSQL and Redis are those of the service's configuration (FEED_* variables).";
 

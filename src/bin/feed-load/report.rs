@@ -7,12 +7,18 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::cpu::Cpu;
 use crate::Options;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Fanout {
     pub followers: i64,
+    /// Inboxes verified to hold the post (the sample's proportion of the
+    /// targets); the rate counts these alone.
     pub inbox_writes: i64,
+    /// Inboxes checked, and how many of them held the post.
+    pub sampled: usize,
+    pub sampled_holding: usize,
     pub seconds_to_last_inbox: f64,
     pub writes_per_sec: f64,
     /// (seconds since publish, inboxes written)
@@ -66,6 +72,8 @@ pub struct Row {
     pub baseline_name: String,
     pub ratio: Option<f64>,
     pub latency: Option<Latency>,
+    /// CPU milliseconds per request of each process, where measured.
+    pub cpu_ms_per_request: Option<Cpu>,
 }
 
 impl Row {
@@ -84,6 +92,7 @@ impl Row {
             baseline_name: baseline_name.into(),
             ratio: Some(value / baseline.max(1e-9)),
             latency: None,
+            cpu_ms_per_request: None,
         }
     }
 
@@ -96,7 +105,14 @@ impl Row {
             baseline_name: String::new(),
             ratio: None,
             latency: Some(lat.clone()),
+            cpu_ms_per_request: None,
         }
+    }
+
+    /// The row with the CPU each process spent per request.
+    pub fn with_cpu(mut self, cpu: Cpu) -> Self {
+        self.cpu_ms_per_request = Some(cpu);
+        self
     }
 
     /// Reads: requests/s against ZREVRANGEBYSCORE/s divided by the sources per page.
@@ -109,6 +125,7 @@ impl Row {
             baseline_name: format!("ZREVRANGEBYSCORE/s / {sources} sources"),
             ratio: Some(lat.per_sec / baseline.max(1e-9)),
             latency: Some(lat.clone()),
+            cpu_ms_per_request: None,
         }
     }
 }
@@ -125,6 +142,8 @@ pub struct Report {
     pub latencies: Vec<(String, Latency)>,
     pub fanout: Option<Fanout>,
     pub fanout_active: Option<Fanout>,
+    /// The job table over the sustained-publishing run.
+    pub sustained: Value,
 }
 
 impl Report {
@@ -149,6 +168,7 @@ impl Report {
             latencies: Vec::new(),
             fanout: None,
             fanout_active: None,
+            sustained: Value::Null,
         }
     }
 }
@@ -184,9 +204,42 @@ fn table(r: &Report) -> String {
                 .unwrap_or_default()
         );
     }
+    let measured: Vec<&Row> = r
+        .rows
+        .iter()
+        .filter(|row| row.cpu_ms_per_request.is_some())
+        .collect();
+    if !measured.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{:<32} {:>10} {:>10} {:>10} {:>10}",
+            "CPU ms per request", "service", "postgres", "redis", "tool"
+        );
+        for row in measured {
+            if let Some(c) = row.cpu_ms_per_request {
+                let _ = writeln!(
+                    out,
+                    "{:<32} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+                    row.scenario, c.service, c.postgres, c.redis, c.tool
+                );
+            }
+        }
+    }
     let _ = writeln!(out, "\nbaselines: {}", r.baselines);
     let _ = writeln!(out, "storage:   {}", r.storage);
     let _ = writeln!(out, "memory:    {}", r.memory);
+    if let Some(t) = r.sustained.as_object() {
+        let summary: serde_json::Map<String, Value> = t
+            .iter()
+            .filter(|(k, _)| *k != "samples")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "fanout_jobs while publishing: {}",
+            Value::Object(summary)
+        );
+    }
     out
 }
 

@@ -15,6 +15,7 @@ use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
+use crate::cpu::Cpu;
 use crate::report::{self, Fanout, Latency, Report, Row};
 use crate::seed::{self, bar, Layout};
 use crate::Options;
@@ -114,9 +115,10 @@ pub async fn run(o: Options) -> R<()> {
     report.storage = storage(&mut pg).await?;
 
     // Baselines: what Redis itself does on this machine, in this run.
+    // Both are redis-benchmark itself; the read baseline runs before and
+    // after the reads, and their mean is the one the reads are held to.
     let zadd = zadd_baseline(&redis_client, &o.prefix).await?;
-    let zrev = zrev_baseline(&redis_client, &o.prefix, o.concurrency).await?;
-    report.baselines = json!({"zadd_pipelined_per_sec": zadd, "zrevrangebyscore_per_sec": zrev});
+    let zrev_before = zrev_baseline(&redis_client, &o.prefix).await?;
 
     // (a) fan-out to every follower of the mega author, in pure-push mode;
     // (b) the same author as big-V: active fans only.
@@ -156,6 +158,7 @@ pub async fn run(o: Options) -> R<()> {
     if o.runs("reads") {
         prepare_reads(&layout, &mut pg, &mut redis, &o.prefix).await?;
     }
+    let mut read_runs = Vec::new();
     for (label, cohort, sources) in [
         ("reads, 10 big-Vs", &layout.cohort10, 11.0),
         ("reads, 50 big-Vs", &layout.cohort50, 51.0),
@@ -168,6 +171,8 @@ pub async fn run(o: Options) -> R<()> {
             .map(|r| keys.mint(r, false, 3600).unwrap_or_default())
             .collect();
         warm(&client, &service.base, &tokens, label).await;
+        let pid = service.child.id();
+        let before = Cpu::now(pid);
         let lat = reads(
             &client,
             &service.base,
@@ -177,10 +182,42 @@ pub async fn run(o: Options) -> R<()> {
             label,
         )
         .await;
+        let cpu = before.per(Cpu::now(pid), lat.requests as f64);
+        // Open loop: first pages at half the closed loop's rate, sent on
+        // schedule whatever the answers' latency.
+        let rate = (lat.per_sec / 2.0).max(1.0);
+        let open_label = format!("{label}, open loop {rate:.0}/s");
+        let before = Cpu::now(pid);
+        let open = open_loop(
+            &client,
+            &service.base,
+            &tokens,
+            rate,
+            o.seconds,
+            &open_label,
+        )
+        .await;
+        let open_cpu = before.per(Cpu::now(pid), open.requests as f64);
+        read_runs.push((label, lat, sources, cpu, open_label, open, open_cpu));
+    }
+    let zrev_after = zrev_baseline(&redis_client, &o.prefix).await?;
+    let zrev = (zrev_before + zrev_after) / 2.0;
+    report.baselines = json!({
+        "tool": "redis-benchmark",
+        "zadd_pipelined_per_sec": zadd,
+        "zrevrangebyscore_per_sec_before_reads": zrev_before,
+        "zrevrangebyscore_per_sec_after_reads": zrev_after,
+        "zrevrangebyscore_per_sec": zrev,
+    });
+    for (label, lat, sources, cpu, open_label, open, open_cpu) in read_runs {
         report
             .rows
-            .push(Row::reads(label, &lat, zrev / sources, sources));
+            .push(Row::reads(label, &lat, zrev / sources, sources).with_cpu(cpu));
         report.latencies.push((label.to_string(), lat));
+        report
+            .rows
+            .push(Row::latency(&open_label, &open).with_cpu(open_cpu));
+        report.latencies.push((open_label, open));
     }
 
     // (d) mixed: reads at a fixed rate while authors publish.
@@ -194,6 +231,14 @@ pub async fn run(o: Options) -> R<()> {
         report
             .latencies
             .push(("mixed: publishes".into(), publish_lat));
+    }
+
+    // Sustained publishing: does the job queue stay small?
+    if o.runs("sustained") {
+        let (lat, table) = sustained(&o, &layout, &mut pg, &client, &service.base, &keys).await?;
+        report.rows.push(Row::latency("sustained publishing", &lat));
+        report.latencies.push(("sustained publishing".into(), lat));
+        report.sustained = table;
     }
 
     // Memory per inbox entry, stock and recommended encodings.
@@ -243,60 +288,76 @@ async fn storage(pg: &mut AsyncPgConnection) -> R<Value> {
     }))
 }
 
-/// Pipelined ZADD throughput, as `redis-benchmark -P 64 -t zadd` measures it.
-async fn zadd_baseline(client: &redis::Client, prefix: &str) -> R<f64> {
-    let clients = 8;
-    let per_client = 50_000;
-    let b = bar(clients * per_client, "baseline: pipelined ZADD");
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..clients {
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(err("Redis"))?;
-        let key = format!("{prefix}bench:zadd:{c}");
-        let b = b.clone();
-        tasks.push(tokio::spawn(async move {
-            for batch in 0..per_client / 64 {
-                let mut pipe = redis::pipe();
-                for i in 0..64 {
-                    pipe.zadd(
-                        &key,
-                        format!("element:{}", (batch * 64 + i) * 7919 % 100_000),
-                        0,
-                    )
-                    .ignore();
-                }
-                let _: () = pipe.query_async(&mut conn).await?;
-                b.inc(64);
-            }
-            Ok::<(), redis::RedisError>(())
-        }));
+/// Where `redis-benchmark` finds the Redis of this run.
+fn redis_address(client: &redis::Client) -> R<(String, u16)> {
+    match client.get_connection_info().addr() {
+        redis::ConnectionAddr::Tcp(host, port) => Ok((host.clone(), *port)),
+        other => Err(format!(
+            "redis-benchmark needs a TCP address, not {other:?}"
+        )),
     }
-    for t in tasks {
-        t.await.map_err(|e| e.to_string())?.map_err(err("Redis"))?;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    b.finish();
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(err("Redis"))?;
-    let _: () = redis::cmd("DEL")
-        .arg(
-            (0..clients)
-                .map(|c| format!("{prefix}bench:zadd:{c}"))
-                .collect::<Vec<_>>(),
-        )
-        .query_async(&mut conn)
-        .await
-        .map_err(err("Redis"))?;
-    Ok((clients * per_client / 64 * 64) as f64 / secs)
 }
 
-/// Single ZREVRANGEBYSCORE … LIMIT 0 20 throughput with `concurrency` callers.
-async fn zrev_baseline(client: &redis::Client, prefix: &str, concurrency: usize) -> R<f64> {
+/// Runs `redis-benchmark -q` with `args` and returns its requests per
+/// second (the last figure it prints).
+fn redis_benchmark(addr: &(String, u16), args: &[&str], label: &str) -> R<f64> {
+    let b = bar(1, label);
+    let out = Command::new("redis-benchmark")
+        .arg("-h")
+        .arg(&addr.0)
+        .arg("-p")
+        .arg(addr.1.to_string())
+        .arg("-q")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("redis-benchmark (Debian's redis-tools): {e}"))?;
+    b.finish();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // `-q` prints "<command>: <n> requests per second, p50=…", the line
+    // rewritten with carriage returns while it runs.
+    text.rsplit(['\r', '\n'])
+        .filter_map(|line| {
+            let (_, rest) = line.rsplit_once(": ")?;
+            rest.split(" requests per second")
+                .next()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .next()
+        .ok_or_else(|| format!("redis-benchmark {args:?} printed no rate: {text}"))
+}
+
+/// The fan-out baseline: pipelined ZADD, `redis-benchmark -P 64 -t zadd`
+/// style, on a key of this run's prefix.
+async fn zadd_baseline(client: &redis::Client, prefix: &str) -> R<f64> {
+    let addr = redis_address(client)?;
+    let key = format!("{prefix}bench:zadd");
+    let rate = redis_benchmark(
+        &addr,
+        &[
+            "-P",
+            "64",
+            "-n",
+            "1000000",
+            "-r",
+            "100000",
+            "ZADD",
+            &key,
+            "0",
+            "element:__rand_int__",
+        ],
+        "baseline: redis-benchmark -P 64 ZADD",
+    )?;
+    del(client, &key).await?;
+    Ok(rate)
+}
+
+/// The read baseline: `redis-benchmark -c 50 -n 200000 ZREVRANGEBYSCORE key
+/// +inf -inf LIMIT 0 20` on a 1,000-member sorted set.
+async fn zrev_baseline(client: &redis::Client, prefix: &str) -> R<f64> {
+    let addr = redis_address(client)?;
     let key = format!("{prefix}bench:zrev");
     let mut conn = client
         .get_multiplexed_async_connection()
@@ -308,54 +369,37 @@ async fn zrev_baseline(client: &redis::Client, prefix: &str, concurrency: usize)
             .ignore();
     }
     let _: () = pipe.query_async(&mut conn).await.map_err(err("Redis"))?;
-    let secs = 3.0;
-    let b = bar(secs as u64, "baseline: ZREVRANGEBYSCORE");
-    let deadline = Instant::now() + Duration::from_secs_f64(secs);
-    let mut conns = Vec::new();
-    for _ in 0..8 {
-        conns.push(
-            client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(err("Redis"))?,
-        );
-    }
-    let mut tasks = Vec::new();
-    for i in 0..concurrency {
-        let mut c = conns[i % conns.len()].clone();
-        let key = key.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            while Instant::now() < deadline {
-                let _: Vec<(String, f64)> = redis::cmd("ZREVRANGEBYSCORE")
-                    .arg(&key)
-                    .arg("+inf")
-                    .arg("-inf")
-                    .arg("WITHSCORES")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(20)
-                    .query_async(&mut c)
-                    .await
-                    .unwrap_or_default();
-                n += 1;
-            }
-            n
-        }));
-    }
-    let ticker = tick(b.clone(), secs);
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.map_err(|e| e.to_string())?;
-    }
-    ticker.abort();
-    b.finish();
-    let _: () = redis::cmd("DEL")
-        .arg(&key)
-        .query_async(&mut conn)
+    let rate = redis_benchmark(
+        &addr,
+        &[
+            "-c",
+            "50",
+            "-n",
+            "200000",
+            "ZREVRANGEBYSCORE",
+            &key,
+            "+inf",
+            "-inf",
+            "LIMIT",
+            "0",
+            "20",
+        ],
+        "baseline: redis-benchmark ZREVRANGEBYSCORE",
+    )?;
+    del(client, &key).await?;
+    Ok(rate)
+}
+
+async fn del(client: &redis::Client, key: &str) -> R<()> {
+    let mut conn = client
+        .get_multiplexed_async_connection()
         .await
         .map_err(err("Redis"))?;
-    Ok(total as f64 / secs)
+    redis::cmd("DEL")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .map_err(err("Redis"))
 }
 
 fn tick(b: indicatif::ProgressBar, secs: f64) -> tokio::task::JoinHandle<()> {
@@ -509,11 +553,16 @@ async fn fanout(
         "{label}: {hit}/{} sampled inboxes hold the post",
         sample.len()
     );
+    // Only inboxes that hold the post count: the targets in the proportion
+    // of the sample found holding it.
+    let verified = (targets as f64 * hit as f64 / sample.len().max(1) as f64).round() as i64;
     Ok(Fanout {
         followers: l.readers,
-        inbox_writes: targets,
+        inbox_writes: verified,
+        sampled: sample.len(),
+        sampled_holding: hit,
         seconds_to_last_inbox: secs,
-        writes_per_sec: targets as f64 / secs,
+        writes_per_sec: verified as f64 / secs,
         progress,
     })
 }
@@ -592,6 +641,138 @@ async fn publishes(
     }
     b.finish();
     Ok(out)
+}
+
+/// Sustained publishing for `o.sustain_secs`: `SUSTAIN_PUBLISHERS` callers
+/// publish as fast as they are answered, as the ordinary authors with the
+/// fewest followers (so the fan-out keeps up and the queue is in a steady
+/// state). Every few seconds the `fanout_jobs` table is measured: its size,
+/// its indexes' size, live and dead rows, and the jobs not yet done.
+async fn sustained(
+    o: &Options,
+    l: &Layout,
+    pg: &mut AsyncPgConnection,
+    client: &reqwest::Client,
+    base: &str,
+    keys: &JwtKeys,
+) -> R<(Latency, Value)> {
+    const SUSTAIN_PUBLISHERS: usize = 8;
+    #[derive(diesel::QueryableByName)]
+    struct Sample {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        table_bytes: i64,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        index_bytes: i64,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        live: i64,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        dead: i64,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        pending: i64,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        vacuums: i64,
+    }
+    async fn sample(pg: &mut AsyncPgConnection) -> R<Sample> {
+        use diesel_async::RunQueryDsl;
+        diesel::sql_query(
+            "SELECT pg_table_size('fanout_jobs') AS table_bytes, \
+                    pg_indexes_size('fanout_jobs') AS index_bytes, \
+                    n_live_tup AS live, n_dead_tup AS dead, \
+                    (SELECT count(*) FROM fanout_jobs WHERE NOT dead) AS pending, \
+                    autovacuum_count + vacuum_count AS vacuums \
+             FROM pg_stat_user_tables WHERE relname = 'fanout_jobs'",
+        )
+        .get_result::<Sample>(pg)
+        .await
+        .map_err(|e| e.to_string())
+    }
+    let (first, last) = (*l.ordinary.start(), *l.ordinary.end() - 50);
+    let authors: Vec<String> = {
+        use diesel_async::RunQueryDsl;
+        #[derive(diesel::QueryableByName)]
+        struct Id {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            id: i64,
+        }
+        diesel::sql_query(format!(
+            "SELECT id FROM users WHERE id BETWEEN {first} AND {last} \
+             ORDER BY follower_count, id LIMIT 64"
+        ))
+        .load::<Id>(pg)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|a| keys.mint(a.id, false, 7200).unwrap_or_default())
+        .collect()
+    };
+    let label = "sustained publishing";
+    let b = bar(o.sustain_secs.ceil() as u64, label);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(o.sustain_secs);
+    let authors = Arc::new(authors);
+    let mut tasks = Vec::new();
+    for p in 0..SUSTAIN_PUBLISHERS {
+        let (client, base, authors) = (client.clone(), base.to_string(), authors.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut lat, mut errors, mut i) = (Vec::new(), 0, p);
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                let res = client
+                    .post(format!("{base}/api/v1/posts"))
+                    .bearer_auth(&authors[i % authors.len()])
+                    .json(&json!({"body": "sustained"}))
+                    .send()
+                    .await;
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                if !matches!(&res, Ok(r) if r.status().as_u16() == 201) {
+                    errors += 1;
+                }
+                i += SUSTAIN_PUBLISHERS;
+            }
+            (lat, errors)
+        }));
+    }
+    let every = Duration::from_secs_f64((o.sustain_secs / 60.0).clamp(1.0, 10.0));
+    let mut samples = Vec::new();
+    loop {
+        let t = started.elapsed().as_secs_f64();
+        let s = sample(pg).await?;
+        samples.push(json!({
+            "seconds": t, "table_bytes": s.table_bytes, "index_bytes": s.index_bytes,
+            "live_rows": s.live, "dead_rows": s.dead, "jobs_pending": s.pending,
+            "vacuums": s.vacuums,
+        }));
+        b.set_position(t as u64);
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(every.min(deadline - Instant::now())).await;
+    }
+    let (mut all, mut errors) = (Vec::new(), 0);
+    for t in tasks {
+        if let Ok((lat, e)) = t.await {
+            all.extend(lat);
+            errors += e;
+        }
+    }
+    let lat = Latency::of(all, errors, started.elapsed().as_secs_f64());
+    b.finish();
+    let max = |field: &str| {
+        samples
+            .iter()
+            .filter_map(|s| s[field].as_i64())
+            .max()
+            .unwrap_or(0)
+    };
+    let table = json!({
+        "publishes_per_sec": lat.per_sec,
+        "max_table_bytes": max("table_bytes"),
+        "max_index_bytes": max("index_bytes"),
+        "max_dead_rows": max("dead_rows"),
+        "max_jobs_pending": max("jobs_pending"),
+        "samples": samples,
+    });
+    Ok((lat, table))
 }
 
 /// Read scenarios: the cohort authors are the big-Vs, inboxes start empty.
@@ -707,6 +888,91 @@ async fn reads(
     Latency::of(all, errors, started.elapsed().as_secs_f64())
 }
 
+/// Requests at a fixed rate until `deadline` (an open loop: each is sent
+/// on schedule, whatever the latency of the ones before): first pages of
+/// `tokens`' feeds, or publishes by them. Returns latencies and errors.
+fn at_rate(
+    client: &reqwest::Client,
+    base: &str,
+    tokens: Vec<String>,
+    rate: f64,
+    deadline: Instant,
+    publish: bool,
+) -> tokio::task::JoinHandle<(Vec<f64>, usize)> {
+    let (client, base) = (client.clone(), base.to_string());
+    tokio::spawn(async move {
+        let mut lat = Vec::new();
+        let mut errors = 0;
+        let mut inflight = Vec::new();
+        let every = Duration::from_secs_f64(1.0 / rate.max(0.001));
+        let mut next = Instant::now();
+        let mut i = 0usize;
+        while Instant::now() < deadline {
+            let (client, base, token) = (
+                client.clone(),
+                base.clone(),
+                tokens[i % tokens.len()].clone(),
+            );
+            i += 1;
+            inflight.push(tokio::spawn(async move {
+                let t = Instant::now();
+                let res = if publish {
+                    client
+                        .post(format!("{base}/api/v1/posts"))
+                        .bearer_auth(&token)
+                        .json(&json!({"body": "mixed"}))
+                        .send()
+                        .await
+                } else {
+                    client
+                        .get(format!("{base}/api/v1/feed?limit=20"))
+                        .bearer_auth(&token)
+                        .send()
+                        .await
+                };
+                let ok = match res {
+                    // The whole body is read: a page is served once it arrived.
+                    Ok(r) if r.status().is_success() => r.bytes().await.is_ok(),
+                    _ => false,
+                };
+                (t.elapsed().as_secs_f64() * 1000.0, ok)
+            }));
+            next += every;
+            tokio::time::sleep_until(next.into()).await;
+        }
+        for f in inflight {
+            if let Ok((ms, ok)) = f.await {
+                lat.push(ms);
+                if !ok {
+                    errors += 1;
+                }
+            }
+        }
+        (lat, errors)
+    })
+}
+
+/// First pages at `rate` per second for `seconds` (an open loop).
+async fn open_loop(
+    client: &reqwest::Client,
+    base: &str,
+    tokens: &[String],
+    rate: f64,
+    seconds: f64,
+    label: &str,
+) -> Latency {
+    let b = bar(seconds.ceil() as u64, label);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let ticker = tick(b.clone(), seconds);
+    let (lat, errors) = at_rate(client, base, tokens.to_vec(), rate, deadline, false)
+        .await
+        .unwrap_or_default();
+    ticker.abort();
+    b.finish();
+    Latency::of(lat, errors, started.elapsed().as_secs_f64())
+}
+
 /// Reads at a fixed rate while ordinary authors (and the mega author) publish.
 async fn mixed(
     o: &Options,
@@ -729,57 +995,22 @@ async fn mixed(
         .chain(l.ordinary.clone().step_by(97).take(50))
         .map(|a| keys.mint(a, false, 3600).unwrap_or_default())
         .collect();
-    let spawn_rate = |rate: f64, tokens: Vec<String>, publish: bool| {
-        let (client, base) = (client.clone(), base.to_string());
-        tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut errors = 0;
-            let mut inflight = Vec::new();
-            let every = Duration::from_secs_f64(1.0 / rate.max(0.001));
-            let mut next = Instant::now();
-            let mut i = 0usize;
-            while Instant::now() < deadline {
-                let (client, base, token) = (
-                    client.clone(),
-                    base.clone(),
-                    tokens[i % tokens.len()].clone(),
-                );
-                i += 1;
-                inflight.push(tokio::spawn(async move {
-                    let t = Instant::now();
-                    let res = if publish {
-                        client
-                            .post(format!("{base}/api/v1/posts"))
-                            .bearer_auth(&token)
-                            .json(&json!({"body": "mixed"}))
-                            .send()
-                            .await
-                    } else {
-                        client
-                            .get(format!("{base}/api/v1/feed?limit=20"))
-                            .bearer_auth(&token)
-                            .send()
-                            .await
-                    };
-                    let ok = matches!(&res, Ok(r) if r.status().is_success());
-                    (t.elapsed().as_secs_f64() * 1000.0, ok)
-                }));
-                next += every;
-                tokio::time::sleep_until(next.into()).await;
-            }
-            for f in inflight {
-                if let Ok((ms, ok)) = f.await {
-                    lat.push(ms);
-                    if !ok {
-                        errors += 1;
-                    }
-                }
-            }
-            (lat, errors)
-        })
-    };
-    let r = spawn_rate(o.mixed_reads_per_sec, readers, false);
-    let p = spawn_rate(o.mixed_publishes_per_sec, authors, true);
+    let r = at_rate(
+        client,
+        base,
+        readers,
+        o.mixed_reads_per_sec,
+        deadline,
+        false,
+    );
+    let p = at_rate(
+        client,
+        base,
+        authors,
+        o.mixed_publishes_per_sec,
+        deadline,
+        true,
+    );
     let ticker = tick(b.clone(), o.seconds);
     let (rl, re) = r.await.unwrap_or_default();
     let (pl, pe) = p.await.unwrap_or_default();

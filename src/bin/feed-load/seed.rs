@@ -3,7 +3,8 @@
 //! actors without a lookup:
 //! readers `1..=U` (U = mega followers), the mega big-V `U+1`, the big-Vs
 //! next, then the ordinary authors; the last 50 ordinary authors form the
-//! read cohorts' big-V set.
+//! read cohorts' big-V set. The read cohorts' readers also follow 100 to 500
+//! of the other ordinary authors.
 
 use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -157,6 +158,26 @@ pub async fn seed(conn: &mut AsyncPgConnection, o: &Options, l: &Layout) -> Resu
         b.inc(1);
     }
     b.finish();
+    // Readers of the read cohorts also follow reader_ordinary_min..=max
+    // ordinary authors (not the cohort authors), so their inboxes are at the
+    // cap: a page merges a full inbox with the big-V outboxes.
+    let pool = o.ordinary_authors - 50;
+    if pool > 0 {
+        let b = bar(1, "follows of readers' ordinary authors");
+        let span = o.reader_ordinary_max - o.reader_ordinary_min + 1;
+        exec(conn, &format!(
+            "INSERT INTO follows (follower_id, followee_id) \
+             SELECT r, {first} + ((r * 7919 + k * 104729) % {pool}) \
+             FROM generate_series(1::bigint, {last}::bigint) r, \
+             LATERAL generate_series(0::bigint, LEAST({pool}, {min} + ((r * 2654435761) % {span})) - 1) k \
+             ON CONFLICT DO NOTHING",
+            first = l.ordinary.start(),
+            last = l.cohort50.end(),
+            min = o.reader_ordinary_min,
+        )).await?;
+        b.inc(1);
+        b.finish();
+    }
     let b = bar(3, "counters, posts, statistics");
     exec(conn, "UPDATE users u SET follower_count = x.n FROM \
                 (SELECT followee_id, count(*) AS n FROM follows GROUP BY followee_id) x WHERE u.id = x.followee_id").await?;
