@@ -47,6 +47,9 @@ use crate::types::{CachedPost, Cursor};
 
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
 
+/// Dead rows of the fan-out jobs table past which an instance vacuums it.
+pub const JOBS_VACUUM_DEAD_ROWS: i64 = 2000;
+
 /// A page of a feed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Page {
@@ -483,6 +486,7 @@ impl Engine {
     /// makes no query (runs until aborted).
     pub async fn refresh_gauges_forever(&self, every: Duration) {
         loop {
+            self.keep_job_table_small().await;
             match self.inner.pg.job_counts().await {
                 Ok((pending, running, dead)) => {
                     let jobs = &crate::metrics::FANOUT_JOBS;
@@ -493,6 +497,25 @@ impl Engine {
                 Err(e) => tracing::debug!(error = %e.chain(), "could not count fan-out jobs"),
             }
             tokio::time::sleep(every).await;
+        }
+    }
+
+    /// Vacuums the jobs table once its dead rows pass
+    /// [`JOBS_VACUUM_DEAD_ROWS`]. Its per-table autovacuum settings do the
+    /// same where autovacuum runs, but autovacuum may be off, and wakes only
+    /// once a minute: at a high publish rate the table and its indexes would
+    /// swell in between.
+    async fn keep_job_table_small(&self) {
+        match self.inner.pg.job_table_dead_rows().await {
+            Ok(dead) if dead > JOBS_VACUUM_DEAD_ROWS => {
+                if let Err(e) = self.inner.pg.vacuum_jobs().await {
+                    tracing::warn!(error = %e.chain(), "could not vacuum the fan-out jobs");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(error = %e.chain(), "could not read the jobs table's statistics")
+            }
         }
     }
 

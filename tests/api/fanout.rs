@@ -430,3 +430,53 @@ async fn a_job_of_an_unknown_kind_is_parked_dead_with_its_reason() {
     }
     assert!(shown, "fanout_jobs{{state=\"dead\"}} 1 in /metrics");
 }
+
+#[tokio::test]
+async fn the_jobs_table_is_vacuumed_once_its_dead_rows_pile_up() {
+    #[derive(diesel::QueryableByName)]
+    struct Stat {
+        #[diesel(sql_type = BigInt)]
+        dead: i64,
+        #[diesel(sql_type = BigInt)]
+        vacuums: i64,
+    }
+    async fn stat(pg: &mut AsyncPgConnection) -> Stat {
+        diesel::sql_query(
+            "SELECT n_dead_tup AS dead, vacuum_count + autovacuum_count AS vacuums \
+             FROM pg_stat_user_tables WHERE relname = 'fanout_jobs'",
+        )
+        .get_result(pg)
+        .await
+        .unwrap()
+    }
+    let settings = test_settings();
+    let url = secrecy::ExposeSecret::expose_secret(&settings.database.url).to_string();
+    let _app = spawn_app_with(settings).await;
+    let mut pg = AsyncPgConnection::establish(&url).await.unwrap();
+    let before = stat(&mut pg).await.vacuums;
+    // Jobs inserted and deleted, as publishing at a high rate leaves them
+    // (one transaction, so no worker sees them).
+    pg.batch_execute(
+        "INSERT INTO fanout_jobs (kind, author_id, post_id, created_at_ms) \
+         SELECT 'retract', 1, g, 0 FROM generate_series(1, 5000) g; \
+         DELETE FROM fanout_jobs WHERE kind = 'retract' AND author_id = 1",
+    )
+    .await
+    .unwrap();
+    // Whether or not autovacuum runs (it is off on some servers, and wakes
+    // once a minute), the service vacuums the table within seconds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = stat(&mut pg).await;
+        if now.vacuums > before && now.dead < 2000 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not vacuumed: {} dead rows, {} vacuums",
+            now.dead,
+            now.vacuums
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

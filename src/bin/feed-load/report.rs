@@ -49,8 +49,9 @@ impl Latency {
         Latency {
             requests: ms.len(),
             errors,
+            // Only requests answered with success count.
             per_sec: if seconds > 0.0 {
-                ms.len() as f64 / seconds
+                ms.len().saturating_sub(errors) as f64 / seconds
             } else {
                 0.0
             },

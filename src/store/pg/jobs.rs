@@ -181,6 +181,29 @@ impl PgStore {
         Ok((row.pending, row.running, row.dead))
     }
 
+    /// Dead row versions in the jobs table, as PostgreSQL's statistics count
+    /// them (jobs are inserted and deleted at the publish rate).
+    pub async fn job_table_dead_rows(&self) -> AppResult<i64> {
+        let mut conn = self.conn().await?;
+        let row: DeadRows = diesel::sql_query(
+            "SELECT COALESCE((SELECT n_dead_tup FROM pg_stat_user_tables \
+                              WHERE relid = 'fanout_jobs'::regclass), 0) AS dead",
+        )
+        .get_result(&mut conn)
+        .await?;
+        Ok(row.dead)
+    }
+
+    /// Vacuums the jobs table, unless another session holds it (an
+    /// autovacuum, or another instance's vacuum).
+    pub async fn vacuum_jobs(&self) -> AppResult<()> {
+        use diesel_async::SimpleAsyncConnection;
+        let mut conn = self.conn().await?;
+        conn.batch_execute("VACUUM (SKIP_LOCKED) fanout_jobs")
+            .await?;
+        Ok(())
+    }
+
     /// Jobs not yet done and not dead.
     pub async fn pending_jobs(&self) -> AppResult<i64> {
         let mut conn = self.conn().await?;
@@ -267,6 +290,12 @@ pub(super) async fn queue_pair_job(
     .execute(conn)
     .await?;
     queue_job(conn, kind, author, None, Some(follower), Some(seq), now_ms).await
+}
+
+#[derive(QueryableByName)]
+struct DeadRows {
+    #[diesel(sql_type = BigInt)]
+    dead: i64,
 }
 
 #[derive(QueryableByName)]
