@@ -1,7 +1,8 @@
 //! Fan-out: the workers that run the jobs of the `fanout_jobs` table (a
 //! transactional outbox). A job is claimed with a lease, worked in keyset
-//! batches (a few short Redis pipelines per batch), checkpointed after each
-//! batch, retried with backoff, and given up on after too many attempts by
+//! batches (a few short Redis pipelines per batch, two in flight, the next
+//! batch's followers read meanwhile), checkpointed after each batch,
+//! retried with backoff, and given up on after too many attempts by
 //! dropping the inboxes it has not reached (they are rebuilt from
 //! PostgreSQL), so no author stays pulled for ever. Pushes are idempotent
 //! (ZADD), so a resumed job may repeat a batch but never loses one.
@@ -26,6 +27,9 @@ use crate::types::{CachedPost, Entry, Job, JobKind};
 pub struct Lease {
     pub job: Job,
     plan: Option<Plan>,
+    /// The followers after a checkpoint, read while the batch before it
+    /// was pushed: (checkpoint, page).
+    ahead: Option<(i64, Vec<i64>)>,
 }
 
 /// A job's work, read once when its first batch runs.
@@ -159,7 +163,13 @@ impl Engine {
         loop {
             match self.pg().claim_job(self.lease_time(), pick).await? {
                 None => return Ok(None),
-                Some(Claimed::Job(job)) => return Ok(Some(Lease { job, plan: None })),
+                Some(Claimed::Job(job)) => {
+                    return Ok(Some(Lease {
+                        job,
+                        plan: None,
+                        ahead: None,
+                    }))
+                }
                 Some(Claimed::Unknown { id, lease, kind }) => {
                     let why = format!("unknown fan-out job kind {kind:?}: parked as dead");
                     tracing::error!(job = id, kind, "{why}");
@@ -178,11 +188,11 @@ impl Engine {
         if lease.plan.is_none() {
             lease.plan = Some(self.plan(&lease.job).await?);
         }
-        let job = &mut lease.job;
+        let Lease { job, plan, ahead } = lease;
         let cap = self.settings().inbox_max_len;
         let batch = self.tuning().fanout_batch_size;
         let keys = self.redis().keys();
-        let done = match lease.plan.as_ref() {
+        let done = match plan.as_ref() {
             None | Some(Plan::Nothing) => true,
             Some(Plan::Follow {
                 follower,
@@ -202,10 +212,14 @@ impl Engine {
             Some(Plan::Push { entries, cut, to }) => {
                 let (followers, last_page) = match to {
                     Targets::Followers => {
-                        let page = self
-                            .pg()
-                            .followers_after(job.author_id, job.checkpoint, batch)
-                            .await?;
+                        let page = match ahead.take() {
+                            Some((after, page)) if after == job.checkpoint => page,
+                            _ => {
+                                self.pg()
+                                    .followers_after(job.author_id, job.checkpoint, batch)
+                                    .await?
+                            }
+                        };
                         let last = (page.len() as i64) < batch;
                         (page, last)
                     }
@@ -217,7 +231,20 @@ impl Engine {
                 };
                 if let Some(&last) = followers.last() {
                     let inboxes: Vec<String> = followers.iter().map(|f| keys.inbox(*f)).collect();
-                    let added = self.redis().push_same(&inboxes, entries, cap, *cut).await?;
+                    let push = self.redis().push_same(&inboxes, entries, cap, *cut);
+                    // The next page is read while this one is pushed: a
+                    // follower who follows meanwhile is either on it or
+                    // gets the post from its follow's backfill, as before.
+                    let added = if matches!(to, Targets::Followers) && !last_page {
+                        let next = self.pg().followers_after(job.author_id, last, batch);
+                        let (added, next) = futures::future::join(push, next).await;
+                        if let Ok(page) = next {
+                            *ahead = Some((last, page));
+                        }
+                        added?
+                    } else {
+                        push.await?
+                    };
                     crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
                     if !last_page && record {
                         self.pg()

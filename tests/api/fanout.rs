@@ -480,3 +480,103 @@ async fn the_jobs_table_is_vacuumed_once_its_dead_rows_pile_up() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test]
+async fn a_big_v_with_thousands_of_active_fans_reads_them_in_pages_and_reaches_each_once() {
+    let (engine, _settings, _cleanup) = idle_instance().await;
+    let star = engine.pg().create_user("star").await.unwrap().id;
+    let keys = engine.redis().keys().clone();
+    let url = Settings::load().unwrap().redis.url;
+    let mut conn = redis::Client::open(secrecy::ExposeSecret::expose_secret(&url))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // 5,000 fans seen lately (more than one ZSCAN page) and 700 seen too
+    // long ago; ids and times unordered.
+    let now = feed_service::engine::now_ms();
+    let mut pipe = redis::pipe();
+    for i in 0..5_700i64 {
+        let fan = 1_000_000 + (i * 7_919) % 5_700;
+        let seen = if fan % 57 < 7 {
+            now - 10_000_000_000
+        } else {
+            now - i
+        };
+        pipe.zadd(keys.active_fans(star), fan, seen).ignore();
+    }
+    let _: () = pipe.query_async(&mut conn).await.unwrap();
+    let fans = engine
+        .redis()
+        .active_fans(star, now - 1_000_000)
+        .await
+        .unwrap();
+    let expected: Vec<i64> = (1_000_000..1_005_700).filter(|f| f % 57 >= 7).collect();
+    assert_eq!(fans.len(), expected.len());
+    assert_eq!(
+        fans, expected,
+        "ascending, each once, the stale ones left out"
+    );
+    let left: i64 = redis::cmd("ZCARD")
+        .arg(keys.active_fans(star))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left as usize, expected.len(), "the stale fans are dropped");
+}
+
+#[tokio::test]
+async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_and_new_follows() {
+    // Batches of 50: each next page is read while the one before is pushed.
+    let mut settings = test_settings();
+    settings.feed.fanout_batch_size = 50;
+    let app = Application::build(&settings).await.unwrap();
+    let engine = app.engine().clone();
+    let _cleanup = Cleanup::of(&settings);
+    let author = engine.pg().create_user("author").await.unwrap().id;
+    let mut followers = Vec::new();
+    for i in 0..230 {
+        let f = engine.pg().create_user(&format!("f{i}")).await.unwrap().id;
+        engine.follow(f, author).await.unwrap();
+        home(&engine, f).await;
+        followers.push(f);
+    }
+    run_all(&engine).await;
+    let post = engine
+        .publish_at(author, &PostBody::parse("p").unwrap(), 9_000)
+        .await
+        .unwrap();
+    let mut lease = engine.claim(0).await.unwrap().expect("the delivery");
+    assert_eq!(engine.step(&mut lease, true).await.unwrap(), Step::More);
+    // A worker dies after pushing a batch, before its checkpoint; new
+    // followers arrive (ids past every page read so far) meanwhile.
+    assert_eq!(engine.step(&mut lease, false).await.unwrap(), Step::More);
+    drop(lease);
+    for i in 0..3 {
+        let f = engine
+            .pg()
+            .create_user(&format!("late{i}"))
+            .await
+            .unwrap()
+            .id;
+        engine.follow(f, author).await.unwrap();
+        home(&engine, f).await;
+        followers.push(f);
+    }
+    let url = secrecy::ExposeSecret::expose_secret(&settings.database.url).to_string();
+    let mut pg = AsyncPgConnection::establish(&url).await.unwrap();
+    pg.batch_execute("UPDATE fanout_jobs SET lease_until = '-infinity'")
+        .await
+        .unwrap();
+    run_all(&engine).await;
+    assert_eq!(engine.pg().pending_jobs().await.unwrap(), 0);
+    for f in &followers {
+        let inbox = engine.redis().keys().inbox(*f);
+        assert_eq!(
+            members(&engine, &inbox).await,
+            vec![post.id.to_string()],
+            "{inbox}"
+        );
+        assert_eq!(home(&engine, *f).await, vec![post.id], "follower {f}");
+    }
+}

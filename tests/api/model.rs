@@ -897,12 +897,28 @@ impl World {
             .get_multiplexed_async_connection()
             .await
             .map_err(fail("redis"))?;
-        let mut keys: Vec<String> = redis::cmd("KEYS")
-            .arg(self.redis.keys().pattern())
-            .query_async(&mut conn)
-            .await
-            .map_err(fail("KEYS"))?;
+        // SCAN, not KEYS: the Redis may hold other keys by the million, and
+        // KEYS would stall every other client while it walks them.
+        let mut keys = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, page): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(self.redis.keys().pattern())
+                .arg("COUNT")
+                .arg(10_000)
+                .query_async(&mut conn)
+                .await
+                .map_err(fail("SCAN"))?;
+            keys.extend(page);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
         keys.sort();
+        keys.dedup();
         Ok(keys)
     }
 

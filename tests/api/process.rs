@@ -73,10 +73,11 @@ pub async fn spawn_service(settings: &Settings, env: &[(&str, String)], stdout: 
 }
 
 /// Starts the binary for a fan-out test.
-async fn start(settings: &Settings, batch: i64) -> Service {
+/// A service with fan-out batches of `batch` and leases of `lease_secs`.
+async fn start(settings: &Settings, batch: i64, lease_secs: u64) -> Service {
     let env = [
         ("FEED_FEED__FANOUT_BATCH_SIZE", batch.to_string()),
-        ("FEED_FEED__FANOUT_LEASE_SECS", "2".to_string()),
+        ("FEED_FEED__FANOUT_LEASE_SECS", lease_secs.to_string()),
         ("FEED_FEED__FANOUT_WORKERS", "2".to_string()),
         ("FEED_TELEMETRY__LEVEL", "warn".to_string()),
     ];
@@ -224,7 +225,8 @@ const FOLLOWERS: i64 = 200_000;
 async fn sigkill_mid_fan_out_then_restart_delivers_to_every_follower_once() {
     let settings = test_settings();
     let _cleanup = Cleanup::of(&settings);
-    let mut first = start(&settings, 200).await;
+    // A short lease: the next instance resumes soon after the kill.
+    let mut first = start(&settings, 200, 2).await;
     let mut conn = AsyncPgConnection::establish(settings.database.url.expose_secret())
         .await
         .unwrap();
@@ -247,7 +249,7 @@ async fn sigkill_mid_fan_out_then_restart_delivers_to_every_follower_once() {
         "some inboxes still wait: {partial} delivered"
     );
 
-    let second = start(&settings, 1000).await;
+    let second = start(&settings, 1000, 2).await;
     wait_done(&mut conn).await;
     let (with_post, other) = delivered(&settings, FOLLOWERS, post).await;
     assert_eq!(with_post, FOLLOWERS, "every inbox holds the post");
@@ -263,7 +265,9 @@ async fn sigterm_mid_fan_out_checkpoints_releases_and_exits_zero() {
     let settings = test_settings();
     let _cleanup = Cleanup::of(&settings);
     let n = 100_000;
-    let mut first = start(&settings, 200).await;
+    // A long lease: only the release lets the next instance resume at
+    // once, and a slow batch on a busy machine does not lose it.
+    let mut first = start(&settings, 200, 60).await;
     let mut conn = AsyncPgConnection::establish(settings.database.url.expose_secret())
         .await
         .unwrap();
@@ -293,7 +297,7 @@ async fn sigterm_mid_fan_out_checkpoints_releases_and_exits_zero() {
         assert!(checkpoint > 0);
         assert!(released, "the lease is released");
     }
-    let second = start(&settings, 1000).await;
+    let second = start(&settings, 1000, 2).await;
     wait_done(&mut conn).await;
     assert_eq!(delivered(&settings, n, post).await, (n, 0));
     drop(second);

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_redis::{Config, Pool, Runtime};
+use futures::{StreamExt, TryStreamExt};
 use redis::{AsyncCommands, Value};
 use secrecy::ExposeSecret;
 
@@ -27,6 +28,11 @@ pub use keys::Keys;
 /// keep publishes and reads from waiting behind a whole batch.
 const CALLS_PER_PIPELINE: usize = 3;
 
+/// Fan-out pipelines one push keeps in flight: Redis works on the next
+/// while the reply of one travels back and the service builds the one
+/// after, and a request's call still waits behind at most this many.
+const PIPELINES_IN_FLIGHT: usize = 2;
+
 /// Keys in one PUSH call of a fan-out, for a single entry: the call is paid
 /// once per this many followers.
 const KEYS_PER_CALL: usize = 100;
@@ -34,6 +40,9 @@ const KEYS_PER_CALL: usize = 100;
 /// ZADDs one PUSH call may make: a push of many entries (a backfill, a
 /// follow) goes to fewer keys per call, so that every call stays short.
 const ZADDS_PER_CALL: usize = 1000;
+
+/// Active fans read per ZSCAN call (a hint to Redis).
+const FANS_PER_CALL: usize = 2000;
 
 /// How long a ZSET may stay in the building state before it expires.
 const BUILD_TTL_SECS: u64 = 30;
@@ -230,24 +239,38 @@ impl RedisStore {
             return Ok(0);
         }
         let group = (ZADDS_PER_CALL / entries.len()).clamp(1, KEYS_PER_CALL);
-        let mut added = 0;
-        for (i, calls) in keys.chunks(group * CALLS_PER_PIPELINE).enumerate() {
-            added += self
-                .with_conn(|mut c| async move {
-                    let mut pipe = redis::pipe();
-                    if i == 0 {
-                        // Once per call of this function, for a Redis that restarted.
-                        pipe.load_script(&scripts::PUSH).ignore();
-                    }
-                    for chunk in calls.chunks(group) {
-                        pipe.invoke_script(&push_call(chunk, entries, cap, cut));
-                    }
-                    let counts: Vec<i64> = pipe.query_async(&mut c).await?;
-                    Ok(counts.iter().sum::<i64>())
-                })
-                .await?;
-        }
-        Ok(added)
+        let pipelines: Vec<_> = keys
+            .chunks(group * CALLS_PER_PIPELINE)
+            .map(|calls| self.push_pipeline(calls, group, entries, cap, cut))
+            .collect();
+        let counts: Vec<i64> = futures::stream::iter(pipelines)
+            .buffer_unordered(PIPELINES_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(counts.iter().sum())
+    }
+
+    /// One fan-out pipeline: PUSH calls of `group` keys each.
+    async fn push_pipeline(
+        &self,
+        calls: &[String],
+        group: usize,
+        entries: &[Entry],
+        cap: i64,
+        cut: Option<i64>,
+    ) -> AppResult<i64> {
+        self.with_conn(|mut c| async move {
+            let mut pipe = redis::pipe();
+            // Every pipeline, for a Redis that restarted or flushed its
+            // scripts (they run concurrently, so any may be the first).
+            pipe.load_script(&scripts::PUSH).ignore();
+            for chunk in calls.chunks(group) {
+                pipe.invoke_script(&push_call(chunk, entries, cap, cut));
+            }
+            let counts: Vec<i64> = pipe.query_async(&mut c).await?;
+            Ok(counts.iter().sum::<i64>())
+        })
+        .await
     }
 
     /// Removes posts from feed ZSETs, one pipeline for all keys.
@@ -319,21 +342,44 @@ impl RedisStore {
     }
 
     /// Active fans of `author` seen at or after `since_ms`, ascending by id;
-    /// older entries are dropped on the way.
+    /// older entries are dropped on the way. The set is read in ZSCAN pages
+    /// of about [`FANS_PER_CALL`]: one reply of a big-V's hundred thousand
+    /// fans would hold Redis for tens of milliseconds, and every request
+    /// with it. A fan present throughout the scan is returned.
     pub async fn active_fans(&self, author: i64, since_ms: i64) -> AppResult<Vec<i64>> {
         let key = self.keys.active_fans(author);
-        let mut fans: Vec<i64> = self
-            .with_conn(|mut c| async move {
-                let (fans,): (Vec<i64>,) = redis::pipe()
-                    .zrembyscore(&key, "-inf", format!("({since_ms}"))
-                    .ignore()
-                    .zrangebyscore(&key, since_ms, "+inf")
-                    .query_async(&mut c)
-                    .await?;
-                Ok(fans)
-            })
-            .await?;
+        let key = &key;
+        self.with_conn(|mut c| async move {
+            let _: i64 = c.zrembyscore(key, "-inf", format!("({since_ms}")).await?;
+            Ok(())
+        })
+        .await?;
+        let mut fans = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, page): (u64, Vec<(i64, f64)>) = self
+                .with_conn(|mut c| async move {
+                    redis::cmd("ZSCAN")
+                        .arg(key)
+                        .arg(cursor)
+                        .arg("COUNT")
+                        .arg(FANS_PER_CALL)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            fans.extend(
+                page.into_iter()
+                    .filter(|(_, seen)| *seen >= since_ms as f64)
+                    .map(|(fan, _)| fan),
+            );
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
         fans.sort_unstable();
+        fans.dedup();
         Ok(fans)
     }
 
