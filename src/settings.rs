@@ -80,7 +80,8 @@ pub struct RedisSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineSettings {
-    /// Followers per keyset page in fan-out (one Redis pipeline per page).
+    /// Followers per keyset page in fan-out, checkpointed once (its pushes
+    /// go out in short pipelines, two in flight).
     pub fanout_batch_size: i64,
     /// Concurrent fan-out workers in this process.
     pub fanout_workers: usize,
