@@ -169,9 +169,15 @@ impl RedisStore {
 
     /// Starts building a missing ZSET; true if this caller must fill it.
     pub async fn begin_build(&self, key: &str) -> AppResult<bool> {
+        self.begin(&scripts::BEGIN, key).await
+    }
+
+    /// Runs a begin script (`BEGIN`, `BEGIN_STATE`) on `key`: true if this
+    /// caller created the key in the building state and must fill it.
+    async fn begin(&self, script: &redis::Script, key: &str) -> AppResult<bool> {
         let started: i64 = self
             .with_conn(|mut c| async move {
-                scripts::BEGIN
+                script
                     .key(key)
                     .arg(BUILD_TTL_SECS)
                     .invoke_async(&mut c)

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::{parse_score, scripts, RedisStore, BUILD_TTL_SECS};
+use super::{parse_score, scripts, RedisStore};
 use crate::error::{AppError, AppResult, Message};
 use crate::types::{CachedPost, Entry, EntryMeta, Range, SourceRead, StateKey, WarmRead};
 
@@ -74,16 +74,7 @@ impl RedisStore {
     /// Starts building a state HASH (clauses 7 and 8); true if this caller
     /// must fill it.
     pub async fn begin_state(&self, key: &str) -> AppResult<bool> {
-        let started: i64 = self
-            .with_conn(|mut c| async move {
-                scripts::BEGIN_STATE
-                    .key(key)
-                    .arg(BUILD_TTL_SECS)
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(started == 1)
+        self.begin(&scripts::BEGIN_STATE, key).await
     }
 
     /// Completes the build of whom `reader` follows, as of `seq`.
