@@ -277,7 +277,11 @@ async fn following_brings_recent_posts_and_big_v_posts_reach_active_fans() {
     let active = app.create_user("active").await;
     let idle = app.create_user("idle").await;
     let old = app.publish_at(&star, "before anyone followed", BASE).await;
+    // Delivered first: while a delivery is in flight its author is pulled,
+    // and a reader of a pulled author is marked as its active fan.
+    app.settle().await;
     app.follow(&idle, &star).await;
+    app.settle().await;
     app.home(&idle, 5).await; // inbox exists, but star was ordinary then
     app.follow(&active, &star).await;
     assert_eq!(app.user(star.id).await["big_v"], true);
