@@ -303,15 +303,20 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
     assert_eq!(members(&engine, &inbox).await.len(), 3, "{inbox}");
 }
 
-/// Every member of a ZSET but the sentinel.
-async fn members(engine: &Engine, key: &str) -> Vec<String> {
+/// A connection to the Redis of the settings.
+async fn redis_conn() -> redis::aio::MultiplexedConnection {
     let url = Settings::load().unwrap().redis.url;
-    let mut conn = redis::Client::open(secrecy::ExposeSecret::expose_secret(&url))
+    redis::Client::open(secrecy::ExposeSecret::expose_secret(&url))
         .unwrap()
         .get_multiplexed_async_connection()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Every member of a ZSET but the sentinel.
+async fn members(engine: &Engine, key: &str) -> Vec<String> {
     let _ = engine;
+    let mut conn = redis_conn().await;
     let members: Vec<String> = redis::cmd("ZRANGE")
         .arg(key)
         .arg(0)
@@ -503,12 +508,7 @@ async fn a_big_v_with_thousands_of_active_fans_reads_them_in_pages_each_once() {
     let (engine, _settings, _cleanup) = idle_instance().await;
     let star = engine.pg().create_user("star").await.unwrap().id;
     let keys = engine.redis().keys().clone();
-    let url = Settings::load().unwrap().redis.url;
-    let mut conn = redis::Client::open(secrecy::ExposeSecret::expose_secret(&url))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis_conn().await;
     // 11,000 fans seen lately (more than two pages of a Redis call) and
     // 1,540 seen too long ago; ids and times unordered.
     let now = feed_service::engine::now_ms();
