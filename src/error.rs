@@ -137,7 +137,20 @@ impl From<redis::RedisError> for AppError {
         crate::metrics::REDIS_ERRORS.inc();
         if err.is_timeout() {
             AppError::TimedOut { what: "Redis" }
-        } else if err.is_connection_dropped() || err.is_io_error() {
+        } else if err.is_connection_dropped()
+            || err.is_io_error()
+            || err.is_connection_refusal()
+            || err.is_cluster_error()
+            || matches!(
+                err.kind(),
+                redis::ErrorKind::Server(
+                    redis::ServerErrorKind::MasterDown
+                        | redis::ServerErrorKind::ReadOnly
+                        | redis::ServerErrorKind::BusyLoading
+                )
+            )
+        {
+            // A node down, loading, or a cluster failing over: retry later.
             AppError::Unavailable {
                 what: "Redis",
                 source: err.into(),

@@ -66,14 +66,32 @@ pub struct DatabaseSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSettings {
-    /// Redis URL.
+    /// Redis URL of a single node (used when `cluster_urls` is empty).
     pub url: SecretString,
-    /// Prepended to every key; lets several deployments (or tests) share one Redis.
+    /// Redis Cluster seed nodes, comma-separated (`FEED_REDIS__CLUSTER_URLS`);
+    /// when set, the service runs on the cluster and `url` is unused.
+    #[serde(default)]
+    pub cluster_urls: SecretString,
+    /// Prepended to every key; lets several deployments (or tests) share one
+    /// Redis. No `{` or `}`: they would change the keys' hash tags.
     pub key_prefix: String,
     /// Connections in the pool.
     pub pool_size: usize,
     /// Timeout for getting a connection and for each command (ms).
     pub timeout_ms: u64,
+}
+
+impl RedisSettings {
+    /// The cluster's seed node URLs; empty for a single node.
+    pub fn cluster_nodes(&self) -> Vec<String> {
+        self.cluster_urls
+            .expose_secret()
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
 }
 
 /// Tuning of the feed engine that is not admin-tunable at run time.
@@ -279,6 +297,20 @@ impl Settings {
         if !self.redis.url.expose_secret().starts_with("redis") {
             return Err(invalid("redis.url", "must be a redis:// URL"));
         }
+        for url in self.redis.cluster_nodes() {
+            if !url.starts_with("redis") {
+                return Err(invalid(
+                    "redis.cluster_urls",
+                    "must be a comma-separated list of redis:// URLs",
+                ));
+            }
+        }
+        if self.redis.key_prefix.contains(['{', '}']) {
+            return Err(invalid(
+                "redis.key_prefix",
+                "must not contain `{` or `}` (they would change the keys' cluster hash tags)",
+            ));
+        }
         if self.redis.timeout_ms == 0 {
             return Err(invalid("redis.timeout_ms", "must be at least 1"));
         }
@@ -463,6 +495,35 @@ mod tests {
         assert!(err.to_string().contains("redis.url"), "{err}");
         let err = Settings::load_from(&dir(), &env(&[("FEED_ENV", "nowhere")])).unwrap_err();
         assert!(err.to_string().contains("FEED_ENV"), "{err}");
+    }
+
+    #[test]
+    fn a_cluster_is_a_comma_separated_list_and_braces_in_the_prefix_are_refused() {
+        let s = Settings::load_from(
+            &dir(),
+            &env(&[(
+                "FEED_REDIS__CLUSTER_URLS",
+                "redis://127.0.0.1:7001, redis://127.0.0.1:7002,",
+            )]),
+        )
+        .unwrap();
+        assert_eq!(
+            s.redis.cluster_nodes(),
+            ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002"]
+        );
+        let single = Settings::load_from(&dir(), &env(&[])).unwrap();
+        assert!(single.redis.cluster_nodes().is_empty());
+        let err = Settings::load_from(&dir(), &env(&[("FEED_REDIS__CLUSTER_URLS", "h:1,h:2")]))
+            .unwrap_err();
+        assert!(err.to_string().contains("redis.cluster_urls"), "{err}");
+        for prefix in ["{app}:", "app}:", "a{"] {
+            let err = Settings::load_from(&dir(), &env(&[("FEED_REDIS__KEY_PREFIX", prefix)]))
+                .unwrap_err();
+            assert!(
+                err.to_string().contains("redis.key_prefix"),
+                "{prefix}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -12,6 +12,10 @@ pub type FeedSettings = SettingsRow;
 /// Bounds of the admin settings.
 pub const MAX_CAP: i64 = 100_000;
 pub const MAX_ACTIVE_WINDOW_SECS: i64 = 366 * 24 * 3600;
+/// Bounds of the inbox idle TTL: an hour (far above the interval at which
+/// reads refresh it) to a year.
+pub const MIN_INBOX_IDLE_TTL_SECS: i64 = 3600;
+pub const MAX_INBOX_IDLE_TTL_SECS: i64 = 366 * 24 * 3600;
 
 /// Whether an author with `followers` followers changes state: it becomes
 /// big-V at `big_v_threshold` followers and ordinary again below
@@ -65,6 +69,10 @@ pub struct SettingsPatch {
     /// Outbox cap.
     #[schema(minimum = 1, maximum = 100000)]
     pub outbox_max_len: Option<i64>,
+    /// An inbox unread for this long expires, and is rebuilt from
+    /// PostgreSQL when its reader returns.
+    #[schema(minimum = 3600, maximum = 31622400)]
+    pub inbox_idle_ttl_secs: Option<i64>,
 }
 
 impl SettingsPatch {
@@ -80,6 +88,9 @@ impl SettingsPatch {
                 .unwrap_or(current.active_window_secs),
             inbox_max_len: self.inbox_max_len.unwrap_or(current.inbox_max_len),
             outbox_max_len: self.outbox_max_len.unwrap_or(current.outbox_max_len),
+            inbox_idle_ttl_secs: self
+                .inbox_idle_ttl_secs
+                .unwrap_or(current.inbox_idle_ttl_secs),
         };
         if new.big_v_threshold < 1 {
             return Err("big_v_threshold must be at least 1".into());
@@ -96,6 +107,11 @@ impl SettingsPatch {
         if !(1..=MAX_ACTIVE_WINDOW_SECS).contains(&new.active_window_secs) {
             return Err(format!(
                 "active_window_secs must be from 1 to {MAX_ACTIVE_WINDOW_SECS}"
+            ));
+        }
+        if !(MIN_INBOX_IDLE_TTL_SECS..=MAX_INBOX_IDLE_TTL_SECS).contains(&new.inbox_idle_ttl_secs) {
+            return Err(format!(
+                "inbox_idle_ttl_secs must be from {MIN_INBOX_IDLE_TTL_SECS} to {MAX_INBOX_IDLE_TTL_SECS}"
             ));
         }
         for (name, value) in [
@@ -121,6 +137,7 @@ mod tests {
             active_window_secs: 604_800,
             inbox_max_len: 1_000,
             outbox_max_len: 1_000,
+            inbox_idle_ttl_secs: 2_592_000,
         }
     }
 
@@ -158,6 +175,18 @@ mod tests {
             ..Default::default()
         };
         assert!(p.apply(&d).is_err());
+        for ttl in [0, 3_599, 31_622_401] {
+            let p = SettingsPatch {
+                inbox_idle_ttl_secs: Some(ttl),
+                ..Default::default()
+            };
+            assert!(p.apply(&d).unwrap_err().contains("inbox_idle_ttl_secs"));
+        }
+        let p = SettingsPatch {
+            inbox_idle_ttl_secs: Some(3_600),
+            ..Default::default()
+        };
+        assert_eq!(p.apply(&d).unwrap().inbox_idle_ttl_secs, 3_600);
         assert_eq!(SettingsPatch::default().apply(&d).unwrap(), d);
     }
 }

@@ -354,7 +354,11 @@ impl Engine {
                     return Ok(false);
                 }
                 let (seq, followees) = self.inner.pg.following_state(r).await?;
-                self.inner.redis.fill_following(r, seq, &followees).await?
+                let ttl = self.settings().inbox_idle_ttl_secs as u64;
+                self.inner
+                    .redis
+                    .fill_following(r, seq, &followees, ttl)
+                    .await?
             }
             (StateKey::Pulled, _) => {
                 if !self.inner.redis.begin_state(&keys.pulled()).await? {
@@ -390,9 +394,15 @@ impl Engine {
     async fn rebuild(&self, source: Source) -> AppResult<bool> {
         let s = self.settings();
         let keys = self.inner.redis.keys();
-        let (key, of, cap) = match source {
-            Source::Inbox(u) => (keys.inbox(u), EntriesOf::Home(u), s.inbox_max_len),
-            Source::Outbox(a) => (keys.outbox(a), EntriesOf::Author(a), s.outbox_max_len),
+        // Inboxes of idle readers expire; outboxes stay.
+        let (key, of, cap, ttl) = match source {
+            Source::Inbox(u) => (
+                keys.inbox(u),
+                EntriesOf::Home(u),
+                s.inbox_max_len,
+                s.inbox_idle_ttl_secs as u64,
+            ),
+            Source::Outbox(a) => (keys.outbox(a), EntriesOf::Author(a), s.outbox_max_len, 0),
         };
         if !self.inner.redis.begin_build(&key).await? {
             return Ok(false);
@@ -403,7 +413,12 @@ impl Engine {
         } else {
             None
         };
-        if !self.inner.redis.fill(&key, cap, floor, &entries).await? {
+        if !self
+            .inner
+            .redis
+            .fill(&key, cap, floor, &entries, ttl)
+            .await?
+        {
             return Ok(false);
         }
         Stats::bump(&self.inner.stats.rebuilds, 1);
@@ -412,13 +427,12 @@ impl Engine {
         Ok(true)
     }
 
-    /// Records the reader as an active fan of the big-Vs it follows, at
-    /// most once per interval, off the request's path.
+    /// Notes a read, at most once per interval and off the request's path:
+    /// the reader's keys get the idle TTL again, and it is recorded as an
+    /// active fan of the big-Vs it follows.
     fn note_active(&self, reader: i64, big_vs: Vec<i64>) {
-        if big_vs.is_empty() {
-            return;
-        }
         let interval = self.inner.tuning.active_mark_interval_secs;
+        let ttl = self.settings().inbox_idle_ttl_secs as u64;
         let now = now_ms();
         {
             let mut marked = match self.inner.marked.lock() {
@@ -441,7 +455,7 @@ impl Engine {
             if let Err(e) = engine
                 .inner
                 .redis
-                .record_active_fan(reader, &big_vs, now, interval)
+                .touch_reader(reader, &big_vs, now, interval, ttl)
                 .await
             {
                 tracing::debug!(error = %e.chain(), "could not record an active fan");

@@ -566,6 +566,14 @@ async fn bad_input_gets_a_json_error_and_changes_nothing() {
             StatusCode::UNPROCESSABLE_ENTITY,
             "unprocessable",
         ),
+        (
+            Method::PUT,
+            "/api/v1/admin/settings".into(),
+            Body::Json(json!({"inbox_idle_ttl_secs": 59})),
+            "admin",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unprocessable",
+        ),
     ];
     for (method, path, body, who, status, code) in cases {
         let token = match who {
@@ -604,6 +612,6 @@ async fn bad_input_gets_a_json_error_and_changes_nothing() {
     let settings = app.settings().await;
     assert_eq!(
         settings,
-        json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000})
+        json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000})
     );
 }

@@ -1,6 +1,7 @@
 //! The invariants of DESIGN.md, through the API.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use feed_service::store::pg::models::Post;
@@ -303,8 +304,7 @@ async fn following_brings_recent_posts_and_big_v_posts_reach_active_fans() {
 
 /// Every member of a feed ZSET but the sentinel.
 async fn zrange(app: &TestApp, key: &str) -> Vec<String> {
-    let client = redis::Client::open(app.redis_url.as_str()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut conn = app.engine.redis().connection().await.unwrap();
     let members: Vec<String> = redis::cmd("ZRANGE")
         .arg(key)
         .arg(0)
@@ -464,4 +464,56 @@ async fn a_next_offset_past_ten_thousand_is_accepted_back() {
         )
         .await;
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+}
+
+/// Milliseconds to live of a key (-2: missing, -1: no TTL).
+async fn pttl(app: &TestApp, key: &str) -> i64 {
+    let mut conn = app.engine.redis().connection().await.unwrap();
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_idle_reader_s_inbox_expires_and_is_rebuilt_complete_on_return() {
+    let app = spawn_app().await;
+    let settings = app.set_settings(json!({"inbox_idle_ttl_secs": 3600})).await;
+    assert_eq!(settings["inbox_idle_ttl_secs"], 3600);
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    let first = app.publish(&author, "before").await;
+    app.settle().await;
+    assert_eq!(app.home(&reader, 5).await, vec![first.id]);
+    // Reading built the reader's keys with the admin's idle TTL.
+    let keys = app.engine.redis().keys().clone();
+    let (inbox, following) = (keys.inbox(reader.id), keys.following(reader.id));
+    for key in [&inbox, &following] {
+        let ttl = pttl(&app, key).await;
+        assert!((3_500_000..=3_600_000).contains(&ttl), "{key}: {ttl} ms");
+    }
+    // The reader stays away until its keys expire (here: at once).
+    let mut conn = app.engine.redis().connection().await.unwrap();
+    for key in [&inbox, &following] {
+        let _: i64 = redis::cmd("PEXPIRE")
+            .arg(key)
+            .arg(1)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Meanwhile a post is pushed: to no inbox, since it has expired.
+    let second = app.publish(&author, "while away").await;
+    app.settle().await;
+    assert_eq!(pttl(&app, &inbox).await, -2, "no push recreates it");
+    // On return the feed is complete, rebuilt from PostgreSQL, and the
+    // rebuilt keys have the TTL again.
+    assert_eq!(app.home(&reader, 5).await, vec![second.id, first.id]);
+    for key in [&inbox, &following] {
+        let ttl = pttl(&app, key).await;
+        assert!((3_500_000..=3_600_000).contains(&ttl), "{key}: {ttl} ms");
+    }
 }

@@ -27,7 +27,6 @@ pub struct TestApp {
     pub keys: JwtKeys,
     pub admin: String,
     pub jwt_secret: String,
-    pub redis_url: String,
     database_url: String,
     handle: actix_web::dev::ServerHandle,
 }
@@ -88,7 +87,6 @@ pub async fn spawn_app_with(settings: Settings) -> TestApp {
         admin,
         keys,
         jwt_secret: settings.auth.jwt_secret.expose_secret().to_string(),
-        redis_url: settings.redis.url.expose_secret().to_string(),
         database_url: settings.database.url.expose_secret().to_string(),
         handle,
     }

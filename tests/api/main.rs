@@ -9,6 +9,7 @@ mod feed;
 mod fuzz;
 mod health;
 mod helpers;
+mod instances;
 mod limits;
 mod load;
 mod model;

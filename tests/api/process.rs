@@ -8,6 +8,7 @@ use diesel::sql_types::BigInt;
 use diesel::QueryableByName;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use feed_service::settings::Settings;
+use feed_service::store::redis::RedisStore;
 use reqwest::StatusCode;
 use secrecy::ExposeSecret;
 use serde_json::json;
@@ -108,7 +109,7 @@ async fn progress(conn: &mut AsyncPgConnection) -> Option<(i64, bool)> {
 
 /// An author with `n` followers (ids 2..=n+1), each with an (empty) inbox,
 /// and thresholds that keep the author ordinary: a pure push.
-async fn seed(settings: &Settings, conn: &mut AsyncPgConnection, n: i64) {
+pub async fn seed(settings: &Settings, conn: &mut AsyncPgConnection, n: i64) {
     conn.batch_execute(&format!(
         "UPDATE settings SET big_v_threshold = 100000000, big_v_demote_threshold = 90000000;
          INSERT INTO users (id, username) VALUES (1, 'author');
@@ -122,60 +123,60 @@ async fn seed(settings: &Settings, conn: &mut AsyncPgConnection, n: i64) {
     .await
     .unwrap();
     // Every follower has read its feed once: its inbox exists (complete, empty).
-    let mut redis = redis_conn(settings).await;
-    let script = redis::Script::new(
-        "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do \
-           redis.call('ZADD', ARGV[1] .. 'feed:{' .. i .. '}', '-inf', '') end return 1",
-    );
+    let redis = bulk_store(settings);
     for (from, to) in chunks(n) {
-        let _: i64 = script
-            .arg(&settings.redis.key_prefix)
-            .arg(from)
-            .arg(to)
-            .invoke_async(&mut redis)
+        let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
+        redis
+            .query_per_slot(&keys, false, |pipe, key| {
+                pipe.zadd(key, "", "-inf");
+            })
             .await
             .unwrap();
     }
 }
 
-/// Follower id ranges of 10,000 (each Lua call stays short).
+/// A store for the tests' bulk reads and writes of inboxes (on a cluster,
+/// 10,000 keys are thousands of pipelines, one per slot: more than the
+/// service's timeout allows one call).
+fn bulk_store(settings: &Settings) -> RedisStore {
+    let mut redis = settings.redis.clone();
+    redis.timeout_ms = 60_000;
+    RedisStore::new(&redis).unwrap()
+}
+
+/// Follower id ranges of 10,000 (each pipeline stays short).
 fn chunks(n: i64) -> Vec<(i64, i64)> {
     (0..(n + 9_999) / 10_000)
         .map(|c| (2 + c * 10_000, (2 + c * 10_000 + 9_999).min(n + 1)))
         .collect()
 }
 
-async fn redis_conn(settings: &Settings) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(settings.redis.url.expose_secret())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 /// How many followers' inboxes hold `post`, and how many hold anything else.
 async fn delivered(settings: &Settings, n: i64, post: i64) -> (i64, i64) {
-    let mut redis = redis_conn(settings).await;
-    let script = redis::Script::new(
-        "local with, other = 0, 0 \
-         for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do \
-           local key = ARGV[1] .. 'feed:{' .. i .. '}' \
-           if redis.call('ZSCORE', key, ARGV[4]) then with = with + 1 end \
-           if redis.call('ZCARD', key) ~= 2 then other = other + 1 end \
-         end return {with, other}",
-    );
+    delivered_of(settings, n, post, 1).await
+}
+
+/// How many followers' inboxes hold `post`, and how many hold other than
+/// `posts` posts and the sentinel.
+pub async fn delivered_of(settings: &Settings, n: i64, post: i64, posts: i64) -> (i64, i64) {
+    let redis = bulk_store(settings);
     let (mut with_post, mut other) = (0, 0);
     for (from, to) in chunks(n) {
-        let (w, o): (i64, i64) = script
-            .arg(&settings.redis.key_prefix)
-            .arg(from)
-            .arg(to)
-            .arg(post)
-            .invoke_async(&mut redis)
+        let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
+        let replies = redis
+            .query_per_slot(&keys, false, |pipe, key| {
+                pipe.zscore(key, post).zcard(key);
+            })
             .await
             .unwrap();
-        with_post += w;
-        other += o;
+        for pair in replies.chunks(2) {
+            if pair[0] != redis::Value::Nil {
+                with_post += 1;
+            }
+            if pair[1] != redis::Value::Int(posts + 1) {
+                other += 1;
+            }
+        }
     }
     (with_post, other)
 }

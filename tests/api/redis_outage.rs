@@ -107,6 +107,7 @@ impl Drop for OwnRedis {
 async fn app_on(redis: &OwnRedis) -> TestApp {
     let mut settings = test_settings();
     settings.redis.url = SecretString::from(redis.url());
+    settings.redis.cluster_urls = SecretString::from("");
     settings.redis.timeout_ms = 300;
     spawn_app_with(settings).await
 }

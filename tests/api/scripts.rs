@@ -15,7 +15,10 @@ struct Zsets {
 
 impl Zsets {
     async fn new() -> Self {
-        let settings = test_settings();
+        // The scripts' contract is Lua's, on one node (some take keys of
+        // several slots; on a cluster the store splits those calls).
+        let mut settings = test_settings();
+        settings.redis.cluster_urls = secrecy::SecretString::from("");
         let store = RedisStore::new(&settings.redis).unwrap();
         let url = secrecy::ExposeSecret::expose_secret(&settings.redis.url).to_string();
         let conn = redis::Client::open(url)
@@ -80,7 +83,7 @@ impl Zsets {
     /// A complete ZSET (floor `-inf`) holding `entries`.
     async fn built(&mut self, key: &str, cap: i64, floor: Option<i64>, entries: &[Entry]) {
         assert!(self.store.begin_build(key).await.unwrap());
-        assert!(self.store.fill(key, cap, floor, entries).await.unwrap());
+        assert!(self.store.fill(key, cap, floor, entries, 0).await.unwrap());
     }
 
     /// Pushes `entries` into one ZSET.
@@ -237,13 +240,13 @@ async fn clause_3_a_cut_push_abandons_a_build_and_a_plain_one_lands_in_it() {
     // Its builder's fill then leaves it missing.
     assert!(!z
         .store
-        .fill(&cut, 10, None, &entries(&[(3, 2)]))
+        .fill(&cut, 10, None, &entries(&[(3, 2)]), 0)
         .await
         .unwrap());
     assert_eq!(z.read(&cut, 5).await, Range::Missing);
     assert!(z
         .store
-        .fill(&plain, 10, None, &entries(&[(3, 2)]))
+        .fill(&plain, 10, None, &entries(&[(3, 2)]), 0)
         .await
         .unwrap());
     assert_eq!(z.ids(&plain).await, vec![2, 1]);
@@ -287,7 +290,7 @@ async fn clause_5_a_build_is_begun_once_filled_once_and_expires_if_abandoned() {
     z.push(&key, &entries(&[(9, 1), (2, 2)]), 10, None).await;
     assert!(z
         .store
-        .fill(&key, 10, Some(5), &entries(&[(5, 3), (6, 4)]))
+        .fill(&key, 10, Some(5), &entries(&[(5, 3), (6, 4)]), 0)
         .await
         .unwrap());
     assert_eq!(z.ids(&key).await, vec![3, 4, 1]);
@@ -296,7 +299,7 @@ async fn clause_5_a_build_is_begun_once_filled_once_and_expires_if_abandoned() {
     // Filling again (a late builder) changes nothing.
     assert!(!z
         .store
-        .fill(&key, 10, None, &entries(&[(1, 5)]))
+        .fill(&key, 10, None, &entries(&[(1, 5)]), 0)
         .await
         .unwrap());
     assert_eq!(z.floor(&key).await, Some(5.0));
@@ -330,7 +333,11 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     assert_eq!(z.ids(&inbox).await, vec![30]);
     // Built at sequence 4, following 1 and 2.
     assert!(z.store.begin_state(&following).await.unwrap());
-    assert!(z.store.fill_following(reader, 4, &[1, 2]).await.unwrap());
+    assert!(z
+        .store
+        .fill_following(reader, 4, &[1, 2], 3600)
+        .await
+        .unwrap());
     assert_eq!(z.hash(&following).await["1"], "F4");
     // A change no newer than the build, or than the field, is ignored;
     // newer ones apply, in whatever order they come.
@@ -368,7 +375,11 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
         .set_follow(reader, 1, 11, true, 10, None, &[])
         .await
         .unwrap();
-    assert!(!z.store.fill_following(reader, 10, &[2]).await.unwrap());
+    assert!(!z
+        .store
+        .fill_following(reader, 10, &[2], 3600)
+        .await
+        .unwrap());
     assert!(z.hash(&following).await.is_empty());
 }
 
@@ -461,7 +472,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     let read = z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap();
     assert_eq!(read, WarmRead::Missing(StateKey::Following));
     assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
-    z.store.fill_following(9, 1, &[1, 2]).await.unwrap();
+    z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
     assert_eq!(
         z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled)
@@ -508,4 +519,42 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         .await
         .unwrap();
     assert!(ttl > 0 && ttl <= 60, "cached posts expire: {ttl}");
+}
+
+#[tokio::test]
+async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
+    let mut z = Zsets::new().await;
+    let keys = z.store.keys().clone();
+    let (inbox, following, outbox) = (keys.inbox(7), keys.following(7), keys.outbox(7));
+    // Built with the idle TTL; an outbox never expires.
+    assert!(z.store.begin_build(&inbox).await.unwrap());
+    assert!(z
+        .store
+        .fill(&inbox, 10, None, &entries(&[(1, 1)]), 3_600)
+        .await
+        .unwrap());
+    z.built(&outbox, 10, None, &entries(&[(1, 1)])).await;
+    assert!(z.store.begin_state(&following).await.unwrap());
+    assert!(z.store.fill_following(7, 1, &[2], 3_600).await.unwrap());
+    assert!((3_500..=3_600).contains(&z.ttl(&inbox).await));
+    assert!((3_500..=3_600).contains(&z.ttl(&following).await));
+    assert_eq!(z.ttl(&outbox).await, -1);
+    // Pushes keep the TTL (a reader that only receives still expires).
+    z.push(&inbox, &entries(&[(2, 2)]), 10, None).await;
+    assert!((3_500..=3_600).contains(&z.ttl(&inbox).await));
+    // A read renews both, once per mark interval.
+    assert!(z.store.touch_reader(7, &[], 1, 60, 7_200).await.unwrap());
+    assert!((7_100..=7_200).contains(&z.ttl(&inbox).await));
+    assert!((7_100..=7_200).contains(&z.ttl(&following).await));
+    assert!(!z.store.touch_reader(7, &[], 2, 60, 9_000).await.unwrap());
+    assert!(z.ttl(&inbox).await <= 7_200);
+    // A key being built keeps its build TTL (an abandoned build still
+    // expires soon), and a missing one stays missing.
+    let other = keys.inbox(8);
+    assert!(z.store.begin_build(&other).await.unwrap());
+    assert!(z.store.touch_reader(8, &[3], 1, 60, 7_200).await.unwrap());
+    assert!(z.ttl(&other).await <= 30);
+    assert_eq!(z.ttl(&keys.following(8)).await, -2);
+    // ...and the reader is an active fan of the big-Vs it read.
+    assert_eq!(z.store.active_fans(3, 0).await.unwrap(), vec![8]);
 }

@@ -46,6 +46,7 @@ diesel::table! {
         inbox_max_len -> Int8,
         outbox_max_len -> Int8,
         updated_at -> Timestamptz,
+        inbox_idle_ttl_secs -> Int8,
     }
 }
 

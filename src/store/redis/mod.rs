@@ -1,6 +1,7 @@
 //! The Redis store: feed ZSETs (inboxes, outboxes) and active fans.
 //! Everything here is derived from PostgreSQL and may vanish at any time.
 
+mod conn;
 pub mod faults;
 pub mod keys;
 pub mod scripts;
@@ -11,15 +12,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::{Config, Pool, Runtime};
 use futures::{StreamExt, TryStreamExt};
 use redis::{AsyncCommands, Value};
-use secrecy::ExposeSecret;
 
 use crate::error::{AppError, AppResult, Message};
 use crate::settings::RedisSettings;
 use crate::types::{Entry, Range, SourceRead};
 
+use conn::Topology;
+pub use conn::{slot, Conn};
 pub use faults::{Fault, Faults};
 pub use keys::Keys;
 
@@ -41,6 +42,11 @@ const KEYS_PER_CALL: usize = 100;
 /// follow) goes to fewer keys per call, so that every call stays short.
 const ZADDS_PER_CALL: usize = 1000;
 
+/// One-key PUSH calls a cluster fan-out sends concurrently per round (its
+/// "pipeline"), at most: the multiplexed connection pipelines them per
+/// node. A round makes no more ZADDs than a single node's pipeline.
+const CLUSTER_CALLS_PER_ROUND: usize = 100;
+
 /// Active fans read per Redis call.
 const FANS_PER_CALL: usize = 5000;
 
@@ -49,7 +55,7 @@ const BUILD_TTL_SECS: u64 = 30;
 
 #[derive(Clone)]
 pub struct RedisStore {
-    pool: Pool,
+    topology: Topology,
     keys: Keys,
     timeout: Duration,
     faults: Arc<Faults>,
@@ -60,18 +66,8 @@ pub struct RedisStore {
 impl RedisStore {
     pub fn new(settings: &RedisSettings) -> AppResult<Self> {
         let timeout = Duration::from_millis(settings.timeout_ms);
-        let pool = Config::from_url(settings.url.expose_secret())
-            .builder()
-            .map_err(|e| AppError::internal("redis.url", e))?
-            .max_size(settings.pool_size)
-            .wait_timeout(Some(timeout))
-            .create_timeout(Some(timeout))
-            .recycle_timeout(Some(timeout))
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| AppError::internal("building the Redis pool", e))?;
         Ok(RedisStore {
-            pool,
+            topology: Topology::new(settings, timeout)?,
             keys: Keys::new(settings.key_prefix.clone()),
             timeout,
             faults: Arc::new(Faults::default()),
@@ -88,6 +84,17 @@ impl RedisStore {
         self.round_trips.load(Ordering::Relaxed)
     }
 
+    /// Whether this store runs on a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.topology.is_cluster()
+    }
+
+    /// A pooled connection of whichever topology runs (tests and operators;
+    /// on a cluster, every call must keep to one slot).
+    pub async fn connection(&self) -> AppResult<Conn> {
+        self.topology.get().await
+    }
+
     /// Faults to inject into the next Redis calls (tests).
     pub fn faults(&self) -> &Faults {
         &self.faults
@@ -97,7 +104,7 @@ impl RedisStore {
     /// bounded by the timeout.
     async fn with_conn<T, F, Fut>(&self, f: F) -> AppResult<T>
     where
-        F: FnOnce(deadpool_redis::Connection) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -110,7 +117,7 @@ impl RedisStore {
             });
         }
         let work = async {
-            let conn = self.pool.get().await?;
+            let conn = self.topology.get().await?;
             Ok::<T, AppError>(f(conn).await?)
         };
         let result = match tokio::time::timeout(self.timeout, work).await {
@@ -131,9 +138,9 @@ impl RedisStore {
         .await
     }
 
-    /// Reads `fetch` entries of each ZSET from `max` down: one MULTI/EXEC
-    /// for all of them (one round trip, and every floor agrees with its
-    /// range). On Redis Cluster this would have to be one per slot.
+    /// Reads `fetch` entries of each ZSET from `max` down, each floor with
+    /// its range in one MULTI/EXEC: one for all keys on a single node (one
+    /// round trip), one per slot on a cluster, sent concurrently.
     pub async fn ranges(
         &self,
         keys: &[String],
@@ -141,19 +148,16 @@ impl RedisStore {
         fetch: usize,
     ) -> AppResult<Vec<Range>> {
         let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for key in keys {
-            pipe.zscore(key, "").zrevrangebyscore_limit_withscores(
-                key,
-                &max_arg,
-                "-inf",
-                0,
-                fetch as isize + 1,
-            );
-        }
-        let replies: Vec<Value> = self
-            .with_conn(|mut c| async move { pipe.query_async(&mut c).await })
+        let replies = self
+            .query_per_slot(keys, true, |pipe, key| {
+                pipe.zscore(key, "").zrevrangebyscore_limit_withscores(
+                    key,
+                    &max_arg,
+                    "-inf",
+                    0,
+                    fetch as isize + 1,
+                );
+            })
             .await?;
         if replies.len() != 2 * keys.len() {
             return Err(AppError::internal(
@@ -165,6 +169,53 @@ impl RedisStore {
             .zip(replies.chunks(2))
             .map(|(key, pair)| range_of(key, &pair[0], &pair[1], fetch))
             .collect()
+    }
+
+    /// Sends, for every key, the commands `add` puts in a pipeline: one
+    /// pipeline per slot group ([`Topology::groups`]), `atomic` ones as
+    /// MULTI/EXEC. Returns the replies in the keys' order.
+    pub async fn query_per_slot(
+        &self,
+        keys: &[String],
+        atomic: bool,
+        add: impl Fn(&mut redis::Pipeline, &str),
+    ) -> AppResult<Vec<Value>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let groups = self.topology.groups(keys);
+        let pipes: Vec<redis::Pipeline> = groups
+            .iter()
+            .map(|group| {
+                let mut pipe = redis::pipe();
+                if atomic {
+                    pipe.atomic();
+                }
+                for &i in group {
+                    add(&mut pipe, &keys[i]);
+                }
+                pipe
+            })
+            .collect();
+        let replies = self
+            .with_conn(|mut c| async move { c.query_groups(pipes).await })
+            .await?;
+        let per_key = replies.iter().map(Vec::len).sum::<usize>() / keys.len();
+        let mut out: Vec<Option<Value>> = vec![None; keys.len() * per_key];
+        for (group, reply) in groups.iter().zip(replies) {
+            if reply.len() != group.len() * per_key {
+                return Err(AppError::internal(
+                    "a pipeline",
+                    Message(format!("{} replies for {} keys", reply.len(), group.len())),
+                ));
+            }
+            for (&i, values) in group.iter().zip(reply.chunks(per_key.max(1))) {
+                for (j, v) in values.iter().enumerate() {
+                    out[i * per_key + j] = Some(v.clone());
+                }
+            }
+        }
+        Ok(out.into_iter().map(|v| v.unwrap_or(Value::Nil)).collect())
     }
 
     /// Starts building a missing ZSET; true if this caller must fill it.
@@ -188,19 +239,21 @@ impl RedisStore {
     }
 
     /// Completes a build with the newest entries read from PostgreSQL.
-    /// `floor`: `None` when they are all there are. False if the key was no
-    /// longer building (it vanished, or a cut push abandoned the build).
+    /// `floor`: `None` when they are all there are; `idle_ttl_secs`: the
+    /// key's TTL (an inbox's; 0 for none). False if the key was no longer
+    /// building (it vanished, or a cut push abandoned the build).
     pub async fn fill(
         &self,
         key: &str,
         cap: i64,
         floor: Option<i64>,
         entries: &[Entry],
+        idle_ttl_secs: u64,
     ) -> AppResult<bool> {
         let floor = floor.map_or_else(|| "-inf".to_string(), |f| f.to_string());
         self.with_conn(|mut c| async move {
             let mut inv = scripts::FILL.key(key);
-            inv.arg(cap).arg(&floor);
+            inv.arg(cap).arg(&floor).arg(idle_ttl_secs);
             for e in entries {
                 inv.arg(e.score).arg(e.id);
             }
@@ -217,13 +270,12 @@ impl RedisStore {
         if targets.is_empty() {
             return Ok(0);
         }
+        let calls: Vec<_> = targets
+            .iter()
+            .map(|(key, entries)| push_call(std::slice::from_ref(key), entries, cap, None))
+            .collect();
         self.with_conn(|mut c| async move {
-            let mut pipe = redis::pipe();
-            pipe.load_script(&scripts::PUSH).ignore();
-            for (key, entries) in targets {
-                pipe.invoke_script(&push_call(std::slice::from_ref(key), entries, cap, None));
-            }
-            let added: Vec<i64> = pipe.query_async(&mut c).await?;
+            let added: Vec<i64> = c.invoke_all(&scripts::PUSH, &calls).await?;
             Ok(added.iter().sum())
         })
         .await
@@ -245,9 +297,28 @@ impl RedisStore {
             return Ok(0);
         }
         let group = (ZADDS_PER_CALL / entries.len()).clamp(1, KEYS_PER_CALL);
-        let pipelines: Vec<_> = keys
-            .chunks(group * CALLS_PER_PIPELINE)
-            .map(|calls| self.push_pipeline(calls, group, entries, cap, cut))
+        // One call's keys share a slot: on a cluster, grouped by slot (a
+        // batch's followers rarely do, so most calls there have one key, and
+        // a "pipeline" is that many calls sent concurrently).
+        let calls: Vec<Vec<String>> = self
+            .topology
+            .groups(keys)
+            .iter()
+            .flat_map(|g| {
+                g.chunks(group)
+                    .map(|c| c.iter().map(|&i| keys[i].clone()).collect())
+            })
+            .collect();
+        let per_pipeline = if self.topology.is_cluster() {
+            // As many ZADDs per round as a single node's pipeline holds.
+            (CALLS_PER_PIPELINE * ZADDS_PER_CALL / (entries.len() * group))
+                .clamp(1, CLUSTER_CALLS_PER_ROUND)
+        } else {
+            CALLS_PER_PIPELINE
+        };
+        let pipelines: Vec<_> = calls
+            .chunks(per_pipeline)
+            .map(|calls| self.push_pipeline(calls, entries, cap, cut))
             .collect();
         let counts: Vec<i64> = futures::stream::iter(pipelines)
             .buffer_unordered(PIPELINES_IN_FLIGHT)
@@ -256,24 +327,23 @@ impl RedisStore {
         Ok(counts.iter().sum())
     }
 
-    /// One fan-out pipeline: PUSH calls of `group` keys each.
+    /// One fan-out pipeline: a PUSH call for each group of keys.
     async fn push_pipeline(
         &self,
-        calls: &[String],
-        group: usize,
+        calls: &[Vec<String>],
         entries: &[Entry],
         cap: i64,
         cut: Option<i64>,
     ) -> AppResult<i64> {
+        let calls: Vec<_> = calls
+            .iter()
+            .map(|keys| push_call(keys, entries, cap, cut))
+            .collect();
         self.with_conn(|mut c| async move {
-            let mut pipe = redis::pipe();
-            // Every pipeline, for a Redis that restarted or flushed its
-            // scripts (they run concurrently, so any may be the first).
-            pipe.load_script(&scripts::PUSH).ignore();
-            for chunk in calls.chunks(group) {
-                pipe.invoke_script(&push_call(chunk, entries, cap, cut));
-            }
-            let counts: Vec<i64> = pipe.query_async(&mut c).await?;
+            // Every pipeline loads the script, for a Redis that restarted or
+            // flushed its scripts (they run concurrently, so any may be the
+            // first).
+            let counts: Vec<i64> = c.invoke_all(&scripts::PUSH, &calls).await?;
             Ok(counts.iter().sum::<i64>())
         })
         .await
@@ -284,15 +354,11 @@ impl RedisStore {
         if keys.is_empty() || ids.is_empty() {
             return Ok(());
         }
-        self.with_conn(|mut c| async move {
-            let mut pipe = redis::pipe();
-            for key in keys {
-                pipe.zrem(key, ids).ignore();
-            }
-            let _: () = pipe.query_async(&mut c).await?;
-            Ok(())
+        self.query_per_slot(keys, false, |pipe, key| {
+            pipe.zrem(key, ids);
         })
-        .await
+        .await?;
+        Ok(())
     }
 
     pub async fn delete(&self, key: &str) -> AppResult<()> {
@@ -301,50 +367,50 @@ impl RedisStore {
 
     /// Deletes keys (they are rebuilt from PostgreSQL when next read).
     pub async fn delete_many(&self, keys: &[String]) -> AppResult<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        self.with_conn(|mut c| async move {
-            let _: i64 = c.del(keys).await?;
-            Ok(())
+        self.query_per_slot(keys, false, |pipe, key| {
+            pipe.del(key);
         })
-        .await
+        .await?;
+        Ok(())
     }
 
-    /// Records `reader` as an active fan of `authors`, at most once per
-    /// `interval_secs` (a marker key rate-limits it). Returns whether it did.
-    pub async fn record_active_fan(
+    /// Notes a read by `reader`, at most once per `interval_secs` (a marker
+    /// key rate-limits it): its inbox and copy of whom it follows get the
+    /// idle TTL again (scripts.rs, clause 11), and it is recorded as an
+    /// active fan of `authors`. Returns whether it did.
+    pub async fn touch_reader(
         &self,
         reader: i64,
         authors: &[i64],
         now_ms: i64,
         interval_secs: u64,
+        idle_ttl_secs: u64,
     ) -> AppResult<bool> {
-        if authors.is_empty() {
+        let mark = self.keys.active_mark(reader);
+        let inbox = self.keys.inbox(reader);
+        let following = self.keys.following(reader);
+        let touched: i64 = self
+            .with_conn(|mut c| async move {
+                scripts::TOUCH
+                    .key(&mark)
+                    .key(&inbox)
+                    .key(&following)
+                    .arg(now_ms)
+                    .arg(interval_secs.max(1))
+                    .arg(idle_ttl_secs)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        if touched == 0 {
             return Ok(false);
         }
-        let mark = self.keys.active_mark(reader);
         let fans: Vec<String> = authors.iter().map(|a| self.keys.active_fans(*a)).collect();
-        self.with_conn(|mut c| async move {
-            let set: Value = redis::cmd("SET")
-                .arg(&mark)
-                .arg(now_ms)
-                .arg("NX")
-                .arg("EX")
-                .arg(interval_secs.max(1))
-                .query_async(&mut c)
-                .await?;
-            if set == Value::Nil {
-                return Ok(false);
-            }
-            let mut pipe = redis::pipe();
-            for key in &fans {
-                pipe.zadd(key, reader, now_ms).ignore();
-            }
-            let _: () = pipe.query_async(&mut c).await?;
-            Ok(true)
+        self.query_per_slot(&fans, false, |pipe, key| {
+            pipe.zadd(key, reader, now_ms);
         })
-        .await
+        .await?;
+        Ok(true)
     }
 
     /// Active fans of `author` seen at or after `since_ms`, ascending by id;
@@ -393,28 +459,44 @@ impl RedisStore {
 
     /// Deletes every key of this store's prefix (tests and operators).
     pub async fn delete_all(&self) -> AppResult<u64> {
-        let pattern = self.keys.pattern();
-        let mut conn = self.pool.get().await?;
-        let mut cursor: u64 = 0;
+        let keys = self.scan(&self.keys.pattern()).await?;
         let mut deleted = 0u64;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
+        for chunk in keys.chunks(1000) {
+            let replies = self
+                .query_per_slot(chunk, false, |pipe, key| {
+                    pipe.unlink(key);
+                })
                 .await?;
-            if !keys.is_empty() {
-                let n: u64 = conn.del(&keys).await?;
-                deleted += n;
-            }
-            if next == 0 {
-                return Ok(deleted);
-            }
-            cursor = next;
+            deleted += replies.iter().filter(|v| **v == Value::Int(1)).count() as u64;
         }
+        Ok(deleted)
+    }
+
+    /// Every key matching `pattern`: a SCAN of the node, or of every master
+    /// of the cluster.
+    pub async fn scan(&self, pattern: &str) -> AppResult<Vec<String>> {
+        let mut conn = self.topology.get().await?;
+        let mut found = Vec::new();
+        for node in conn.masters().await? {
+            let mut cursor: u64 = 0;
+            loop {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1000);
+                let (next, keys): (u64, Vec<String>) = conn.query_on(node.as_ref(), &scan).await?;
+                found.extend(keys);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        Ok(found)
     }
 }
 

@@ -71,6 +71,11 @@
 //! 10. **The warm read** ([`READ`]) reads, in one call, the reader's state,
 //!     the inbox, the outbox of every pulled author it follows, and for
 //!     every entry read its author, tombstone and whether it is followed.
+//! 11. **Idle readers expire.** A reader's inbox and its copy of whom it
+//!     follows get, when built and again on its reads (at most once per
+//!     mark interval, [`TOUCH`]), the admin's idle TTL; an outbox and the
+//!     pulled authors never expire. Expiry is a key gone missing (clauses
+//!     1 and 7): pushes skip it, and the next read rebuilds it.
 
 use std::sync::LazyLock;
 
@@ -155,21 +160,26 @@ return 1
 });
 
 /// FILL: KEYS[1] feed ZSET; ARGV[1] cap; ARGV[2] floor (`-inf` or a score);
-/// ARGV[3..] score, member pairs. Completes a build (clause 5). Returns 1
-/// if it did, 0 if the key was no longer building.
+/// ARGV[3] the idle TTL in seconds (`0`: none); ARGV[4..] score, member
+/// pairs. Completes a build (clause 5). Returns 1 if it did, 0 if the key
+/// was no longer building.
 pub static FILL: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r#"{PRELUDE}
 local raw = redis.call('ZSCORE', KEYS[1], '')
 if not raw or floor_of(raw) ~= nil then return 0 end
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('ZADD', KEYS[1], ARGV[2], '')
 if ARGV[2] ~= '-inf' then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
 end
-redis.call('PERSIST', KEYS[1])
+if ARGV[3] == '0' then
+  redis.call('PERSIST', KEYS[1])
+else
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+end
 trim(KEYS[1], tonumber(ARGV[1]))
 return 1
 "#
@@ -228,15 +238,37 @@ return 1
 });
 
 /// FILL_FOLLOWING: KEYS[1] `following:{r}`; ARGV[1] the reader's follow
-/// seq; ARGV[2..] followee ids. Completes a build (clause 7); 0 if the key
-/// is no longer building.
+/// seq; ARGV[2] the idle TTL in seconds; ARGV[3..] followee ids. Completes
+/// a build (clause 7); 0 if the key is no longer building.
 pub static FILL_FOLLOWING: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 if redis.call('HGET', KEYS[1], '') ~= 'b' then return 0 end
-for i = 2, #ARGV do redis.call('HSET', KEYS[1], ARGV[i], 'F' .. ARGV[1]) end
+for i = 3, #ARGV do redis.call('HSET', KEYS[1], ARGV[i], 'F' .. ARGV[1]) end
 redis.call('HSET', KEYS[1], '', ARGV[1])
-redis.call('PERSIST', KEYS[1])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+return 1
+"#,
+    )
+});
+
+/// TOUCH: KEYS[1] the reader's active mark, KEYS[2] its inbox, KEYS[3] its
+/// `following:{r}` (one slot); ARGV[1] the mark's time, ARGV[2] the mark
+/// interval in seconds, ARGV[3] the idle TTL in seconds. At most once per
+/// interval (the mark): the reader's built keys get the idle TTL again
+/// (clause 11); one being built keeps its build TTL. Returns 1 if it did.
+pub static TOUCH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', tonumber(ARGV[2])) then return 0 end
+local floor = redis.call('ZSCORE', KEYS[2], '')
+if floor and floor ~= 'inf' and floor ~= '+inf' then
+  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
+end
+local state = redis.call('HGET', KEYS[3], '')
+if state and state ~= 'b' then
+  redis.call('EXPIRE', KEYS[3], tonumber(ARGV[3]))
+end
 return 1
 "#,
     )

@@ -46,6 +46,9 @@ impl RedisStore {
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<WarmRead> {
+        if self.is_cluster() {
+            return self.warm_read_by_slot(reader, first, max, fetch).await;
+        }
         let following = match reader {
             Some(r) => self.keys.following(r),
             None => format!("{}unused", self.keys.prefix()),
@@ -71,24 +74,146 @@ impl RedisStore {
         parse_read(reply, first, fetch)
     }
 
+    /// The warm read on a cluster, where one script cannot reach keys of
+    /// other slots: the same reply as READ, in four round trips. The pulled
+    /// authors are read first: a delivery done before that read is in the
+    /// inbox read after it, and a post still in flight keeps its author's
+    /// outbox pulled. Whom the reader follows and the inbox are read
+    /// together (one slot), then the outboxes concurrently (each floor with
+    /// its range), then the posts' authors and tombstones.
+    async fn warm_read_by_slot(
+        &self,
+        reader: Option<i64>,
+        first: &str,
+        max: Option<i64>,
+        fetch: usize,
+    ) -> AppResult<WarmRead> {
+        let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+        let pulled = match reader {
+            Some(_) => {
+                let key = self.keys.pulled();
+                let (state, authors): (Option<String>, Vec<String>) = self
+                    .with_conn(|mut c| async move {
+                        redis::pipe()
+                            .hget(&key, "")
+                            .hkeys(&key)
+                            .query_async(&mut c)
+                            .await
+                    })
+                    .await?;
+                Some((state, authors))
+            }
+            None => None,
+        };
+        let following_key = reader.map(|r| self.keys.following(r));
+        let first_key = first.to_string();
+        let (following, floor, range): (Option<HashMap<String, String>>, Value, Value) = self
+            .with_conn(|mut c| async move {
+                let mut pipe = redis::pipe();
+                pipe.atomic();
+                match &following_key {
+                    Some(key) => pipe.hgetall(key),
+                    None => pipe.cmd("ECHO").arg(""),
+                };
+                pipe.zscore(&first_key, "")
+                    .zrevrangebyscore_limit_withscores(
+                        &first_key,
+                        &max_arg,
+                        "-inf",
+                        0,
+                        fetch as isize + 1,
+                    );
+                let (f, floor, range): (Value, Value, Value) = pipe.query_async(&mut c).await?;
+                let f = match f {
+                    Value::Map(_) | Value::Array(_) => Some(redis::from_redis_value(f)?),
+                    _ => None,
+                };
+                Ok((f, floor, range))
+            })
+            .await?;
+        let mut sources = vec![(None, super::range_of(first, &floor, &range, fetch)?)];
+        let following = following.unwrap_or_default();
+        let followed = |a: &str| following.get(a).is_some_and(|v| v.starts_with('F'));
+        if let Some((state, authors)) = pulled {
+            match following.get("").map(String::as_str) {
+                None => return Ok(WarmRead::Missing(StateKey::Following)),
+                Some("b") => return Ok(WarmRead::Building(StateKey::Following)),
+                Some(_) => {}
+            }
+            match state.as_deref() {
+                None => return Ok(WarmRead::Missing(StateKey::Pulled)),
+                Some("b") => return Ok(WarmRead::Building(StateKey::Pulled)),
+                Some(_) => {}
+            }
+            let authors: Vec<i64> = authors
+                .iter()
+                .filter(|a| !a.is_empty() && followed(a))
+                .map(|a| a.parse::<i64>())
+                .collect::<Result<_, _>>()
+                .map_err(bad("a pulled author"))?;
+            let outboxes: Vec<String> = authors.iter().map(|a| self.keys.outbox(*a)).collect();
+            let ranges = self.ranges(&outboxes, max, fetch).await?;
+            sources.extend(authors.into_iter().map(Some).zip(ranges));
+        }
+        let mut ids: Vec<i64> = Vec::new();
+        for (_, range) in &sources {
+            if let Range::Read(read) = range {
+                ids.extend(read.entries.iter().map(|e| e.id));
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
+        let rows = self
+            .query_per_slot(&keys, false, |pipe, key| {
+                pipe.cmd("HMGET").arg(key).arg("a").arg("d");
+            })
+            .await?;
+        let mut meta = HashMap::with_capacity(ids.len());
+        for (id, row) in ids.into_iter().zip(rows) {
+            let (a, d): (Option<String>, Option<String>) =
+                redis::from_redis_value(row).map_err(bad("a post"))?;
+            let author = a
+                .filter(|a| !a.is_empty())
+                .map(|a| a.parse::<i64>())
+                .transpose()
+                .map_err(bad("a post's author"))?;
+            let followed = match (reader, author) {
+                (Some(_), Some(a)) => followed(&a.to_string()),
+                _ => true,
+            };
+            meta.insert(
+                id,
+                EntryMeta {
+                    author,
+                    deleted: d.as_deref() == Some("1"),
+                    followed,
+                },
+            );
+        }
+        Ok(WarmRead::Read { sources, meta })
+    }
+
     /// Starts building a state HASH (clauses 7 and 8); true if this caller
     /// must fill it.
     pub async fn begin_state(&self, key: &str) -> AppResult<bool> {
         self.begin(&scripts::BEGIN_STATE, key).await
     }
 
-    /// Completes the build of whom `reader` follows, as of `seq`.
+    /// Completes the build of whom `reader` follows, as of `seq`, with the
+    /// idle TTL of the reader's keys.
     pub async fn fill_following(
         &self,
         reader: i64,
         seq: i64,
         followees: &[i64],
+        idle_ttl_secs: u64,
     ) -> AppResult<bool> {
         let key = self.keys.following(reader);
         let filled: i64 = self
             .with_conn(|mut c| async move {
                 let mut inv = scripts::FILL_FOLLOWING.key(&key);
-                inv.arg(seq);
+                inv.arg(seq).arg(idle_ttl_secs);
                 for f in followees {
                     inv.arg(f);
                 }
@@ -182,6 +307,35 @@ impl RedisStore {
         let outbox = self.keys.outbox(post.author_id);
         let cached = self.keys.post(id);
         let pulled = self.keys.pulled();
+        if self.is_cluster() {
+            // Three slots, so three calls, in the order that keeps readers
+            // right in between: the post is cached, then its delivery is
+            // in flight (its outbox pulled), then it is in the outbox.
+            self.with_conn(|mut c| async move {
+                redis::pipe()
+                    .atomic()
+                    .hset_multiple(
+                        &cached,
+                        &[
+                            ("a", post.author_id.to_string()),
+                            ("u", post.author_username.clone()),
+                            ("b", post.body.clone()),
+                            ("t", post.created_at_ms.to_string()),
+                        ],
+                    )
+                    .ignore()
+                    .expire(&cached, ttl_secs as i64)
+                    .ignore()
+                    .query_async::<()>(&mut c)
+                    .await
+            })
+            .await?;
+            self.pulled_change(post.author_id, PulledChange::Add(id))
+                .await?;
+            let entry = [Entry::new(post.created_at_ms, id)];
+            self.push(&[(outbox, &entry)], outbox_cap).await?;
+            return Ok(());
+        }
         self.with_conn(|mut c| async move {
             let _: i64 = scripts::PUBLISH
                 .key(&outbox)
@@ -207,10 +361,10 @@ impl RedisStore {
             return Ok(());
         }
         let keys: Vec<String> = posts.iter().map(|(id, _)| self.keys.post(*id)).collect();
-        self.with_conn(|mut c| async move {
-            let mut pipe = redis::pipe();
-            pipe.load_script(&scripts::FILL_POST).ignore();
-            for (key, (_, p)) in keys.iter().zip(posts) {
+        let calls: Vec<_> = keys
+            .iter()
+            .zip(posts)
+            .map(|(key, (_, p))| {
                 let mut inv = scripts::FILL_POST.key(key);
                 inv.arg(ttl_secs)
                     .arg(p.author_id)
@@ -218,9 +372,11 @@ impl RedisStore {
                     .arg(&p.body)
                     .arg(p.created_at_ms)
                     .arg(if p.deleted { "1" } else { "0" });
-                pipe.invoke_script(&inv).ignore();
-            }
-            let _: () = pipe.query_async(&mut c).await?;
+                inv
+            })
+            .collect();
+        self.with_conn(|mut c| async move {
+            let _: Vec<i64> = c.invoke_all(&scripts::FILL_POST, &calls).await?;
             Ok(())
         })
         .await
@@ -247,20 +403,20 @@ impl RedisStore {
         }
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows: Vec<Vec<Option<String>>> = self
-            .with_conn(|mut c| async move {
-                let mut pipe = redis::pipe();
-                for key in &keys {
-                    pipe.cmd("HMGET")
-                        .arg(key)
-                        .arg("a")
-                        .arg("u")
-                        .arg("b")
-                        .arg("t")
-                        .arg("d");
-                }
-                pipe.query_async(&mut c).await
+            .query_per_slot(&keys, false, |pipe, key| {
+                pipe.cmd("HMGET")
+                    .arg(key)
+                    .arg("a")
+                    .arg("u")
+                    .arg("b")
+                    .arg("t")
+                    .arg("d");
             })
-            .await?;
+            .await?
+            .into_iter()
+            .map(redis::from_redis_value)
+            .collect::<Result<_, _>>()
+            .map_err(bad("a post"))?;
         let mut out = HashMap::with_capacity(ids.len());
         for (id, row) in ids.iter().zip(rows) {
             if let [Some(a), Some(u), Some(b), Some(t), d] = row.as_slice() {

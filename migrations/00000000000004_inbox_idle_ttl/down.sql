@@ -1,0 +1,1 @@
+ALTER TABLE settings DROP COLUMN inbox_idle_ttl_secs;
