@@ -95,6 +95,13 @@ pub static REDIS_ERRORS: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
+pub static REDIS_UNREPLICATED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "redis_unreplicated_writes_total",
+        "Redis Cluster writes acknowledged before a replica had them (WAIT timed out): a failover now could lose them",
+    )
+});
+
 pub static PG_ERRORS: LazyLock<IntCounter> =
     LazyLock::new(|| counter("postgres_errors_total", "Failed PostgreSQL calls"));
 
@@ -147,6 +154,7 @@ pub fn render() -> String {
     LazyLock::force(&INBOX_WRITES);
     LazyLock::force(&REDIS_ERRORS);
     LazyLock::force(&PG_ERRORS);
+    LazyLock::force(&REDIS_UNREPLICATED);
     FEED_PAGES.with_label_values(&["redis", "none"]);
     for reason in Fallback::ALL {
         FEED_PAGES.with_label_values(&["postgres", reason.as_str()]);

@@ -247,6 +247,8 @@ impl Engine {
                     };
                     crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
                     if !last_page && record {
+                        // A failover must not lose a checkpointed batch.
+                        self.redis().replicated().await?;
                         self.pg()
                             .checkpoint_job(job, last, self.lease_time())
                             .await?;
@@ -262,6 +264,7 @@ impl Engine {
         if !done {
             return Ok(Step::More);
         }
+        self.redis().replicated().await?;
         self.pg().finish_job(job.id, job.lease).await?;
         let lag_ms = now_ms() - job.created_at_ms;
         if job.kind == JobKind::Deliver {

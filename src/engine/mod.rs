@@ -245,7 +245,13 @@ impl Engine {
                 tracing::warn!(error = %e.chain(), "could not record a promotion in Redis yet");
             }
         }
-        let applied = retried(|| self.apply_follow(follower, followee, change.seq, follow)).await;
+        let applied = retried(|| async {
+            self.apply_follow(follower, followee, change.seq, follow)
+                .await?;
+            // Its job is dropped: a failover must not lose the change.
+            self.inner.redis.replicated().await
+        })
+        .await;
         match (applied, change.job) {
             (Ok(()), Some(job)) => {
                 if let Err(e) = self.inner.pg.drop_job(job).await {
@@ -329,7 +335,11 @@ impl Engine {
         let cached = cached_post(&post, false);
         let cap = self.settings().outbox_max_len;
         let ttl = self.tuning().post_cache_ttl_secs;
-        if let Err(e) = retried(|| self.inner.redis.publish(&cached, post.id, cap, ttl)).await {
+        let cache = || async {
+            self.inner.redis.publish(&cached, post.id, cap, ttl).await?;
+            self.inner.redis.replicated().await
+        };
+        if let Err(e) = retried(cache).await {
             self.deferred();
             tracing::warn!(post = post.id, error = %e.chain(),
                 "post committed but not cached: it shows once its delivery job has run");
@@ -406,7 +416,12 @@ impl Engine {
                 }
             }
             Deletion::Deleted { job, .. } => {
-                match retried(|| self.inner.redis.tombstone(id, ttl)).await {
+                let hide = || async {
+                    self.inner.redis.tombstone(id, ttl).await?;
+                    // Its job is dropped: a failover must not lose it.
+                    self.inner.redis.replicated().await
+                };
+                match retried(hide).await {
                     Ok(()) => {
                         if let Err(e) = self.inner.pg.drop_job(job).await {
                             tracing::debug!(error = %e.chain(), "a done retract job stays for a worker");

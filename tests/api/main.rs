@@ -4,6 +4,7 @@
 mod admin;
 mod auth;
 mod bad_input;
+mod failover;
 mod fanout;
 mod feed;
 mod fuzz;

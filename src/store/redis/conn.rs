@@ -4,6 +4,7 @@
 //! pipeline, transaction or script may only touch keys of one hash slot.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use deadpool_redis::{cluster, Config, Pool, Runtime};
@@ -17,19 +18,26 @@ use secrecy::ExposeSecret;
 use crate::error::{AppError, AppResult};
 use crate::settings::RedisSettings;
 
-/// Pooled connections to one node, or to a cluster.
+/// Pooled connections to one node, or one connection to a cluster.
+///
+/// On a cluster every call of the process goes through one multiplexed
+/// connection (cloned per call; it keeps one link per node and reconnects
+/// by itself), taken once from deadpool's cluster pool: so a `WAIT` sent on
+/// it covers every write the process made before ([`Conn::replicated`]).
 #[derive(Clone)]
 pub(super) enum Topology {
     Single(Pool),
-    Cluster(cluster::Pool),
+    Cluster {
+        pool: cluster::Pool,
+        shared: Arc<Mutex<Option<cluster::ClusterConnection>>>,
+    },
 }
 
-/// A pooled connection of either topology.
+/// A connection of either topology.
 pub enum Conn {
+    /// A pooled connection to the single node.
     Single(deadpool_redis::Connection),
-    Cluster(cluster::Connection),
-    /// A clone of a pooled cluster connection (it is multiplexed), for
-    /// calls sent concurrently.
+    /// A clone of the process's multiplexed cluster connection.
     Shared(cluster::ClusterConnection),
 }
 
@@ -39,9 +47,37 @@ impl Conn {
     fn multiplexed(&self) -> Option<cluster::ClusterConnection> {
         match self {
             Conn::Single(_) => None,
-            Conn::Cluster(c) => Some((**c).clone()),
             Conn::Shared(c) => Some(c.clone()),
         }
+    }
+
+    /// Waits (at most `timeout_ms`) until a replica of every master has
+    /// every write this connection sent before; returns the fewest replicas
+    /// that acknowledged on any master. On a single node: nothing to wait
+    /// for.
+    ///
+    /// A master with no replica up is skipped: there is nothing to wait for
+    /// (it cannot fail over), and a replica that rejoins resynchronises.
+    pub async fn replicated(&mut self, timeout_ms: u64) -> RedisResult<Option<i64>> {
+        let Some(conn) = self.multiplexed() else {
+            return Ok(None);
+        };
+        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(1).arg(timeout_ms);
+        let acked = futures::future::try_join_all(replicated_masters(&nodes).into_iter().map(
+            |(host, port)| {
+                let (mut conn, wait) = (conn.clone(), wait.clone());
+                async move {
+                    let routing =
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+                    redis::from_redis_value::<i64>(conn.route_command(wait, routing).await?)
+                        .map_err(redis::RedisError::from)
+                }
+            },
+        ))
+        .await?;
+        Ok(acked.into_iter().min())
     }
 
     /// The nodes holding keys: `[None]` (this one) on a single node, each
@@ -128,7 +164,6 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
             Conn::Shared(c) => c.req_packed_command(cmd),
         }
     }
@@ -141,7 +176,6 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Shared(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -149,7 +183,6 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
             Conn::Shared(c) => c.get_db(),
         }
     }
@@ -181,23 +214,35 @@ impl Topology {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| AppError::internal("building the Redis Cluster pool", e))?;
-        Ok(Topology::Cluster(pool))
-    }
-
-    pub(super) async fn get(&self) -> AppResult<Conn> {
-        Ok(match self {
-            Topology::Single(p) => Conn::Single(p.get().await?),
-            Topology::Cluster(p) => {
-                Conn::Cluster(p.get().await.map_err(|e| AppError::Unavailable {
-                    what: "Redis",
-                    source: e.into(),
-                })?)
-            }
+        Ok(Topology::Cluster {
+            pool,
+            shared: Arc::new(Mutex::new(None)),
         })
     }
 
+    pub(super) async fn get(&self) -> AppResult<Conn> {
+        match self {
+            Topology::Single(p) => Ok(Conn::Single(p.get().await?)),
+            Topology::Cluster { pool, shared } => {
+                if let Some(c) = lock(shared).as_ref() {
+                    return Ok(Conn::Shared(c.clone()));
+                }
+                let object = pool.get().await.map_err(|e| {
+                    crate::metrics::REDIS_ERRORS.inc();
+                    AppError::Unavailable {
+                        what: "Redis",
+                        source: e.into(),
+                    }
+                })?;
+                let mut slot = lock(shared);
+                let conn = slot.get_or_insert_with(|| cluster::Connection::take(object));
+                Ok(Conn::Shared(conn.clone()))
+            }
+        }
+    }
+
     pub(super) fn is_cluster(&self) -> bool {
-        matches!(self, Topology::Cluster(_))
+        matches!(self, Topology::Cluster { .. })
     }
 
     /// Splits `keys` (by index) into the groups that may share one call:
@@ -223,22 +268,64 @@ impl Topology {
     }
 }
 
-/// The masters that are up, from a `CLUSTER NODES` reply
-/// (`<id> <ip:port@cport[,hostname]> <flags> ...`).
-fn cluster_masters(nodes: &str) -> Vec<(String, u16)> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One node of a `CLUSTER NODES` reply
+/// (`<id> <ip:port@cport[,hostname]> <flags> <master id or -> ...`).
+struct Node<'a> {
+    id: &'a str,
+    addr: (String, u16),
+    master: bool,
+    replica_of: Option<&'a str>,
+}
+
+fn cluster_nodes(nodes: &str) -> Vec<Node<'_>> {
     nodes
         .lines()
         .filter_map(|line| {
             let mut fields = line.split_whitespace();
-            let (_, addr, flags) = (fields.next()?, fields.next()?, fields.next()?);
+            let (id, addr, flags, of) = (
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+            );
             let flags: Vec<&str> = flags.split(',').collect();
-            if !flags.contains(&"master") || flags.iter().any(|f| f.starts_with("fail")) {
+            if flags
+                .iter()
+                .any(|f| f.starts_with("fail") || *f == "handshake")
+            {
                 return None;
             }
             let addr = addr.split(['@', ',']).next()?;
             let (host, port) = addr.rsplit_once(':')?;
-            Some((host.to_string(), port.parse().ok()?))
+            Some(Node {
+                id,
+                addr: (host.to_string(), port.parse().ok()?),
+                master: flags.contains(&"master"),
+                replica_of: (flags.contains(&"slave") && of != "-").then_some(of),
+            })
         })
+        .collect()
+}
+
+/// The masters that are up, from a `CLUSTER NODES` reply.
+fn cluster_masters(nodes: &str) -> Vec<(String, u16)> {
+    cluster_nodes(nodes)
+        .into_iter()
+        .filter(|n| n.master)
+        .map(|n| n.addr)
+        .collect()
+}
+
+/// The masters that are up with a replica up, from a `CLUSTER NODES` reply.
+fn replicated_masters(nodes: &str) -> Vec<(String, u16)> {
+    let all = cluster_nodes(nodes);
+    all.iter()
+        .filter(|m| m.master && all.iter().any(|r| r.replica_of == Some(m.id)))
+        .map(|m| m.addr.clone())
         .collect()
 }
 
@@ -308,5 +395,6 @@ e5 127.0.0.1:7005@17005 master - 0 1 5 connected 10923-16383
                 ("127.0.0.1".to_string(), 7005)
             ]
         );
+        assert_eq!(replicated_masters(nodes), [("127.0.0.1".to_string(), 7001)]);
     }
 }

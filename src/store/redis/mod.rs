@@ -130,6 +130,26 @@ impl RedisStore {
         result
     }
 
+    /// On a cluster, waits until a replica of every master holds every
+    /// write this process made so far, so that a failover keeps them: the
+    /// service calls it before it acknowledges a write or checkpoints a
+    /// fan-out batch. If a replica does not answer in half the timeout (it
+    /// is down, or far behind), the write stands unreplicated and is counted
+    /// (`redis_unreplicated_writes_total`): availability first, since a
+    /// master without a live replica cannot fail over anyway, and a replica
+    /// that comes back resynchronises from it. A no-op on a single node.
+    pub async fn replicated(&self) -> AppResult<()> {
+        let wait_ms = (self.timeout.as_millis() as u64 / 2).max(1);
+        let acked = self
+            .with_conn(|mut c| async move { c.replicated(wait_ms).await })
+            .await?;
+        if acked == Some(0) {
+            crate::metrics::REDIS_UNREPLICATED.inc();
+            tracing::warn!("a Redis write is not on any replica yet: a failover now could lose it");
+        }
+        Ok(())
+    }
+
     pub async fn ping(&self) -> AppResult<()> {
         self.with_conn(|mut c| async move {
             let _: String = redis::cmd("PING").query_async(&mut c).await?;

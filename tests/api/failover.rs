@@ -1,0 +1,283 @@
+//! A Redis Cluster master killed (SIGKILL) in the middle of a fan-out to
+//! 100,000 inboxes and of readers' scrolls: its replica takes over, and
+//! nothing is lost or repeated.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use feed_service::store::redis::slot;
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::helpers::{ids, spawn_app_with, test_settings, TestApp, TestUser};
+use crate::process::{delivered_of, seed};
+
+const FOLLOWERS: i64 = 100_000;
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/redis-cluster");
+
+/// A 3-master, 3-replica cluster of the test's own, removed when dropped.
+struct Cluster {
+    dir: std::path::PathBuf,
+    urls: String,
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("feed-failover-{}", uuid::Uuid::new_v4()));
+        let out = Command::new("bash")
+            .arg(SCRIPT)
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .expect("the cluster script runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let urls = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        Cluster { dir, urls }
+    }
+
+    fn cli(&self, port: u16, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &port.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn ports(&self) -> Vec<u16> {
+        std::fs::read_to_string(self.dir.join("ports"))
+            .unwrap()
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect()
+    }
+
+    /// The port of the master serving `key`, as a live node sees it.
+    fn master_of(&self, key: &str) -> u16 {
+        let s = slot(key.as_bytes());
+        let nodes = self.cli(self.ports()[0], &["cluster", "nodes"]);
+        for line in nodes.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if !f[2].contains("master") || f[2].contains("fail") {
+                continue;
+            }
+            for range in &f[8..] {
+                let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                if let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>()) {
+                    if (lo..=hi).contains(&s) {
+                        let addr = f[1].split('@').next().unwrap();
+                        return addr.rsplit_once(':').unwrap().1.parse().unwrap();
+                    }
+                }
+            }
+        }
+        panic!("no master serves slot {s}")
+    }
+
+    /// The port of the replica of the master at `port`.
+    fn replica_of(&self, port: u16) -> u16 {
+        let id = self.cli(port, &["cluster", "myid"]).trim().to_string();
+        let nodes = self.cli(port, &["cluster", "nodes"]);
+        let line = nodes
+            .lines()
+            .find(|l| l.split_whitespace().nth(3) == Some(id.as_str()))
+            .expect("a replica");
+        let addr = line
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .split('@')
+            .next()
+            .unwrap();
+        addr.rsplit_once(':').unwrap().1.parse().unwrap()
+    }
+
+    fn signal(&self, port: u16, signal: &str) {
+        let pid = std::fs::read_to_string(self.dir.join(format!("redis-{port}.pid"))).unwrap();
+        let status = Command::new("kill")
+            .args([signal, pid.trim()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn kill(&self, port: u16) {
+        self.signal(port, "-KILL");
+    }
+
+    /// Waits until every live node reports the cluster healthy again.
+    async fn wait_ok(&self, dead: u16) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let healthy = self.ports().into_iter().filter(|p| *p != dead).all(|p| {
+                self.cli(p, &["cluster", "info"])
+                    .contains("cluster_state:ok")
+            });
+            if healthy && self.master_of("x") != dead {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster did not fail over");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(SCRIPT)
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+async fn jobs_left(url: &str) -> i64 {
+    #[derive(diesel::QueryableByName)]
+    struct N {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let mut conn = AsyncPgConnection::establish(url).await.unwrap();
+    let rows: Vec<N> = diesel::sql_query("SELECT count(*) AS n FROM fanout_jobs")
+        .load(&mut conn)
+        .await
+        .unwrap();
+    rows[0].n
+}
+
+async fn checkpoint(url: &str) -> i64 {
+    #[derive(diesel::QueryableByName)]
+    struct C {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        c: i64,
+    }
+    let mut conn = AsyncPgConnection::establish(url).await.unwrap();
+    let rows: Vec<C> =
+        diesel::sql_query("SELECT coalesce(max(checkpoint), 0) AS c FROM fanout_jobs")
+            .load(&mut conn)
+            .await
+            .unwrap();
+    rows[0].c
+}
+
+async fn home(app: &TestApp, reader: &TestUser, size: u32) -> Vec<i64> {
+    ids(&app.scroll("/api/v1/feed", &reader.token, size).await)
+}
+
+#[tokio::test]
+async fn a_master_killed_mid_fan_out_and_mid_scroll_loses_and_repeats_nothing() {
+    let cluster = Cluster::start();
+    let mut settings = test_settings();
+    settings.redis.cluster_urls = SecretString::from(cluster.urls.clone());
+    settings.feed.fanout_batch_size = 1000;
+    let url = settings.database.url.expose_secret().to_string();
+    let app = spawn_app_with(settings.clone()).await;
+    let mut conn = AsyncPgConnection::establish(&url).await.unwrap();
+    // Author 1 with 100,000 followers (2..), each inbox built and empty.
+    seed(&settings, &mut conn, FOLLOWERS).await;
+    drop(conn);
+    // Five of them also follow a second author with 40 posts.
+    let other = app.create_user("other").await;
+    let readers: Vec<TestUser> = (2..7)
+        .map(|id| TestUser {
+            id,
+            token: app.keys.mint(id, false, 3600).unwrap(),
+        })
+        .collect();
+    for r in &readers {
+        app.follow(r, &other).await;
+    }
+    let mut expected = Vec::new();
+    for i in 0..40 {
+        expected.insert(0, app.publish(&other, &format!("older {i}")).await.id);
+    }
+    app.settle().await;
+    let author = TestUser {
+        id: 1,
+        token: app.keys.mint(1, false, 3600).unwrap(),
+    };
+    let post = app.publish(&author, "to a hundred thousand").await;
+    expected.insert(0, post.id);
+
+    // Mid fan-out, the master of the first reader's inbox dies.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while checkpoint(&url).await == 0 {
+        assert!(Instant::now() < deadline, "the fan-out did not start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let victim = cluster.master_of(&app.engine.redis().keys().inbox(readers[0].id));
+    cluster.kill(victim);
+    // Readers scroll while it fails over (pages fall back to PostgreSQL
+    // while the slots are down), and new posts keep coming.
+    let scrolls = readers.iter().map(|r| home(&app, r, 7));
+    let more = async {
+        let mut during = Vec::new();
+        for i in 0..5 {
+            during.insert(0, app.publish(&other, &format!("during {i}")).await.id);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        during
+    };
+    let (seen, during) = futures::future::join(futures::future::join_all(scrolls), more).await;
+    // Each scroll: every post older than it once, newest first (posts
+    // published while it ran show only if they came before its first page).
+    for (r, seen) in readers.iter().zip(&seen) {
+        let (fresh, old) = seen.split_at(seen.len().saturating_sub(expected.len()));
+        assert_eq!(old, &expected[..], "reader {}", r.id);
+        assert_eq!(
+            fresh,
+            &during[during.len() - fresh.len()..],
+            "reader {}",
+            r.id
+        );
+    }
+    cluster.wait_ok(victim).await;
+
+    // The fan-out finishes: every inbox holds the post, once.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while jobs_left(&url).await > 0 {
+        assert!(Instant::now() < deadline, "the fan-out did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (with_post, _) = delivered_of(&settings, FOLLOWERS, post.id, 1).await;
+    assert_eq!(with_post, FOLLOWERS, "every inbox holds the post");
+    // And after the failover every feed is complete.
+    let all: Vec<i64> = during.iter().chain(&expected).copied().collect();
+    for r in &readers {
+        assert_eq!(home(&app, r, 9).await, all, "reader {}", r.id);
+    }
+}
+
+#[tokio::test]
+async fn a_write_waits_for_a_replica_and_one_that_cannot_is_counted() {
+    let cluster = Cluster::start();
+    let mut settings = test_settings();
+    settings.redis.cluster_urls = SecretString::from(cluster.urls.clone());
+    let app = spawn_app_with(settings).await;
+    let author = app.create_user("author").await;
+    app.publish(&author, "replicated").await;
+    let unreplicated = || feed_service::metrics::REDIS_UNREPLICATED.get();
+    // The replica of the author's outbox stops (SIGSTOP): the next publish
+    // waits for it, in vain, and is counted, but still succeeds.
+    let master = cluster.master_of(&app.engine.redis().keys().outbox(author.id));
+    let replica = cluster.replica_of(master);
+    let before = unreplicated();
+    cluster.signal(replica, "-STOP");
+    let post = app.publish(&author, "not on a replica yet").await;
+    cluster.signal(replica, "-CONT");
+    assert!(unreplicated() > before, "the unreplicated write is counted");
+    let (items, _) = app
+        .page(
+            &format!("/api/v1/users/{}/posts", author.id),
+            &app.admin,
+            None,
+            5,
+        )
+        .await;
+    assert_eq!(items[0].id, post.id);
+}
