@@ -136,33 +136,28 @@ impl Drop for Cluster {
     }
 }
 
-async fn jobs_left(url: &str) -> i64 {
+/// One number from the jobs table (`n`).
+async fn jobs(url: &str, sql: &str) -> i64 {
     #[derive(diesel::QueryableByName)]
     struct N {
         #[diesel(sql_type = diesel::sql_types::BigInt)]
         n: i64,
     }
     let mut conn = AsyncPgConnection::establish(url).await.unwrap();
-    let rows: Vec<N> = diesel::sql_query("SELECT count(*) AS n FROM fanout_jobs")
-        .load(&mut conn)
-        .await
-        .unwrap();
+    let rows: Vec<N> = diesel::sql_query(sql).load(&mut conn).await.unwrap();
     rows[0].n
 }
 
+async fn jobs_left(url: &str) -> i64 {
+    jobs(url, "SELECT count(*) AS n FROM fanout_jobs").await
+}
+
 async fn checkpoint(url: &str) -> i64 {
-    #[derive(diesel::QueryableByName)]
-    struct C {
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        c: i64,
-    }
-    let mut conn = AsyncPgConnection::establish(url).await.unwrap();
-    let rows: Vec<C> =
-        diesel::sql_query("SELECT coalesce(max(checkpoint), 0) AS c FROM fanout_jobs")
-            .load(&mut conn)
-            .await
-            .unwrap();
-    rows[0].c
+    jobs(
+        url,
+        "SELECT coalesce(max(checkpoint), 0) AS n FROM fanout_jobs",
+    )
+    .await
 }
 
 async fn home(app: &TestApp, reader: &TestUser, size: u32) -> Vec<i64> {

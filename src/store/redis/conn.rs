@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use deadpool::managed::{Manager, Object, PoolBuilder};
 use deadpool_redis::{cluster, Config, Pool, Runtime};
 use redis::aio::ConnectionLike;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
@@ -192,26 +193,18 @@ impl Topology {
     pub(super) fn new(settings: &RedisSettings, timeout: Duration) -> AppResult<Self> {
         let nodes = settings.cluster_nodes();
         if nodes.is_empty() {
-            let pool = Config::from_url(settings.url.expose_secret())
+            let builder = Config::from_url(settings.url.expose_secret())
                 .builder()
-                .map_err(|e| AppError::internal("redis.url", e))?
-                .max_size(settings.pool_size)
-                .wait_timeout(Some(timeout))
-                .create_timeout(Some(timeout))
-                .recycle_timeout(Some(timeout))
-                .runtime(Runtime::Tokio1)
+                .map_err(|e| AppError::internal("redis.url", e))?;
+            let pool = bounded(builder, settings.pool_size, timeout)
                 .build()
                 .map_err(|e| AppError::internal("building the Redis pool", e))?;
             return Ok(Topology::Single(pool));
         }
-        let pool = cluster::Config::from_urls(nodes)
+        let builder = cluster::Config::from_urls(nodes)
             .builder()
-            .map_err(|e| AppError::internal("redis.cluster_urls", e))?
-            .max_size(settings.pool_size)
-            .wait_timeout(Some(timeout))
-            .create_timeout(Some(timeout))
-            .recycle_timeout(Some(timeout))
-            .runtime(Runtime::Tokio1)
+            .map_err(|e| AppError::internal("redis.cluster_urls", e))?;
+        let pool = bounded(builder, settings.pool_size, timeout)
             .build()
             .map_err(|e| AppError::internal("building the Redis Cluster pool", e))?;
         Ok(Topology::Cluster {
@@ -241,6 +234,16 @@ impl Topology {
         }
     }
 
+    /// Drops the process's cluster connection after a call on it failed:
+    /// the next call opens a new one, with a fresh map of the slots. (A
+    /// connection caught in a failover has been seen to time out every call
+    /// for good, its map still pointing at the dead master.)
+    pub(super) fn reset(&self) {
+        if let Topology::Cluster { shared, .. } = self {
+            lock(shared).take();
+        }
+    }
+
     pub(super) fn is_cluster(&self) -> bool {
         matches!(self, Topology::Cluster { .. })
     }
@@ -266,6 +269,20 @@ impl Topology {
         }
         groups
     }
+}
+
+/// A pool of `size` connections, every wait on it bounded by `timeout`.
+fn bounded<M, W>(builder: PoolBuilder<M, W>, size: usize, timeout: Duration) -> PoolBuilder<M, W>
+where
+    M: Manager,
+    W: From<Object<M>>,
+{
+    builder
+        .max_size(size)
+        .wait_timeout(Some(timeout))
+        .create_timeout(Some(timeout))
+        .recycle_timeout(Some(timeout))
+        .runtime(Runtime::Tokio1)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -124,6 +124,12 @@ impl RedisStore {
             Ok(result) => result,
             Err(_) => Err(timed_out()),
         };
+        if matches!(
+            result,
+            Err(AppError::TimedOut { .. } | AppError::Unavailable { .. })
+        ) {
+            self.topology.reset();
+        }
         if fault == Some(Fault::LoseReply) {
             return Err(timed_out());
         }
@@ -139,6 +145,9 @@ impl RedisStore {
     /// master without a live replica cannot fail over anyway, and a replica
     /// that comes back resynchronises from it. A no-op on a single node.
     pub async fn replicated(&self) -> AppResult<()> {
+        if !self.is_cluster() {
+            return Ok(());
+        }
         let wait_ms = (self.timeout.as_millis() as u64 / 2).max(1);
         let acked = self
             .with_conn(|mut c| async move { c.replicated(wait_ms).await })
