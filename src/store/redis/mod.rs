@@ -116,6 +116,20 @@ impl RedisStore {
                 source: "injected fault: connection refused".into(),
             });
         }
+        let result = self.bounded(f).await;
+        if fault == Some(Fault::LoseReply) {
+            return Err(timed_out());
+        }
+        result
+    }
+
+    /// One exchange bounded by the timeout, neither counted nor subject to
+    /// injected faults (the store's own bookkeeping: scans).
+    async fn bounded<T, F, Fut>(&self, f: F) -> AppResult<T>
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
         let work = async {
             let conn = self.topology.get().await?;
             Ok::<T, AppError>(f(conn).await?)
@@ -129,9 +143,6 @@ impl RedisStore {
             Err(AppError::TimedOut { .. } | AppError::Unavailable { .. })
         ) {
             self.topology.reset();
-        }
-        if fault == Some(Fault::LoseReply) {
-            return Err(timed_out());
         }
         result
     }
@@ -488,7 +499,13 @@ impl RedisStore {
 
     /// Deletes every key of this store's prefix (tests and operators).
     pub async fn delete_all(&self) -> AppResult<u64> {
-        let keys = self.scan(&self.keys.pattern()).await?;
+        // A second try: on a cluster, the first call from a runtime other
+        // than the one driving the process's connection (a clean-up thread)
+        // may time out, and the retry opens a connection of its own.
+        let keys = match self.scan(&self.keys.pattern()).await {
+            Ok(keys) => keys,
+            Err(_) => self.scan(&self.keys.pattern()).await?,
+        };
         let mut deleted = 0u64;
         for chunk in keys.chunks(1000) {
             let replies = self
@@ -502,11 +519,13 @@ impl RedisStore {
     }
 
     /// Every key matching `pattern`: a SCAN of the node, or of every master
-    /// of the cluster.
+    /// of the cluster; each step bounded by the timeout.
     pub async fn scan(&self, pattern: &str) -> AppResult<Vec<String>> {
-        let mut conn = self.topology.get().await?;
+        let masters = self
+            .bounded(|mut c| async move { c.masters().await })
+            .await?;
         let mut found = Vec::new();
-        for node in conn.masters().await? {
+        for node in masters {
             let mut cursor: u64 = 0;
             loop {
                 let mut scan = redis::cmd("SCAN");
@@ -515,7 +534,10 @@ impl RedisStore {
                     .arg(pattern)
                     .arg("COUNT")
                     .arg(1000);
-                let (next, keys): (u64, Vec<String>) = conn.query_on(node.as_ref(), &scan).await?;
+                let (node, scan) = (&node, &scan);
+                let (next, keys): (u64, Vec<String>) = self
+                    .bounded(|mut c| async move { c.query_on(node.as_ref(), scan).await })
+                    .await?;
                 found.extend(keys);
                 if next == 0 {
                     break;
