@@ -142,6 +142,17 @@ impl Engine {
                     return;
                 }
                 Ok(Step::More) => {}
+                Err(e) if *shutdown.borrow() => {
+                    // Failed while the process stops (its connections may
+                    // have gone with the server's runtimes): released, not
+                    // counted, for another instance to resume from the
+                    // checkpoint at once.
+                    tracing::warn!(worker, error = %e.chain(), "fan-out batch failed during shutdown");
+                    if let Err(e) = self.pg().release_job(&lease.job).await {
+                        tracing::warn!(worker, error = %e.chain(), "could not release a fan-out job");
+                    }
+                    return;
+                }
                 Err(e) => {
                     tracing::warn!(worker, attempts = lease.job.attempts, error = %e.chain(), "fan-out batch failed");
                     self.fail(lease, &e).await;

@@ -103,7 +103,7 @@ async fn jobs(conn: &mut AsyncPgConnection) -> Vec<i64> {
 }
 
 async fn wait_for_jobs(conn: &mut AsyncPgConnection, done: impl Fn(&[i64]) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(300);
     while !done(&jobs(conn).await) {
         assert!(Instant::now() < deadline, "jobs: {:?}", jobs(conn).await);
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -114,7 +114,7 @@ async fn start(settings: &Settings) -> Instances {
     // One fan-out worker each: a job one instance works on can only be
     // taken by the other.
     let env = [
-        ("FEED_FEED__FANOUT_BATCH_SIZE", "50".to_string()),
+        ("FEED_FEED__FANOUT_BATCH_SIZE", "500".to_string()),
         ("FEED_FEED__FANOUT_WORKERS", "1".to_string()),
         ("FEED_TELEMETRY__LEVEL", "warn".to_string()),
     ];
