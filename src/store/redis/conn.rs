@@ -4,13 +4,14 @@
 //! pipeline, transaction or script may only touch keys of one hash slot.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool::managed::{Manager, Object, PoolBuilder};
 use deadpool_redis::{cluster, Config, Pool, Runtime};
 use redis::aio::ConnectionLike;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{
     Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ScriptInvocation, Value,
 };
@@ -31,6 +32,7 @@ pub(super) enum Topology {
     Cluster {
         pool: cluster::Pool,
         shared: Arc<Mutex<Option<cluster::ClusterConnection>>>,
+        nodes: Arc<NodeCache>,
     },
 }
 
@@ -38,8 +40,66 @@ pub(super) enum Topology {
 pub enum Conn {
     /// A pooled connection to the single node.
     Single(deadpool_redis::Connection),
-    /// A clone of the process's multiplexed cluster connection.
-    Shared(cluster::ClusterConnection),
+    /// A clone of the process's multiplexed cluster connection, with the
+    /// process's last view of the cluster's nodes.
+    Shared(cluster::ClusterConnection, Arc<NodeCache>),
+}
+
+/// How long a `CLUSTER NODES` reply is used before it is read again. It
+/// only decides which commands travel together and which masters a `WAIT`
+/// goes to; a stale one costs a retry, never a wrong answer.
+const NODES_FRESH_FOR: Duration = Duration::from_secs(1);
+
+/// The process's last `CLUSTER NODES` reply, as a [`NodeMap`].
+#[derive(Default)]
+pub struct NodeCache(Mutex<Option<Arc<NodeMap>>>);
+
+impl NodeCache {
+    fn fresh(&self) -> Option<Arc<NodeMap>> {
+        lock(&self.0)
+            .as_ref()
+            .filter(|m| m.read_at.elapsed() < NODES_FRESH_FOR)
+            .cloned()
+    }
+
+    fn forget(&self) {
+        lock(&self.0).take();
+    }
+}
+
+/// The nodes of a cluster, as one `CLUSTER NODES` reply gave them.
+pub struct NodeMap {
+    read_at: Instant,
+    text: String,
+    /// For each slot, the index of the master serving it (`u16::MAX`: none).
+    owner: Vec<u16>,
+}
+
+impl NodeMap {
+    fn parse(text: String) -> NodeMap {
+        let mut owner = vec![u16::MAX; 16384];
+        for (i, node) in cluster_nodes(&text).iter().filter(|n| n.master).enumerate() {
+            for &(from, to) in &node.slots {
+                for slot in from..=to.min(16383) {
+                    owner[slot as usize] = i as u16;
+                }
+            }
+        }
+        NodeMap {
+            read_at: Instant::now(),
+            text,
+            owner,
+        }
+    }
+
+    /// Which commands may travel together: those whose slots one master
+    /// serves (a slot no master serves travels alone).
+    fn node_of(&self, slot: u16) -> u32 {
+        match self.owner.get(slot as usize) {
+            Some(&i) if i != u16::MAX => u32::from(i),
+            _ => 0x10000 + u32::from(slot),
+        }
+    }
 }
 
 impl Conn {
@@ -48,7 +108,32 @@ impl Conn {
     fn multiplexed(&self) -> Option<cluster::ClusterConnection> {
         match self {
             Conn::Single(_) => None,
-            Conn::Shared(c) => Some(c.clone()),
+            Conn::Shared(c, _) => Some(c.clone()),
+        }
+    }
+
+    /// The cluster's nodes: the cached view if it is fresh and `fresh` is
+    /// not asked for, else a new `CLUSTER NODES`.
+    async fn node_map(&mut self, fresh: bool) -> RedisResult<Arc<NodeMap>> {
+        let cache = match self {
+            Conn::Shared(_, cache) => cache.clone(),
+            Conn::Single(_) => Arc::default(),
+        };
+        if !fresh {
+            if let Some(map) = cache.fresh() {
+                return Ok(map);
+            }
+        }
+        let text: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
+        let map = Arc::new(NodeMap::parse(text));
+        *lock(&cache.0) = Some(map.clone());
+        Ok(map)
+    }
+
+    /// Forgets the cached view of the nodes (a call found it out of date).
+    fn forget_nodes(&self) {
+        if let Conn::Shared(_, cache) = self {
+            cache.forget();
         }
     }
 
@@ -63,22 +148,16 @@ impl Conn {
         let Some(conn) = self.multiplexed() else {
             return Ok(None);
         };
-        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(1).arg(timeout_ms);
-        let acked = futures::future::try_join_all(replicated_masters(&nodes).into_iter().map(
-            |(host, port)| {
-                let (mut conn, wait) = (conn.clone(), wait.clone());
-                async move {
-                    let routing =
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
-                    redis::from_redis_value::<i64>(conn.route_command(wait, routing).await?)
-                        .map_err(redis::RedisError::from)
-                }
-            },
-        ))
-        .await?;
-        Ok(acked.into_iter().min())
+        // The masters of a second ago; if one of them no longer answers as
+        // a master (a failover), once more with the nodes as they are now.
+        let map = self.node_map(false).await?;
+        match wait_on(&conn, &map.text, timeout_ms).await {
+            Ok(acked) => Ok(acked),
+            Err(_) => {
+                let map = self.node_map(true).await?;
+                wait_on(&conn, &map.text, timeout_ms).await
+            }
+        }
     }
 
     /// The nodes holding keys: `[None]` (this one) on a single node, each
@@ -87,8 +166,8 @@ impl Conn {
         if self.multiplexed().is_none() {
             return Ok(vec![None]);
         }
-        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
-        Ok(cluster_masters(&nodes).into_iter().map(Some).collect())
+        let map = self.node_map(true).await?;
+        Ok(cluster_masters(&map.text).into_iter().map(Some).collect())
     }
 
     /// Runs a command on one node (`None`: wherever it routes).
@@ -108,64 +187,212 @@ impl Conn {
         Ok(redis::from_redis_value(value)?)
     }
 
-    /// Sends one pipeline per group of keys (see [`Topology::groups`]) and
-    /// returns their replies in order: on a single node there is one group
-    /// and so one pipeline; on a cluster the pipelines go concurrently, one
-    /// per slot, over the multiplexed connection.
-    pub async fn query_groups(&mut self, pipes: Vec<Pipeline>) -> RedisResult<Vec<Vec<Value>>> {
-        match self.multiplexed() {
-            None => {
-                let mut out = Vec::with_capacity(pipes.len());
-                for pipe in pipes {
-                    out.push(pipe.query_async(self).await?);
-                }
-                Ok(out)
+    /// Sends one pipeline per group of keys (see [`Topology::groups`]),
+    /// each with the slot of its keys, and returns their replies in order.
+    /// On a single node there is one group and so one pipeline. On a
+    /// cluster, transactions go concurrently, one per slot; other pipelines
+    /// go as one per master ([`Conn::by_node`]), so they must not mark
+    /// replies ignored.
+    pub async fn query_groups(
+        &mut self,
+        pipes: Vec<(u16, Pipeline)>,
+    ) -> RedisResult<Vec<Vec<Value>>> {
+        let Some(base) = self.multiplexed() else {
+            let mut out = Vec::with_capacity(pipes.len());
+            for (_, pipe) in pipes {
+                out.push(pipe.query_async(self).await?);
             }
-            Some(base) => {
-                futures::future::try_join_all(pipes.into_iter().map(|pipe| {
-                    let mut conn = base.clone();
-                    async move { pipe.query_async(&mut conn).await }
-                }))
-                .await
-            }
+            return Ok(out);
+        };
+        if pipes.iter().any(|(_, p)| p.is_transaction()) {
+            return futures::future::try_join_all(pipes.into_iter().map(|(_, pipe)| {
+                let mut conn = base.clone();
+                async move { pipe.query_async(&mut conn).await }
+            }))
+            .await;
         }
+        let slots: Vec<u16> = pipes.iter().map(|(s, _)| *s).collect();
+        let pipes = &pipes;
+        self.by_node(
+            &base,
+            &slots,
+            None,
+            |i, pipe| {
+                for cmd in pipes[i].1.cmd_iter() {
+                    pipe.add_command(cmd.clone());
+                }
+                pipes[i].1.len()
+            },
+            |i| {
+                let mut conn = base.clone();
+                async move { pipes[i].1.query_async(&mut conn).await }
+            },
+        )
+        .await
     }
 
-    /// Runs script calls: on a single node in one pipeline (the script
-    /// loaded first, for a Redis that restarted or flushed its scripts); on
-    /// a cluster concurrently, each call loading the script on its node if
-    /// that node answers NOSCRIPT (after a failover or a flush). Every call
-    /// must keep to one slot.
+    /// Runs script calls, each with the slot of its keys: on a single node
+    /// in one pipeline (the script loaded first, for a Redis that restarted
+    /// or flushed its scripts); on a cluster in one pipeline per master,
+    /// each loading the script first ([`Conn::by_node`]).
     pub async fn invoke_all<T: FromRedisValue>(
         &mut self,
         script: &Script,
-        calls: &[ScriptInvocation<'_>],
+        calls: &[(u16, ScriptInvocation<'_>)],
     ) -> RedisResult<Vec<T>> {
-        match self.multiplexed() {
-            None => {
-                let mut pipe = redis::pipe();
-                pipe.load_script(script).ignore();
-                for call in calls {
-                    pipe.invoke_script(call);
-                }
-                pipe.query_async(self).await
+        let Some(base) = self.multiplexed() else {
+            let mut pipe = redis::pipe();
+            pipe.load_script(script).ignore();
+            for (_, call) in calls {
+                pipe.invoke_script(call);
             }
-            Some(base) => {
-                futures::future::try_join_all(calls.iter().map(|call| {
+            return pipe.query_async(self).await;
+        };
+        let slots: Vec<u16> = calls.iter().map(|(s, _)| *s).collect();
+        let mut load = redis::pipe();
+        load.load_script(script);
+        let replies = self
+            .by_node(
+                &base,
+                &slots,
+                Some(&load),
+                |i, pipe| {
+                    pipe.invoke_script(&calls[i].1);
+                    1
+                },
+                |i| {
                     let mut conn = base.clone();
-                    async move { call.invoke_async(&mut conn).await }
-                }))
-                .await
+                    async move {
+                        let value: Value = calls[i].1.invoke_async(&mut conn).await?;
+                        Ok(vec![value])
+                    }
+                },
+            )
+            .await?;
+        replies
+            .into_iter()
+            .flatten()
+            .map(|v| redis::from_redis_value(v).map_err(redis::RedisError::from))
+            .collect()
+    }
+
+    /// Sends items (`add` puts item `i`'s commands, all of slot `slots[i]`,
+    /// into a pipeline and returns how many) as one pipeline per master,
+    /// `prologue` first: a node runs a pipeline's commands one at a time, so
+    /// commands of many slots may travel together, which saves the client
+    /// and the nodes a request per item. An item a node answers with an
+    /// error (MOVED after a resharding, NOSCRIPT, TRYAGAIN, or a real
+    /// error), or whose node's pipeline fails as a whole (a failover), is
+    /// sent again alone by `alone`, routed as any call, and its answer
+    /// stands; the node map is then read again. Every item must be safe to
+    /// run twice.
+    async fn by_node<'a, A, F, Fut>(
+        &mut self,
+        base: &cluster::ClusterConnection,
+        slots: &[u16],
+        prologue: Option<&Pipeline>,
+        add: A,
+        alone: F,
+    ) -> RedisResult<Vec<Vec<Value>>>
+    where
+        A: Fn(usize, &mut Pipeline) -> usize,
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = RedisResult<Vec<Value>>> + 'a,
+    {
+        let map = self.node_map(false).await?;
+        let mut at: HashMap<u32, usize> = HashMap::new();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (i, &slot) in slots.iter().enumerate() {
+            let g = *at.entry(map.node_of(slot)).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[g].push(i);
+        }
+        let (add, alone) = (&add, &alone);
+        let sends = groups.iter().map(|group| async move {
+            let mut pipe = redis::pipe();
+            let skip = prologue.map_or(0, |p| {
+                for cmd in p.cmd_iter() {
+                    pipe.add_command(cmd.clone());
+                }
+                p.len()
+            });
+            let lens: Vec<usize> = group.iter().map(|&i| add(i, &mut pipe)).collect();
+            let total = pipe.len();
+            let route =
+                SingleNodeRoutingInfo::SpecificNode(Route::new(slots[group[0]], SlotAddr::Master));
+            let replies = base.clone().route_pipeline(pipe, 0, total, route).await;
+            let mut out = Vec::with_capacity(group.len());
+            let mut again = Vec::new();
+            match replies {
+                Ok(values) if values.len() == total => {
+                    let mut rest = values.into_iter().skip(skip);
+                    for (k, &len) in lens.iter().enumerate() {
+                        let chunk: Vec<Value> = rest.by_ref().take(len).collect();
+                        if chunk.iter().any(|v| matches!(v, Value::ServerError(_))) {
+                            again.push(k);
+                        }
+                        out.push(chunk);
+                    }
+                }
+                _ => {
+                    again = (0..group.len()).collect();
+                    out = vec![Vec::new(); group.len()];
+                }
+            }
+            let retried =
+                futures::future::try_join_all(again.iter().map(|&k| alone(group[k]))).await?;
+            let stale = !again.is_empty();
+            for (k, values) in again.into_iter().zip(retried) {
+                out[k] = values;
+            }
+            Ok::<_, redis::RedisError>((out, stale))
+        });
+        let replies = futures::future::try_join_all(sends).await?;
+        let mut out: Vec<Vec<Value>> = vec![Vec::new(); slots.len()];
+        let mut stale = false;
+        for (group, (values, retried)) in groups.iter().zip(replies) {
+            stale |= retried;
+            for (&i, v) in group.iter().zip(values) {
+                out[i] = v;
             }
         }
+        if stale {
+            self.forget_nodes();
+        }
+        Ok(out)
     }
+}
+
+/// `WAIT 1 timeout_ms` on every master of `nodes` (a `CLUSTER NODES`
+/// reply) that has a replica up; the fewest replicas that acknowledged.
+async fn wait_on(
+    conn: &cluster::ClusterConnection,
+    nodes: &str,
+    timeout_ms: u64,
+) -> RedisResult<Option<i64>> {
+    let mut wait = redis::cmd("WAIT");
+    wait.arg(1).arg(timeout_ms);
+    let acked =
+        futures::future::try_join_all(replicated_masters(nodes).into_iter().map(|(host, port)| {
+            let (mut conn, wait) = (conn.clone(), wait.clone());
+            async move {
+                let routing =
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+                redis::from_redis_value::<i64>(conn.route_command(wait, routing).await?)
+                    .map_err(redis::RedisError::from)
+            }
+        }))
+        .await?;
+    Ok(acked.into_iter().min())
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Shared(c) => c.req_packed_command(cmd),
+            Conn::Shared(c, _) => c.req_packed_command(cmd),
         }
     }
 
@@ -177,14 +404,14 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Shared(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Shared(c, _) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(c) => c.get_db(),
-            Conn::Shared(c) => c.get_db(),
+            Conn::Shared(c, _) => c.get_db(),
         }
     }
 }
@@ -210,15 +437,20 @@ impl Topology {
         Ok(Topology::Cluster {
             pool,
             shared: Arc::new(Mutex::new(None)),
+            nodes: Arc::default(),
         })
     }
 
     pub(super) async fn get(&self) -> AppResult<Conn> {
         match self {
             Topology::Single(p) => Ok(Conn::Single(p.get().await?)),
-            Topology::Cluster { pool, shared } => {
+            Topology::Cluster {
+                pool,
+                shared,
+                nodes,
+            } => {
                 if let Some(c) = lock(shared).as_ref() {
-                    return Ok(Conn::Shared(c.clone()));
+                    return Ok(Conn::Shared(c.clone(), nodes.clone()));
                 }
                 let object = pool.get().await.map_err(|e| {
                     crate::metrics::REDIS_ERRORS.inc();
@@ -229,7 +461,7 @@ impl Topology {
                 })?;
                 let mut slot = lock(shared);
                 let conn = slot.get_or_insert_with(|| cluster::Connection::take(object));
-                Ok(Conn::Shared(conn.clone()))
+                Ok(Conn::Shared(conn.clone(), nodes.clone()))
             }
         }
     }
@@ -239,8 +471,9 @@ impl Topology {
     /// connection caught in a failover has been seen to time out every call
     /// for good, its map still pointing at the dead master.)
     pub(super) fn reset(&self) {
-        if let Topology::Cluster { shared, .. } = self {
+        if let Topology::Cluster { shared, nodes, .. } = self {
             lock(shared).take();
+            nodes.forget();
         }
     }
 
@@ -296,6 +529,8 @@ struct Node<'a> {
     addr: (String, u16),
     master: bool,
     replica_of: Option<&'a str>,
+    /// The slot ranges it serves (`[…]` entries, slots in migration, left out).
+    slots: Vec<(u16, u16)>,
 }
 
 fn cluster_nodes(nodes: &str) -> Vec<Node<'_>> {
@@ -318,11 +553,20 @@ fn cluster_nodes(nodes: &str) -> Vec<Node<'_>> {
             }
             let addr = addr.split(['@', ',']).next()?;
             let (host, port) = addr.rsplit_once(':')?;
+            // Then ping-sent, pong-recv, config-epoch, link-state, slots.
+            let slots = fields
+                .skip(4)
+                .filter_map(|range| {
+                    let (from, to) = range.split_once('-').unwrap_or((range, range));
+                    Some((from.parse().ok()?, to.parse().ok()?))
+                })
+                .collect();
             Some(Node {
                 id,
                 addr: (host.to_string(), port.parse().ok()?),
                 master: flags.contains(&"master"),
                 replica_of: (flags.contains(&"slave") && of != "-").then_some(of),
+                slots,
             })
         })
         .collect()
@@ -413,5 +657,24 @@ e5 127.0.0.1:7005@17005 master - 0 1 5 connected 10923-16383
             ]
         );
         assert_eq!(replicated_masters(nodes), [("127.0.0.1".to_string(), 7001)]);
+        let map = NodeMap::parse(nodes.to_string());
+        assert_eq!(map.node_of(0), 0);
+        assert_eq!(map.node_of(5460), 0);
+        assert_eq!(map.node_of(5461), 1);
+        assert_eq!(map.node_of(16383), 2);
+    }
+
+    #[test]
+    fn slots_in_migration_and_single_slots_are_read_right() {
+        let nodes = "\
+a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-99 100 [101->-b2]
+b2 127.0.0.1:7002@17002 master - 0 1 2 connected 101-16383 [101-<-a1]
+";
+        let map = NodeMap::parse(nodes.to_string());
+        assert_eq!(map.node_of(100), 0);
+        assert_eq!(map.node_of(101), 1);
+        let empty = NodeMap::parse(String::new());
+        assert_eq!(empty.node_of(7), 0x10000 + 7);
+        assert_ne!(empty.node_of(7), empty.node_of(8));
     }
 }

@@ -42,10 +42,10 @@ const KEYS_PER_CALL: usize = 100;
 /// follow) goes to fewer keys per call, so that every call stays short.
 const ZADDS_PER_CALL: usize = 1000;
 
-/// One-key PUSH calls a cluster fan-out sends concurrently per round (its
-/// "pipeline"), at most: the multiplexed connection pipelines them per
-/// node. A round makes no more ZADDs than a single node's pipeline.
-const CLUSTER_CALLS_PER_ROUND: usize = 100;
+/// One-key PUSH calls of a cluster fan-out's round (its "pipeline"), at
+/// most: they go as one pipeline per master, so a master's share of a
+/// round makes no more ZADDs than a single node's pipeline.
+const CLUSTER_CALLS_PER_ROUND: usize = 900;
 
 /// Active fans read per Redis call.
 const FANS_PER_CALL: usize = 5000;
@@ -224,7 +224,7 @@ impl RedisStore {
             return Ok(Vec::new());
         }
         let groups = self.topology.groups(keys);
-        let pipes: Vec<redis::Pipeline> = groups
+        let pipes: Vec<(u16, redis::Pipeline)> = groups
             .iter()
             .map(|group| {
                 let mut pipe = redis::pipe();
@@ -234,7 +234,7 @@ impl RedisStore {
                 for &i in group {
                     add(&mut pipe, &keys[i]);
                 }
-                pipe
+                (slot(keys[group[0]].as_bytes()), pipe)
             })
             .collect();
         let replies = self
@@ -312,7 +312,10 @@ impl RedisStore {
         }
         let calls: Vec<_> = targets
             .iter()
-            .map(|(key, entries)| push_call(std::slice::from_ref(key), entries, cap, None))
+            .map(|(key, entries)| {
+                let call = push_call(std::slice::from_ref(key), entries, cap, None);
+                (slot(key.as_bytes()), call)
+            })
             .collect();
         self.with_conn(|mut c| async move {
             let added: Vec<i64> = c.invoke_all(&scripts::PUSH, &calls).await?;
@@ -377,7 +380,7 @@ impl RedisStore {
     ) -> AppResult<i64> {
         let calls: Vec<_> = calls
             .iter()
-            .map(|keys| push_call(keys, entries, cap, cut))
+            .map(|keys| (slot(keys[0].as_bytes()), push_call(keys, entries, cap, cut)))
             .collect();
         self.with_conn(|mut c| async move {
             // Every pipeline loads the script, for a Redis that restarted or

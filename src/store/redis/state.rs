@@ -372,7 +372,7 @@ impl RedisStore {
                     .arg(&p.body)
                     .arg(p.created_at_ms)
                     .arg(if p.deleted { "1" } else { "0" });
-                inv
+                (super::slot(key.as_bytes()), inv)
             })
             .collect();
         self.with_conn(|mut c| async move {
