@@ -193,6 +193,7 @@ fn spawn_background(
         .name("fanout".into())
         .spawn(move || {
             lower_priority(nice);
+            RedisStore::own_connections_on_this_thread();
             match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

@@ -10,7 +10,7 @@ use feed_service::store::redis::slot;
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::helpers::{ids, spawn_app_with, test_settings, TestApp, TestUser};
-use crate::process::{delivered_of, seed};
+use crate::process::{delivered_of, gone_of, seed};
 
 const FOLLOWERS: i64 = 100_000;
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/redis-cluster");
@@ -240,7 +240,13 @@ async fn a_master_killed_mid_fan_out_and_mid_scroll_loses_and_repeats_nothing() 
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let (with_post, _) = delivered_of(&settings, FOLLOWERS, post.id, 1).await;
-    assert_eq!(with_post, FOLLOWERS, "every inbox holds the post");
+    let gone = gone_of(&settings, FOLLOWERS).await;
+    assert_eq!(
+        (with_post, gone),
+        (FOLLOWERS, 0),
+        "inboxes holding the post, and inboxes gone: every inbox holds it \
+         (one that exists without it lost a push; one gone was dropped)"
+    );
     // And after the failover every feed is complete.
     let all: Vec<i64> = during.iter().chain(&expected).copied().collect();
     for r in &readers {

@@ -181,6 +181,27 @@ pub async fn delivered_of(settings: &Settings, n: i64, post: i64, posts: i64) ->
     (with_post, other)
 }
 
+/// How many of the followers' inboxes no longer exist (expired, dropped
+/// or never built), as opposed to existing without a post.
+pub async fn gone_of(settings: &Settings, n: i64) -> i64 {
+    let redis = bulk_store(settings);
+    let mut gone = 0;
+    for (from, to) in chunks(n) {
+        let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
+        let replies = redis
+            .query_per_slot(&keys, false, |pipe, key| {
+                pipe.exists(key);
+            })
+            .await
+            .unwrap();
+        gone += replies
+            .iter()
+            .filter(|v| **v == redis::Value::Int(0))
+            .count() as i64;
+    }
+    gone
+}
+
 async fn publish(settings: &Settings, port: u16) -> i64 {
     let keys =
         feed_service::http::auth::JwtKeys::new(settings.auth.jwt_secret.expose_secret().as_bytes())

@@ -148,16 +148,12 @@ impl Conn {
         let Some(conn) = self.multiplexed() else {
             return Ok(None);
         };
-        // The masters of a second ago; if one of them no longer answers as
-        // a master (a failover), once more with the nodes as they are now.
+        // The masters of at most a second ago. A `WAIT` that fails on one of
+        // them fails the whole (the caller redoes its writes; the map is
+        // read again): a fresh map would leave out a master that just died,
+        // and with it the writes it took that no replica has.
         let map = self.node_map(false).await?;
-        match wait_on(&conn, &map.text, timeout_ms).await {
-            Ok(acked) => Ok(acked),
-            Err(_) => {
-                let map = self.node_map(true).await?;
-                wait_on(&conn, &map.text, timeout_ms).await
-            }
-        }
+        wait_on(&conn, &map.text, timeout_ms).await
     }
 
     /// The nodes holding keys: `[None]` (this one) on a single node, each

@@ -7,6 +7,7 @@ pub mod keys;
 pub mod scripts;
 pub mod state;
 
+use std::cell::Cell;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -47,6 +48,11 @@ const ZADDS_PER_CALL: usize = 1000;
 /// round makes no more ZADDs than a single node's pipeline.
 const CLUSTER_CALLS_PER_ROUND: usize = 900;
 
+thread_local! {
+    /// Whether this thread uses [`RedisStore`]'s connections apart.
+    static APART: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Active fans read per Redis call.
 const FANS_PER_CALL: usize = 5000;
 
@@ -56,6 +62,9 @@ const BUILD_TTL_SECS: u64 = 30;
 #[derive(Clone)]
 pub struct RedisStore {
     topology: Topology,
+    /// The same Redis through connections of their own, for the threads
+    /// that ask for them ([`RedisStore::own_connections_on_this_thread`]).
+    apart: Topology,
     keys: Keys,
     timeout: Duration,
     faults: Arc<Faults>,
@@ -68,6 +77,7 @@ impl RedisStore {
         let timeout = Duration::from_millis(settings.timeout_ms);
         Ok(RedisStore {
             topology: Topology::new(settings, timeout)?,
+            apart: Topology::new(settings, timeout)?,
             keys: Keys::new(settings.key_prefix.clone()),
             timeout,
             faults: Arc::new(Faults::default()),
@@ -79,6 +89,27 @@ impl RedisStore {
         &self.keys
     }
 
+    /// From now on, this thread's calls go through connections of their
+    /// own, apart from every other thread's. A connection is driven by the
+    /// runtime that opened it: the fan-out thread takes its own, so that it
+    /// never waits on the request threads' runtimes (nor they on it, at its
+    /// lower priority), and its last batches at shutdown do not hang on
+    /// connections whose runtimes have already stopped. On a cluster a
+    /// `WAIT` covers the writes of its own connection: the fan-out thread
+    /// both writes its batches and waits for them on its own.
+    pub fn own_connections_on_this_thread() {
+        APART.with(|apart| apart.set(true));
+    }
+
+    /// The connections of the calling thread.
+    fn topology(&self) -> &Topology {
+        if APART.with(Cell::get) {
+            &self.apart
+        } else {
+            &self.topology
+        }
+    }
+
     /// Round trips made so far by this store.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
@@ -86,13 +117,13 @@ impl RedisStore {
 
     /// Whether this store runs on a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        self.topology.is_cluster()
+        self.topology().is_cluster()
     }
 
     /// A pooled connection of whichever topology runs (tests and operators;
     /// on a cluster, every call must keep to one slot).
     pub async fn connection(&self) -> AppResult<Conn> {
-        self.topology.get().await
+        self.topology().get().await
     }
 
     /// Faults to inject into the next Redis calls (tests).
@@ -131,7 +162,7 @@ impl RedisStore {
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let work = async {
-            let conn = self.topology.get().await?;
+            let conn = self.topology().get().await?;
             Ok::<T, AppError>(f(conn).await?)
         };
         let result = match tokio::time::timeout(self.timeout, work).await {
@@ -142,7 +173,7 @@ impl RedisStore {
             result,
             Err(AppError::TimedOut { .. } | AppError::Unavailable { .. })
         ) {
-            self.topology.reset();
+            self.topology().reset();
         }
         result
     }
@@ -223,7 +254,7 @@ impl RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let groups = self.topology.groups(keys);
+        let groups = self.topology().groups(keys);
         let pipes: Vec<(u16, redis::Pipeline)> = groups
             .iter()
             .map(|group| {
@@ -352,7 +383,7 @@ impl RedisStore {
                     .map(|c| c.iter().map(|&i| keys[i].clone()).collect())
             })
             .collect();
-        let per_pipeline = if self.topology.is_cluster() {
+        let per_pipeline = if self.topology().is_cluster() {
             // As many ZADDs per round as a single node's pipeline holds.
             (CALLS_PER_PIPELINE * ZADDS_PER_CALL / (entries.len() * group))
                 .clamp(1, CLUSTER_CALLS_PER_ROUND)
