@@ -15,10 +15,17 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         feed_service::store::pg::with_database(settings.database.url.expose_secret(), &database)
             .unwrap(),
     );
-    // The load tool measures against a single Redis node (its baselines are
-    // that node's `redis-benchmark`), whatever topology the suite runs on.
+    // The tool always measures the single node of its settings; when the
+    // suite runs on a cluster, it measures that cluster too (`--redis-cluster`).
+    let cluster_urls = settings.redis.cluster_urls.expose_secret().to_string();
+    let _cluster_cleanup = (!cluster_urls.is_empty()).then(|| Cleanup::of(&settings));
     settings.redis.cluster_urls = secrecy::SecretString::from("");
     let _cleanup = Cleanup::of(&settings);
+    let cluster_args: Vec<&str> = if cluster_urls.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--redis-cluster", &cluster_urls]
+    };
     let out = std::env::temp_dir().join(format!("feed-load-{database}"));
     let output = Command::new(env!("CARGO_BIN_EXE_feed-load"))
         .env_remove("FEED_REDIS__CLUSTER_URLS")
@@ -45,6 +52,7 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
             "--prefix",
             &settings.redis.key_prefix,
         ])
+        .args(&cluster_args)
         .arg("--service-bin")
         .arg(env!("CARGO_BIN_EXE_feed-service"))
         .arg("--out")
@@ -65,16 +73,20 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         .iter()
         .map(|r| r["scenario"].as_str().unwrap())
         .collect();
-    for expected in [
+    let on_redis = [
         "fan-out, pure push",
         "fan-out, big-V to active fans",
         "reads, 10 big-Vs",
         "reads, 50 big-Vs",
-        "mixed: reads",
-        "sustained publishing",
-    ] {
+    ];
+    let mut expected: Vec<String> = on_redis.iter().map(|s| s.to_string()).collect();
+    expected.extend(["mixed: reads".into(), "sustained publishing".into()]);
+    if !cluster_urls.is_empty() {
+        expected.extend(on_redis.iter().map(|s| format!("{s}, cluster")));
+    }
+    for expected in &expected {
         assert!(
-            scenarios.contains(&expected),
+            scenarios.contains(&expected.as_str()),
             "report lacks {expected}: {scenarios:?}"
         );
     }
@@ -94,17 +106,33 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
     }
     let baselines = &report["baselines"];
     assert_eq!(baselines["tool"], "redis-benchmark", "{baselines}");
-    for rate in [
-        "zadd_pipelined_per_sec",
-        "zrevrangebyscore_per_sec_before_reads",
-        "zrevrangebyscore_per_sec_after_reads",
-    ] {
-        assert!(baselines[rate].as_f64().unwrap_or(0.0) > 0.0, "{baselines}");
+    let mut measured = vec![baselines];
+    if !cluster_urls.is_empty() {
+        measured.push(&baselines["cluster"]);
     }
-    for fanout in ["fanout", "fanout_active"] {
-        let f = &report[fanout];
-        assert!(f["sampled"].as_u64().unwrap_or(0) > 0, "{fanout}: {f}");
-        assert_eq!(f["sampled"], f["sampled_holding"], "{fanout}: {f}");
+    for redis in measured {
+        for rate in [
+            "zadd_pipelined_per_sec",
+            "zrevrangebyscore_per_sec_before_reads",
+            "zrevrangebyscore_per_sec_after_reads",
+        ] {
+            assert!(redis[rate].as_f64().unwrap_or(0.0) > 0.0, "{baselines}");
+        }
+    }
+    // Every fan-out reached every sampled inbox, on each Redis.
+    let fanouts = report["fanouts"].as_array().unwrap();
+    let runs: Vec<&str> = fanouts
+        .iter()
+        .map(|f| f["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        runs.len(),
+        if cluster_urls.is_empty() { 2 } else { 4 },
+        "{runs:?}"
+    );
+    for f in fanouts {
+        assert!(f["sampled"].as_u64().unwrap_or(0) > 0, "{f}");
+        assert_eq!(f["sampled"], f["sampled_holding"], "{f}");
     }
     let sustained = &report["sustained"];
     assert!(

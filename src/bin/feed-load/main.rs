@@ -15,6 +15,7 @@ mod cpu;
 mod report;
 mod scenarios;
 mod seed;
+mod target;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -56,6 +57,10 @@ pub struct Options {
     pub only: Vec<String>,
     /// Drop and reseed even if the database already holds this graph.
     pub reseed: bool,
+    /// Seed nodes of a Redis Cluster (comma-separated `redis://` URLs): the
+    /// fan-out and read scenarios run on it too, after the single node,
+    /// each against the same-run baselines of its own Redis.
+    pub redis_cluster: Option<String>,
     /// Database name and key prefix of the run.
     pub database: String,
     pub prefix: String,
@@ -110,6 +115,7 @@ impl Options {
             publishes: take(&mut map, "publishes", 100)?,
             sustain_secs: take(&mut map, "sustain-secs", 600.0)?,
             reseed: flags.iter().any(|f| f == "reseed"),
+            redis_cluster: map.remove("redis-cluster").filter(|u| !u.trim().is_empty()),
             database: take(&mut map, "database", "feed_load".to_string())?,
             prefix: take(&mut map, "prefix", "load:".to_string())?,
             service_bin: take(&mut map, "service-bin", exe_dir.join("feed-service"))?,
@@ -175,9 +181,10 @@ const USAGE: &str =
                  [--cohort N] [--active-fraction F] [--concurrency N] [--seconds S]
                  [--mixed-reads-per-sec R] [--mixed-publishes-per-sec R] [--publishes N]
                  [--sustain-secs S] [--only fanout,active,publish,reads,mixed,sustained,memory]
-                 [--reseed]
+                 [--reseed] [--redis-cluster redis://HOST:PORT,...]
                  [--database NAME] [--prefix P] [--service-bin PATH] [--out DIR]
-PostgreSQL and Redis are those of the service's configuration (FEED_* variables).";
+PostgreSQL and Redis are those of the service's configuration (FEED_* variables).
+With --redis-cluster, the fan-out and read scenarios run again on that cluster.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -12,6 +12,8 @@ use crate::Options;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Fanout {
+    /// The scenario's label (and topology).
+    pub scenario: String,
     pub followers: i64,
     /// Inboxes verified to hold the post (the sample's proportion of the
     /// targets); the rate counts these alone.
@@ -21,6 +23,9 @@ pub struct Fanout {
     pub sampled_holding: usize,
     pub seconds_to_last_inbox: f64,
     pub writes_per_sec: f64,
+    /// CPU milliseconds each process spent per 1,000 verified inbox writes,
+    /// from the publish to the last inbox.
+    pub cpu_ms_per_1000_writes: Cpu,
     /// (seconds since publish, inboxes written)
     pub progress: Vec<(f64, i64)>,
 }
@@ -141,8 +146,8 @@ pub struct Report {
     pub memory: Value,
     pub rows: Vec<Row>,
     pub latencies: Vec<(String, Latency)>,
-    pub fanout: Option<Fanout>,
-    pub fanout_active: Option<Fanout>,
+    /// Every fan-out scenario run, in order.
+    pub fanouts: Vec<Fanout>,
     /// The job table over the sustained-publishing run.
     pub sustained: Value,
 }
@@ -167,8 +172,7 @@ impl Report {
             memory: Value::Null,
             rows: Vec::new(),
             latencies: Vec::new(),
-            fanout: None,
-            fanout_active: None,
+            fanouts: Vec::new(),
             sustained: Value::Null,
         }
     }
@@ -216,6 +220,7 @@ fn table(r: &Report) -> String {
             "\n{:<32} {:>10} {:>10} {:>10} {:>10}",
             "CPU ms per request", "service", "postgres", "redis", "tool"
         );
+        let _ = writeln!(out, "{:<32}", "(fan-out: per 1,000 inbox writes)");
         for row in measured {
             if let Some(c) = row.cpu_ms_per_request {
                 let _ = writeln!(
@@ -332,20 +337,16 @@ pub fn write(r: &Report, dir: &Path) -> Result<(), String> {
         "<h2>Latency percentiles per scenario</h2>{}",
         bars_svg(&r.latencies)
     );
-    for (title, f) in [
-        ("Fan-out progress, pure push", &r.fanout),
-        ("Fan-out progress, big-V to active fans", &r.fanout_active),
-    ] {
-        if let Some(f) = f {
-            let _ = write!(
-                page,
-                "<h2>{title}</h2><p>{} inbox writes in {:.2} s ({:.0}/s)</p>{}",
-                f.inbox_writes,
-                f.seconds_to_last_inbox,
-                f.writes_per_sec,
-                progress_svg(f)
-            );
-        }
+    for f in &r.fanouts {
+        let _ = write!(
+            page,
+            "<h2>Progress: {}</h2><p>{} inbox writes in {:.2} s ({:.0}/s)</p>{}",
+            html(&f.scenario),
+            f.inbox_writes,
+            f.seconds_to_last_inbox,
+            f.writes_per_sec,
+            progress_svg(f)
+        );
     }
     let _ = write!(
         page,

@@ -10,7 +10,6 @@ use feed_service::http::auth::JwtKeys;
 use feed_service::settings::Settings;
 use feed_service::store::pg::{ensure_database, run_migrations, with_database};
 use feed_service::store::redis::scripts::PUSH;
-use redis::aio::MultiplexedConnection;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
@@ -18,6 +17,7 @@ use tokio::sync::Mutex;
 use crate::cpu::Cpu;
 use crate::report::{self, Fanout, Latency, Report, Row};
 use crate::seed::{self, bar, Layout};
+use crate::target::{self, Target};
 use crate::Options;
 
 type R<T> = Result<T, String>;
@@ -39,7 +39,7 @@ impl Drop for Service {
     }
 }
 
-async fn start_service(o: &Options, db_url: &str) -> R<Service> {
+async fn start_service(o: &Options, db_url: &str, target: &Target) -> R<Service> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("no free port: {e}"))?
@@ -51,6 +51,7 @@ async fn start_service(o: &Options, db_url: &str) -> R<Service> {
         .env("FEED_TELEMETRY__LEVEL", "warn")
         // The load is the point: no request-rate limits.
         .env("FEED_LIMITS__ENABLED", "false")
+        .envs(target.service_env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
@@ -90,20 +91,20 @@ pub async fn run(o: Options) -> R<()> {
     let started = Instant::now();
     let seeded = seed::seed(&mut pg, &o, &layout).await?;
     let seed_secs = started.elapsed().as_secs_f64();
-    let redis_client =
-        redis::Client::open(settings.redis.url.expose_secret()).map_err(|e| e.to_string())?;
-    let mut redis = redis_client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(err("Redis"))?;
-    delete_prefix(&mut redis, &o.prefix).await?;
+    let single = Target::single(&settings, &o.prefix)?;
+    let cluster = match &o.redis_cluster {
+        Some(urls) => Some(Target::cluster(&settings, &o.prefix, urls)?),
+        None => None,
+    };
+    for target in std::iter::once(&single).chain(&cluster) {
+        target.delete(&format!("{}*", o.prefix)).await?;
+    }
     pg.batch_execute(
         "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000, \
                       active_window_secs = 604800, inbox_max_len = 1000, outbox_max_len = 1000",
     )
     .await
     .map_err(|e| e.to_string())?;
-    let service = start_service(&o, &db_url).await?;
     let keys = JwtKeys::from_settings(&settings.auth).map_err(|e| e.chain())?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(o.concurrency * 2)
@@ -114,115 +115,32 @@ pub async fn run(o: Options) -> R<()> {
     // Storage cost of the graph.
     report.storage = storage(&mut pg).await?;
 
-    // Baselines: what Redis itself does on this machine, in this run.
-    // Both are redis-benchmark itself; the read baseline runs before and
-    // after the reads, and their mean is the one the reads are held to.
-    let zadd = zadd_baseline(&redis_client, &o.prefix).await?;
-    let zrev_before = zrev_baseline(&redis_client, &o.prefix).await?;
+    let mut run = Run {
+        o: &o,
+        layout: &layout,
+        pg: &mut pg,
+        client: &client,
+        keys: &keys,
+        report: &mut report,
+    };
+    let service = start_service(&o, &db_url, &single).await?;
+    let baselines = run.on_redis(&single, &service).await?;
+    run.report.baselines = json!({"tool": "redis-benchmark"});
+    merge(&mut run.report.baselines, baselines);
 
-    // (a) fan-out to every follower of the mega author, in pure-push mode;
-    // (b) the same author as big-V: active fans only.
-    for (name, label, big_v) in [
-        ("fanout", "fan-out, pure push", false),
-        ("active", "fan-out, big-V to active fans", true),
-    ] {
-        if !o.runs(name) {
-            continue;
-        }
-        let f = fanout(
-            &o, &layout, &mut pg, &mut redis, &client, &service, &keys, big_v,
-        )
-        .await?;
-        report.rows.push(Row::throughput(
-            label,
-            "inbox writes/s",
-            f.writes_per_sec,
-            zadd,
-            "pipelined ZADD/s",
-        ));
-        if big_v {
-            report.fanout_active = Some(f);
-        } else {
-            report.fanout = Some(f);
-        }
-    }
     // Publish latency by the author's follower count.
     if o.runs("publish") {
-        for (label, lat) in publishes(&o, &layout, &mut pg, &client, &service.base, &keys).await? {
-            report.rows.push(Row::latency(&label, &lat));
-            report.latencies.push((label, lat));
+        let lat = publishes(&o, &layout, run.pg, &client, &service.base, &keys).await?;
+        for (label, lat) in lat {
+            run.report.rows.push(Row::latency(&label, &lat));
+            run.report.latencies.push((label, lat));
         }
-    }
-
-    // (c) reads merging 10 and 50 big-V outboxes.
-    if o.runs("reads") {
-        prepare_reads(&layout, &mut pg, &mut redis, &o.prefix).await?;
-    }
-    let mut read_runs = Vec::new();
-    for (label, cohort, sources) in [
-        ("reads, 10 big-Vs", &layout.cohort10, 11.0),
-        ("reads, 50 big-Vs", &layout.cohort50, 51.0),
-    ] {
-        if !o.runs("reads") {
-            break;
-        }
-        let tokens: Vec<String> = cohort
-            .clone()
-            .map(|r| keys.mint(r, false, 3600).unwrap_or_default())
-            .collect();
-        warm(&client, &service.base, &tokens, label).await;
-        let pid = service.child.id();
-        let before = Cpu::now(pid);
-        let lat = reads(
-            &client,
-            &service.base,
-            &tokens,
-            o.concurrency,
-            o.seconds,
-            label,
-        )
-        .await;
-        let cpu = before.per(Cpu::now(pid), lat.requests as f64);
-        // Open loop: first pages at half the closed loop's rate, sent on
-        // schedule whatever the answers' latency.
-        let rate = (lat.per_sec / 2.0).max(1.0);
-        let open_label = format!("{label}, open loop {rate:.0}/s");
-        let before = Cpu::now(pid);
-        let open = open_loop(
-            &client,
-            &service.base,
-            &tokens,
-            rate,
-            o.seconds,
-            &open_label,
-        )
-        .await;
-        let open_cpu = before.per(Cpu::now(pid), open.requests as f64);
-        read_runs.push((label, lat, sources, cpu, open_label, open, open_cpu));
-    }
-    let zrev_after = zrev_baseline(&redis_client, &o.prefix).await?;
-    let zrev = (zrev_before + zrev_after) / 2.0;
-    report.baselines = json!({
-        "tool": "redis-benchmark",
-        "zadd_pipelined_per_sec": zadd,
-        "zrevrangebyscore_per_sec_before_reads": zrev_before,
-        "zrevrangebyscore_per_sec_after_reads": zrev_after,
-        "zrevrangebyscore_per_sec": zrev,
-    });
-    for (label, lat, sources, cpu, open_label, open, open_cpu) in read_runs {
-        report
-            .rows
-            .push(Row::reads(label, &lat, zrev / sources, sources).with_cpu(cpu));
-        report.latencies.push((label.to_string(), lat));
-        report
-            .rows
-            .push(Row::latency(&open_label, &open).with_cpu(open_cpu));
-        report.latencies.push((open_label, open));
     }
 
     // (d) mixed: reads at a fixed rate while authors publish.
     if o.runs("mixed") {
         let (reads_lat, publish_lat) = mixed(&o, &layout, &client, &service.base, &keys).await;
+        let report = &mut *run.report;
         report.rows.push(Row::latency("mixed: reads", &reads_lat));
         report
             .rows
@@ -235,7 +153,8 @@ pub async fn run(o: Options) -> R<()> {
 
     // Sustained publishing: does the job queue stay small?
     if o.runs("sustained") {
-        let (lat, table) = sustained(&o, &layout, &mut pg, &client, &service.base, &keys).await?;
+        let (lat, table) = sustained(&o, &layout, run.pg, &client, &service.base, &keys).await?;
+        let report = &mut *run.report;
         report.rows.push(Row::latency("sustained publishing", &lat));
         report.latencies.push(("sustained publishing".into(), lat));
         report.sustained = table;
@@ -243,37 +162,123 @@ pub async fn run(o: Options) -> R<()> {
 
     // Memory per inbox entry, stock and recommended encodings.
     if o.runs("memory") {
-        report.memory = memory(&redis_client, &o.prefix, 1000).await?;
+        let redis_client =
+            redis::Client::open(settings.redis.url.expose_secret()).map_err(|e| e.to_string())?;
+        run.report.memory = memory(&redis_client, &o.prefix, 1000).await?;
     }
-
+    // The single node's service stops first: its fan-out worker would
+    // otherwise take the cluster part's jobs.
     drop(service);
+
+    // The same fan-outs and reads on the cluster, against its own baselines.
+    if let Some(cluster) = &cluster {
+        let service = start_service(&o, &db_url, cluster).await?;
+        let baselines = run.on_redis(cluster, &service).await?;
+        drop(service);
+        run.report.baselines["cluster"] = baselines;
+    }
+    for target in std::iter::once(&single).chain(&cluster) {
+        target.delete(&format!("{}*", o.prefix)).await?;
+    }
     report::write(&report, &o.out_dir)?;
     Ok(())
 }
 
-async fn delete_prefix(redis: &mut MultiplexedConnection, prefix: &str) -> R<()> {
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}*"))
-            .arg("COUNT")
-            .arg(5_000)
-            .query_async(redis)
-            .await
-            .map_err(err("Redis"))?;
-        if !keys.is_empty() {
-            let _: () = redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async(redis)
-                .await
-                .map_err(err("Redis"))?;
+/// Adds `extra`'s fields to the object `into`.
+fn merge(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        into.extend(extra);
+    }
+}
+
+/// What every part of the run shares.
+struct Run<'a> {
+    o: &'a Options,
+    layout: &'a Layout,
+    pg: &'a mut AsyncPgConnection,
+    client: &'a reqwest::Client,
+    keys: &'a JwtKeys,
+    report: &'a mut Report,
+}
+
+impl Run<'_> {
+    /// The scenarios that measure Redis, on `target` through `service`:
+    /// (a) fan-out to every follower of the mega author, pure push; (b) the
+    /// same author as a big-V, to its active fans; (c) reads merging 10
+    /// and 50 big-V outboxes. Returns the same-run baselines of `target`:
+    /// pipelined ZADD before the fan-outs, ZREVRANGEBYSCORE before and
+    /// after the reads (the reads are held to their mean).
+    async fn on_redis(&mut self, target: &Target, service: &Service) -> R<Value> {
+        let o = self.o;
+        let zadd = target.zadd_baseline().await?;
+        let zrev_before = target.zrev_baseline().await?;
+        for (name, label, big_v) in [
+            ("fanout", "fan-out, pure push", false),
+            ("active", "fan-out, big-V to active fans", true),
+        ] {
+            if !o.runs(name) {
+                continue;
+            }
+            let label = target.label(label);
+            let f = fanout(self, target, service, &label, big_v).await?;
+            self.report.rows.push(
+                Row::throughput(
+                    &label,
+                    "inbox writes/s",
+                    f.writes_per_sec,
+                    zadd,
+                    "pipelined ZADD/s",
+                )
+                .with_cpu(f.cpu_ms_per_1000_writes),
+            );
+            self.report.fanouts.push(f);
         }
-        if next == 0 {
-            return Ok(());
+
+        if o.runs("reads") {
+            prepare_reads(self.layout, self.pg, target).await?;
         }
-        cursor = next;
+        let mut read_runs = Vec::new();
+        for (label, cohort, sources) in [
+            ("reads, 10 big-Vs", &self.layout.cohort10, 11.0),
+            ("reads, 50 big-Vs", &self.layout.cohort50, 51.0),
+        ] {
+            if !o.runs("reads") {
+                break;
+            }
+            let label = target.label(label);
+            let tokens: Vec<String> = cohort
+                .clone()
+                .map(|r| self.keys.mint(r, false, 3600).unwrap_or_default())
+                .collect();
+            let (client, base) = (self.client, service.base.as_str());
+            warm(client, base, &tokens, &label).await;
+            let pid = service.child.id();
+            let before = Cpu::now(pid);
+            let lat = reads(client, base, &tokens, o.concurrency, o.seconds, &label).await;
+            let cpu = before.per(Cpu::now(pid), lat.requests as f64);
+            // Open loop: first pages at half the closed loop's rate, sent on
+            // schedule whatever the answers' latency.
+            let rate = (lat.per_sec / 2.0).max(1.0);
+            let open_label = format!("{label}, open loop {rate:.0}/s");
+            let before = Cpu::now(pid);
+            let open = open_loop(client, base, &tokens, rate, o.seconds, &open_label).await;
+            let open_cpu = before.per(Cpu::now(pid), open.requests as f64);
+            read_runs.push((label, lat, sources, cpu, open_label, open, open_cpu));
+        }
+        let zrev_after = target.zrev_baseline().await?;
+        let zrev = (zrev_before + zrev_after) / 2.0;
+        for (label, lat, sources, cpu, open_label, open, open_cpu) in read_runs {
+            let report = &mut *self.report;
+            report
+                .rows
+                .push(Row::reads(&label, &lat, zrev / sources, sources).with_cpu(cpu));
+            report.latencies.push((label, lat));
+            report
+                .rows
+                .push(Row::latency(&open_label, &open).with_cpu(open_cpu));
+            report.latencies.push((open_label, open));
+        }
+        Ok(target::baselines(zadd, zrev_before, zrev_after))
     }
 }
 
@@ -288,120 +293,6 @@ async fn storage(pg: &mut AsyncPgConnection) -> R<Value> {
     }))
 }
 
-/// Where `redis-benchmark` finds the Redis of this run.
-fn redis_address(client: &redis::Client) -> R<(String, u16)> {
-    match client.get_connection_info().addr() {
-        redis::ConnectionAddr::Tcp(host, port) => Ok((host.clone(), *port)),
-        other => Err(format!(
-            "redis-benchmark needs a TCP address, not {other:?}"
-        )),
-    }
-}
-
-/// Runs `redis-benchmark -q` with `args` and returns its requests per
-/// second (the last figure it prints).
-fn redis_benchmark(addr: &(String, u16), args: &[&str], label: &str) -> R<f64> {
-    let b = bar(1, label);
-    let out = Command::new("redis-benchmark")
-        .arg("-h")
-        .arg(&addr.0)
-        .arg("-p")
-        .arg(addr.1.to_string())
-        .arg("-q")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("redis-benchmark (Debian's redis-tools): {e}"))?;
-    b.finish();
-    let text = String::from_utf8_lossy(&out.stdout);
-    // `-q` prints "<command>: <n> requests per second, p50=…", the line
-    // rewritten with carriage returns while it runs.
-    text.rsplit(['\r', '\n'])
-        .filter_map(|line| {
-            let (_, rest) = line.rsplit_once(": ")?;
-            rest.split(" requests per second")
-                .next()?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .next()
-        .ok_or_else(|| format!("redis-benchmark {args:?} printed no rate: {text}"))
-}
-
-/// The fan-out baseline: pipelined ZADD, `redis-benchmark -P 64 -t zadd`
-/// style, on a key of this run's prefix.
-async fn zadd_baseline(client: &redis::Client, prefix: &str) -> R<f64> {
-    let addr = redis_address(client)?;
-    let key = format!("{prefix}bench:zadd");
-    let rate = redis_benchmark(
-        &addr,
-        &[
-            "-P",
-            "64",
-            "-n",
-            "1000000",
-            "-r",
-            "100000",
-            "ZADD",
-            &key,
-            "0",
-            "element:__rand_int__",
-        ],
-        "baseline: redis-benchmark -P 64 ZADD",
-    )?;
-    del(client, &key).await?;
-    Ok(rate)
-}
-
-/// The read baseline: `redis-benchmark -c 50 -n 200000 ZREVRANGEBYSCORE key
-/// +inf -inf LIMIT 0 20` on a 1,000-member sorted set.
-async fn zrev_baseline(client: &redis::Client, prefix: &str) -> R<f64> {
-    let addr = redis_address(client)?;
-    let key = format!("{prefix}bench:zrev");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(err("Redis"))?;
-    let mut pipe = redis::pipe();
-    for i in 0..1000i64 {
-        pipe.zadd(&key, 10_000_000 + i, 1_700_000_000_000 + i)
-            .ignore();
-    }
-    let _: () = pipe.query_async(&mut conn).await.map_err(err("Redis"))?;
-    let rate = redis_benchmark(
-        &addr,
-        &[
-            "-c",
-            "50",
-            "-n",
-            "200000",
-            "ZREVRANGEBYSCORE",
-            &key,
-            "+inf",
-            "-inf",
-            "LIMIT",
-            "0",
-            "20",
-        ],
-        "baseline: redis-benchmark ZREVRANGEBYSCORE",
-    )?;
-    del(client, &key).await?;
-    Ok(rate)
-}
-
-async fn del(client: &redis::Client, key: &str) -> R<()> {
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(err("Redis"))?;
-    redis::cmd("DEL")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .map_err(err("Redis"))
-}
-
 fn tick(b: indicatif::ProgressBar, secs: f64) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         for _ in 0..secs.ceil() as u64 {
@@ -413,22 +304,14 @@ fn tick(b: indicatif::ProgressBar, secs: f64) -> tokio::task::JoinHandle<()> {
 
 /// One post by the mega author; every follower has an inbox. Pure push
 /// (`big_v` false, threshold above its count) or big-V to active fans.
-#[allow(clippy::too_many_arguments)]
 async fn fanout(
-    o: &Options,
-    l: &Layout,
-    pg: &mut AsyncPgConnection,
-    redis: &mut MultiplexedConnection,
-    client: &reqwest::Client,
+    run: &mut Run<'_>,
+    target: &Target,
     service: &Service,
-    keys: &JwtKeys,
+    label: &str,
     big_v: bool,
 ) -> R<Fanout> {
-    let label = if big_v {
-        "fan-out: big-V, active fans"
-    } else {
-        "fan-out: pure push"
-    };
+    let (o, l, pg, client, keys) = (run.o, run.layout, &mut *run.pg, run.client, run.keys);
     let sql = if big_v {
         format!(
             "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
@@ -446,52 +329,43 @@ async fn fanout(
     };
     pg.batch_execute(&sql).await.map_err(|e| e.to_string())?;
     // Every follower has read its feed once: its inbox exists.
-    delete_prefix(redis, &format!("{}feed:", o.prefix)).await?;
-    let b = bar(l.readers as u64, "inboxes");
-    let make = redis::Script::new(
-        "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do \
-           redis.call('ZADD', ARGV[1] .. 'feed:{' .. i .. '}', '-inf', '') end return 1",
-    );
+    target.delete(&format!("{}feed:*", o.prefix)).await?;
+    let b = bar(l.readers as u64, &format!("inboxes: {}", target.name));
     let mut from = 1;
     while from <= l.readers {
         let to = (from + 9_999).min(l.readers);
-        let _: i64 = make
-            .arg(&o.prefix)
-            .arg(from)
-            .arg(to)
-            .invoke_async(redis)
-            .await
-            .map_err(err("Redis"))?;
+        let inboxes: Vec<String> = (from..=to).map(|i| target.store.keys().inbox(i)).collect();
+        target
+            .query(&inboxes, |pipe, key| {
+                pipe.zadd(key, "", "-inf");
+            })
+            .await?;
         b.set_position(to as u64);
         from = to + 1;
     }
     b.finish();
     let mut every = 1;
     let targets = if big_v {
+        // One reader in `every` read lately: the mega author's active fans.
         let active = ((l.readers as f64) * o.active_fraction).round() as i64;
         every = (l.readers / active.max(1)).max(1);
         let now = feed_service::engine::now_ms();
-        let seed_fans = redis::Script::new(
-            "local n = 0 for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do \
-               if i % tonumber(ARGV[4]) == 0 then redis.call('ZADD', KEYS[1], ARGV[5], i) n = n + 1 end end return n",
-        );
-        let key = format!("{}active_fans:{{{}}}", o.prefix, l.mega);
+        let fans = target.store.keys().active_fans(l.mega);
         let mut n = 0i64;
-        let mut from = 1;
+        let mut from = every;
         while from <= l.readers {
-            let to = (from + 9_999).min(l.readers);
-            let added: i64 = seed_fans
-                .key(&key)
-                .arg(&o.prefix)
-                .arg(from)
-                .arg(to)
-                .arg(every)
-                .arg(now)
-                .invoke_async(redis)
-                .await
-                .map_err(err("Redis"))?;
-            n += added;
-            from = to + 1;
+            let members: Vec<(i64, i64)> = (from..=l.readers)
+                .step_by(every as usize)
+                .take(10_000)
+                .map(|i| (now, i))
+                .collect();
+            from = members.last().map_or(l.readers, |m| m.1) + every;
+            n += members.len() as i64;
+            target
+                .query(std::slice::from_ref(&fans), |pipe, key| {
+                    pipe.zadd_multiple(key, &members);
+                })
+                .await?;
         }
         n
     } else {
@@ -499,6 +373,8 @@ async fn fanout(
     };
     tokio::time::sleep(Duration::from_millis(1200)).await; // the service reloads the settings
     let token = keys.mint(l.mega, false, 3600).map_err(|e| e.chain())?;
+    let pid = service.child.id();
+    let cpu_before = Cpu::now(pid);
     let published = Instant::now();
     let res = client
         .post(format!("{}/api/v1/posts", service.base))
@@ -537,17 +413,22 @@ async fn fanout(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     b.finish();
+    let cpu_after = Cpu::now(pid);
     let secs = progress.last().map(|p| p.0).unwrap_or(0.0).max(1e-3);
     // Spot-check delivery on a sample of inboxes.
     let sample: Vec<String> = (every..=l.readers)
         .step_by(((l.readers / every / 1000).max(1) * every) as usize)
-        .map(|i| format!("{}feed:{{{i}}}", o.prefix))
+        .map(|i| target.store.keys().inbox(i))
         .collect();
-    let mut pipe = redis::pipe();
-    for k in &sample {
-        pipe.zscore(k, post_id);
-    }
-    let scores: Vec<Option<f64>> = pipe.query_async(redis).await.map_err(err("Redis"))?;
+    let scores = target
+        .query(&sample, |pipe, key| {
+            pipe.zscore(key, post_id);
+        })
+        .await?;
+    let scores: Vec<Option<f64>> = scores
+        .iter()
+        .map(|v| redis::from_redis_value_ref(v).unwrap_or(None))
+        .collect();
     let hit = scores.iter().filter(|s| s.is_some()).count();
     println!(
         "{label}: {hit}/{} sampled inboxes hold the post",
@@ -557,12 +438,14 @@ async fn fanout(
     // of the sample found holding it.
     let verified = (targets as f64 * hit as f64 / sample.len().max(1) as f64).round() as i64;
     Ok(Fanout {
+        scenario: label.to_string(),
         followers: l.readers,
         inbox_writes: verified,
         sampled: sample.len(),
         sampled_holding: hit,
         seconds_to_last_inbox: secs,
         writes_per_sec: verified as f64 / secs,
+        cpu_ms_per_1000_writes: cpu_before.per(cpu_after, verified as f64 / 1000.0),
         progress,
     })
 }
@@ -803,19 +686,16 @@ async fn sustained(
 }
 
 /// Read scenarios: the cohort authors are the big-Vs, inboxes start empty.
-async fn prepare_reads(
-    l: &Layout,
-    pg: &mut AsyncPgConnection,
-    redis: &mut MultiplexedConnection,
-    prefix: &str,
-) -> R<()> {
+async fn prepare_reads(l: &Layout, pg: &mut AsyncPgConnection, target: &Target) -> R<()> {
     let ids: Vec<String> = l.cohort_authors.iter().map(|a| a.to_string()).collect();
     pg.batch_execute(&format!(
         "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
          UPDATE users SET big_v = (id = ANY(ARRAY[{}]::bigint[])) WHERE big_v OR id = ANY(ARRAY[{}]::bigint[])",
         ids.join(","), ids.join(",")
     )).await.map_err(|e| e.to_string())?;
-    delete_prefix(redis, prefix).await
+    target
+        .delete(&format!("{}*", target.store.keys().prefix()))
+        .await
 }
 
 /// Each reader reads once: inboxes and outboxes are rebuilt before measuring.
