@@ -102,6 +102,13 @@ pub static REDIS_UNREPLICATED: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
+pub static REDIS_RESENT: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "redis_cluster_calls_resent_total",
+        "Redis Cluster calls a master refused in a pipeline of many slots (its map of the slots out of date: a resharding or failover) and that were resent alone",
+    )
+});
+
 pub static PG_ERRORS: LazyLock<IntCounter> =
     LazyLock::new(|| counter("postgres_errors_total", "Failed PostgreSQL calls"));
 
@@ -155,6 +162,7 @@ pub fn render() -> String {
     LazyLock::force(&REDIS_ERRORS);
     LazyLock::force(&PG_ERRORS);
     LazyLock::force(&REDIS_UNREPLICATED);
+    LazyLock::force(&REDIS_RESENT);
     FEED_PAGES.with_label_values(&["redis", "none"]);
     for reason in Fallback::ALL {
         FEED_PAGES.with_label_values(&["postgres", reason.as_str()]);

@@ -282,3 +282,46 @@ async fn a_write_waits_for_a_replica_and_one_that_cannot_is_counted() {
         .await;
     assert_eq!(items[0].id, post.id);
 }
+
+#[tokio::test]
+async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_land() {
+    let cluster = Cluster::start();
+    let mut settings = test_settings();
+    settings.redis.cluster_urls = SecretString::from(cluster.urls.clone());
+    let redis = feed_service::store::redis::RedisStore::new(&settings.redis).unwrap();
+    let inboxes: Vec<String> = (1..=300).map(|i| redis.keys().inbox(i)).collect();
+    redis
+        .query_per_slot(&inboxes, false, |pipe, key| {
+            pipe.zadd(key, "", "-inf");
+        })
+        .await
+        .unwrap();
+    let resent = || feed_service::metrics::REDIS_RESENT.get();
+    // The process believes one master serves every slot, as after a
+    // resharding it has not seen: a fan-out's per-master pipeline reaches
+    // the wrong master for most of its calls.
+    let before = resent();
+    redis.misroute_slots().await.unwrap();
+    let entry = feed_service::types::Entry::new(1_700_000_000_000, 42);
+    // (Its count is of the calls' last runs: the client first redirects a
+    // refused pipeline whole, so some calls run more than once.)
+    redis
+        .push_same(&inboxes, &[entry], 1000, None)
+        .await
+        .unwrap();
+    assert!(resent() > before, "the refused calls were resent");
+    // Every inbox holds the entry and its sentinel, read through a wrong
+    // map too.
+    redis.misroute_slots().await.unwrap();
+    let replies = redis
+        .query_per_slot(&inboxes, false, |pipe, key| {
+            pipe.zscore(key, 42).zcard(key);
+        })
+        .await
+        .unwrap();
+    for (key, pair) in inboxes.iter().zip(replies.chunks(2)) {
+        let score: Option<i64> = redis::from_redis_value_ref(&pair[0]).unwrap();
+        assert_eq!(score, Some(1_700_000_000_000), "{key}");
+        assert_eq!(pair[1], redis::Value::Int(2), "{key}");
+    }
+}

@@ -65,6 +65,20 @@ impl NodeCache {
     fn forget(&self) {
         lock(&self.0).take();
     }
+
+    /// Makes the cached map wrong until a call finds it out: every slot
+    /// served by one master, as after a resharding this process has not
+    /// seen (tests).
+    fn misroute(&self) {
+        let mut cached = lock(&self.0);
+        if let Some(map) = cached.as_ref() {
+            *cached = Some(Arc::new(NodeMap {
+                read_at: Instant::now(),
+                text: map.text.clone(),
+                owner: vec![0; 16384],
+            }));
+        }
+    }
 }
 
 /// The nodes of a cluster, as one `CLUSTER NODES` reply gave them.
@@ -128,6 +142,19 @@ impl Conn {
         let map = Arc::new(NodeMap::parse(text));
         *lock(&cache.0) = Some(map.clone());
         Ok(map)
+    }
+
+    /// Makes this process's map of the slots wrong, as after a resharding
+    /// it has not seen, until a call finds it out (tests); nothing on a
+    /// single node.
+    pub async fn misroute_slots(&mut self) -> RedisResult<()> {
+        if self.multiplexed().is_some() {
+            self.node_map(true).await?;
+            if let Conn::Shared(_, cache) = self {
+                cache.misroute();
+            }
+        }
+        Ok(())
     }
 
     /// Forgets the cached view of the nodes (a call found it out of date).
@@ -280,9 +307,11 @@ impl Conn {
     /// error (MOVED after a resharding, NOSCRIPT, TRYAGAIN, or a real
     /// error), or whose node's pipeline fails as a whole (a failover), is
     /// sent again alone by `alone`, routed as any call, and its answer
-    /// stands; the node map is then read again. Every item must be safe to
-    /// run twice.
-    async fn by_node<'a, A, F, Fut>(
+    /// stands; the node map is then read again. Before that, the client
+    /// itself follows a MOVED by sending the whole pipeline again to the
+    /// node named (up to its retry limit), so items may run more than once
+    /// and must be safe to; a count they return is that of their last run.
+    async fn by_node<A, F, Fut>(
         &mut self,
         base: &cluster::ClusterConnection,
         slots: &[u16],
@@ -293,7 +322,7 @@ impl Conn {
     where
         A: Fn(usize, &mut Pipeline) -> usize,
         F: Fn(usize) -> Fut,
-        Fut: Future<Output = RedisResult<Vec<Value>>> + 'a,
+        Fut: Future<Output = RedisResult<Vec<Value>>>,
     {
         let map = self.node_map(false).await?;
         let mut at: HashMap<u32, usize> = HashMap::new();
@@ -340,6 +369,7 @@ impl Conn {
             let retried =
                 futures::future::try_join_all(again.iter().map(|&k| alone(group[k]))).await?;
             let stale = !again.is_empty();
+            crate::metrics::REDIS_RESENT.inc_by(again.len() as u64);
             for (k, values) in again.into_iter().zip(retried) {
                 out[k] = values;
             }

@@ -126,6 +126,13 @@ impl RedisStore {
         self.topology().get().await
     }
 
+    /// Makes the map of which master serves which slot wrong until a call
+    /// finds it out, as after a resharding (tests; nothing on one node).
+    pub async fn misroute_slots(&self) -> AppResult<()> {
+        self.bounded(|mut c| async move { c.misroute_slots().await })
+            .await
+    }
+
     /// Faults to inject into the next Redis calls (tests).
     pub fn faults(&self) -> &Faults {
         &self.faults
