@@ -289,7 +289,12 @@ async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_
     let mut settings = test_settings();
     settings.redis.cluster_urls = SecretString::from(cluster.urls.clone());
     let redis = feed_service::store::redis::RedisStore::new(&settings.redis).unwrap();
-    let inboxes: Vec<String> = (1..=300).map(|i| redis.keys().inbox(i)).collect();
+    // 300 readers in 30 blocks of ids (keys.rs), so on every master, ten
+    // to a PUSH call.
+    let block = feed_service::store::redis::keys::READER_BLOCK;
+    let inboxes: Vec<String> = (1..=300)
+        .map(|i| redis.keys().inbox((i % 30) * block + i))
+        .collect();
     redis
         .query_per_slot(&inboxes, false, |pipe, key| {
             pipe.zadd(key, "", "-inf");

@@ -538,8 +538,20 @@ impl World {
         )
         .await
         .map_err(|e| e.chain())?;
+        // Users in pairs, each pair in a block of ids of its own (keys.rs):
+        // a fan-out's PUSH calls then serve one inbox or two, and on a
+        // cluster the readers' keys lie on every master.
+        let block = feed_service::store::redis::keys::READER_BLOCK;
         let mut ids = Vec::with_capacity(USERS);
         for i in 0..USERS {
+            if i % 2 == 0 {
+                pg.batch_execute(&format!(
+                    "SELECT setval('users_id_seq', {}, false)",
+                    1 + (i as i64 / 2) * block
+                ))
+                .await
+                .map_err(fail("spreading ids"))?;
+            }
             let u = engine
                 .pg()
                 .create_user(&format!("u{i}"))

@@ -659,7 +659,7 @@ mod tests {
         assert_eq!(slot(b"123456789"), 0x31C3);
         assert_eq!(slot(b"foo"), 12182);
         assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
-        assert_eq!(slot(b"feed:feed:{42}"), slot(b"feed:following:{42}"));
+        assert_eq!(slot(b"feed:feed:{r0}42"), slot(b"feed:following:{r0}7"));
         assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
         assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
         assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));

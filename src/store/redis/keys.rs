@@ -1,11 +1,27 @@
 //! Every Redis key string of the service is built here, nowhere else.
 //!
-//! Per-user keys carry the user id in a hash tag (`{42}`) so that one user's
-//! keys share a Redis Cluster slot.
+//! Hash tags decide which keys share a Redis Cluster slot:
+//! - a reader's keys (inbox, whom it follows, active mark) carry its
+//!   *block*, `{r<id / 1024>}`: readers with ids in one block of
+//!   [`READER_BLOCK`] share a slot, so a fan-out's followers (read in id
+//!   order) share PUSH calls on a cluster as they do on one node, where
+//!   each of those calls serves many inboxes. Blocks outnumber a cluster's
+//!   masters by far once users count in the millions, so they still spread
+//!   evenly;
+//! - an author's outbox and active fans carry its id (`{7}`), a post its
+//!   id.
 
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
+}
+
+/// Readers whose ids share `id / READER_BLOCK` share a hash tag.
+pub const READER_BLOCK: i64 = 1024;
+
+/// The hash tag of a reader's keys: its block of ids.
+fn reader_tag(reader: i64) -> String {
+    format!("{{r{}}}", reader.div_euclid(READER_BLOCK))
 }
 
 impl Keys {
@@ -21,7 +37,7 @@ impl Keys {
 
     /// Inbox ZSET: post id → created_at_ms, plus the floor sentinel.
     pub fn inbox(&self, user: i64) -> String {
-        format!("{}feed:{{{user}}}", self.prefix)
+        format!("{}feed:{}{user}", self.prefix, reader_tag(user))
     }
 
     /// Outbox ZSET: the author's own posts, same encoding as an inbox.
@@ -36,7 +52,7 @@ impl Keys {
 
     /// Whom a reader follows (HASH followee → change seq; see scripts.rs).
     pub fn following(&self, reader: i64) -> String {
-        format!("{}following:{{{reader}}}", self.prefix)
+        format!("{}following:{}{reader}", self.prefix, reader_tag(reader))
     }
 
     /// The authors every follower pulls right now (one HASH for all: big-Vs
@@ -53,7 +69,7 @@ impl Keys {
 
     /// Marker that rate-limits recording a reader as an active fan.
     pub fn active_mark(&self, reader: i64) -> String {
-        format!("{}active_mark:{{{reader}}}", self.prefix)
+        format!("{}active_mark:{}{reader}", self.prefix, reader_tag(reader))
     }
 
     /// Pattern matching every key of this prefix (for clean-up and tests).
@@ -69,13 +85,26 @@ mod tests {
     #[test]
     fn keys_carry_the_prefix_and_a_hash_tag() {
         let k = Keys::new("t1:");
-        assert_eq!(k.inbox(42), "t1:feed:{42}");
+        assert_eq!(k.inbox(42), "t1:feed:{r0}42");
+        assert_eq!(k.inbox(5000), "t1:feed:{r4}5000");
         assert_eq!(k.outbox(7), "t1:outbox:{7}");
         assert_eq!(k.active_fans(7), "t1:active_fans:{7}");
-        assert_eq!(k.active_mark(42), "t1:active_mark:{42}");
-        assert_eq!(k.following(42), "t1:following:{42}");
+        assert_eq!(k.active_mark(42), "t1:active_mark:{r0}42");
+        assert_eq!(k.following(42), "t1:following:{r0}42");
         assert_eq!(k.pulled(), "t1:pulled");
         assert_eq!(k.post(9), "t1:post:{9}");
         assert_eq!(k.pattern(), "t1:*");
+    }
+
+    #[test]
+    fn readers_of_one_block_share_a_slot() {
+        use crate::store::redis::slot;
+        let k = Keys::new("feed:");
+        let at = |key: String| slot(key.as_bytes());
+        assert_eq!(at(k.inbox(1024)), at(k.inbox(2047)));
+        assert_eq!(at(k.inbox(1024)), at(k.following(1500)));
+        assert_eq!(at(k.inbox(1024)), at(k.active_mark(2000)));
+        assert_ne!(at(k.inbox(1023)), at(k.inbox(1024)));
+        assert_ne!(at(k.inbox(1)), at(k.outbox(1)));
     }
 }
