@@ -43,10 +43,10 @@ const KEYS_PER_CALL: usize = 100;
 /// follow) goes to fewer keys per call, so that every call stays short.
 const ZADDS_PER_CALL: usize = 1000;
 
-/// One-key PUSH calls of a cluster fan-out's round (its "pipeline"), at
-/// most: they go as one pipeline per master, so a master's share of a
-/// round makes no more ZADDs than a single node's pipeline.
-const CLUSTER_CALLS_PER_ROUND: usize = 900;
+/// ZADDs of a cluster fan-out's round (its "pipeline"), at most: a round
+/// goes as one pipeline per master, so a master's share of a round spread
+/// over three makes no more ZADDs than a single node's pipeline.
+const CLUSTER_ZADDS_PER_ROUND: usize = CALLS_PER_PIPELINE * KEYS_PER_CALL * 3;
 
 thread_local! {
     /// Whether this thread uses [`RedisStore`]'s connections apart.
@@ -379,8 +379,8 @@ impl RedisStore {
         }
         let group = (ZADDS_PER_CALL / entries.len()).clamp(1, KEYS_PER_CALL);
         // One call's keys share a slot: on a cluster, grouped by slot (a
-        // batch's followers rarely do, so most calls there have one key, and
-        // a "pipeline" is that many calls sent concurrently).
+        // batch's followers, read in id order, share their block's slot:
+        // keys.rs).
         let calls: Vec<Vec<String>> = self
             .topology
             .groups(keys)
@@ -390,15 +390,15 @@ impl RedisStore {
                     .map(|c| c.iter().map(|&i| keys[i].clone()).collect())
             })
             .collect();
-        let per_pipeline = if self.topology().is_cluster() {
-            // As many ZADDs per round as a single node's pipeline holds.
-            (CALLS_PER_PIPELINE * ZADDS_PER_CALL / (entries.len() * group))
-                .clamp(1, CLUSTER_CALLS_PER_ROUND)
+        let rounds: Vec<&[Vec<String>]> = if self.topology().is_cluster() {
+            // A round holds as many ZADDs as a single node's pipeline, for
+            // each master.
+            by_weight(&calls, CLUSTER_ZADDS_PER_ROUND, |c| c.len() * entries.len())
         } else {
-            CALLS_PER_PIPELINE
+            calls.chunks(CALLS_PER_PIPELINE).collect()
         };
-        let pipelines: Vec<_> = calls
-            .chunks(per_pipeline)
+        let pipelines: Vec<_> = rounds
+            .into_iter()
             .map(|calls| self.push_pipeline(calls, entries, cap, cut))
             .collect();
         let counts: Vec<i64> = futures::stream::iter(pipelines)
@@ -622,6 +622,25 @@ fn range_of(key: &str, floor: &Value, range: &Value, fetch: usize) -> AppResult<
     }))
 }
 
+/// `items` cut into runs of at most `budget` in weight (a run holds at least
+/// one item).
+fn by_weight<T>(items: &[T], budget: usize, weight: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut runs = Vec::new();
+    let (mut start, mut held) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let w = weight(item);
+        if i > start && held + w > budget {
+            runs.push(&items[start..i]);
+            (start, held) = (i, 0);
+        }
+        held += w;
+    }
+    if start < items.len() {
+        runs.push(&items[start..]);
+    }
+    runs
+}
+
 /// One PUSH call: `keys` get `entries` (scripts.rs, clause 3).
 fn push_call(
     keys: &[String],
@@ -650,4 +669,20 @@ fn parse_score(text: &str) -> AppResult<i64> {
     text.parse::<f64>()
         .map(|f| f as i64)
         .map_err(|e| AppError::internal(format!("bad score {text:?}"), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_hold_their_weight_and_every_item_once() {
+        let items = [40, 70, 10, 100, 5, 5, 300];
+        let runs = by_weight(&items, 100, |&w| w);
+        assert_eq!(
+            runs,
+            [&[40][..], &[70, 10], &[100], &[5, 5], &[300]].to_vec()
+        );
+        assert!(by_weight(&[] as &[usize], 100, |&w| w).is_empty());
+    }
 }
