@@ -29,8 +29,10 @@ impl Zsets {
         Zsets { store, conn }
     }
 
+    /// An inbox; each `n` in a block of readers (and so a slot) of its own.
     fn key(&self, n: i64) -> String {
-        self.store.keys().inbox(n)
+        let block = feed_service::store::redis::keys::READER_BLOCK;
+        self.store.keys().inbox(n * block)
     }
 
     /// Members with scores, in Redis order (sentinel as "").
@@ -152,6 +154,12 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
     match z.read(&complete, 1).await {
         Range::Read(r) => assert!(r.truncated),
         other => panic!("{other:?}"),
+    }
+    // Read together (one pipeline per node), each key keeps its answer.
+    let keys = [&missing, &floored, &building, &complete].map(|k| k.to_string());
+    let together = z.store.ranges(&keys, None, 5).await.unwrap();
+    for (key, range) in keys.iter().zip(together) {
+        assert_eq!(range, z.read(key, 5).await, "{key}");
     }
 }
 
@@ -319,7 +327,8 @@ impl Zsets {
 #[tokio::test]
 async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     let mut z = Zsets::new().await;
-    let (reader, inbox) = (7, z.key(7));
+    let reader = 7;
+    let inbox = z.store.keys().inbox(reader);
     let following = z.store.keys().following(reader);
     z.built(&inbox, 10, None, &[]).await;
     // Missing: a change does nothing to the copy (it is rebuilt later)...

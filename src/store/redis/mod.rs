@@ -217,35 +217,32 @@ impl RedisStore {
     }
 
     /// Reads `fetch` entries of each ZSET from `max` down, each floor with
-    /// its range in one MULTI/EXEC: one for all keys on a single node (one
-    /// round trip), one per slot on a cluster, sent concurrently.
+    /// its range in one [`scripts::RANGE`] call: all in one pipeline on a
+    /// single node, one pipeline per master on a cluster (one round trip).
     pub async fn ranges(
         &self,
         keys: &[String],
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<Vec<Range>> {
-        let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
-        let replies = self
-            .query_per_slot(keys, true, |pipe, key| {
-                pipe.zscore(key, "").zrevrangebyscore_limit_withscores(
-                    key,
-                    &max_arg,
-                    "-inf",
-                    0,
-                    fetch as isize + 1,
-                );
-            })
-            .await?;
-        if replies.len() != 2 * keys.len() {
-            return Err(AppError::internal(
-                "range read",
-                Message(format!("{} replies for {} keys", replies.len(), keys.len())),
-            ));
+        if keys.is_empty() {
+            return Ok(Vec::new());
         }
+        let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+        let calls: Vec<_> = keys
+            .iter()
+            .map(|key| {
+                let mut call = scripts::RANGE.prepare_invoke();
+                call.key(key).arg(&max_arg).arg(fetch + 1);
+                (slot(key.as_bytes()), call)
+            })
+            .collect();
+        let replies: Vec<(Value, Value)> = self
+            .with_conn(|mut c| async move { c.invoke_all(&scripts::RANGE, &calls).await })
+            .await?;
         keys.iter()
-            .zip(replies.chunks(2))
-            .map(|(key, pair)| range_of(key, &pair[0], &pair[1], fetch))
+            .zip(&replies)
+            .map(|(key, (floor, range))| range_of(key, floor, range, fetch))
             .collect()
     }
 

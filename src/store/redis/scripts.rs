@@ -37,8 +37,9 @@
 //!    read, else the lowest score read), drops entries below it, removes
 //!    the TTL and trims. FILL completes only a ZSET still building: one that
 //!    vanished or whose build was abandoned is left as it is.
-//! 6. **Read**: the sentinel and a range are read in one MULTI (in the
-//!    store), so the floor a reader sees describes the range it read.
+//! 6. **Read**: the sentinel and a range are read at one moment (in one
+//!    MULTI in the store, or one [`RANGE`] call), so the floor a reader
+//!    sees describes the range it read.
 //!
 //! A build's read is bounded by PostgreSQL's statement timeout (seconds),
 //! well inside the build TTL, so a FILL never lands in a later build.
@@ -144,6 +145,22 @@ end
 return added
 "#
     ))
+});
+
+/// RANGE: KEYS[1] a feed ZSET; ARGV[1] the highest score to read (`+inf`
+/// for all), ARGV[2] how many entries. Returns the floor (`nil` if the key
+/// is missing) and the entries from ARGV[1] down with their scores, read
+/// at one moment (clause 6). One key, so the calls of many slots may share
+/// a pipeline to their master.
+pub static RANGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local floor = redis.call('ZSCORE', KEYS[1], '')
+if not floor then return {false, {}} end
+return {floor, redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf',
+  'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))}
+"#,
+    )
 });
 
 /// BEGIN: KEYS[1] feed ZSET; ARGV[1] TTL in seconds. Creates a missing key
