@@ -79,6 +79,14 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         "reads, 10 big-Vs",
         "reads, 50 big-Vs",
     ];
+    let on_redis = [
+        &on_redis[..],
+        &[
+            "fan-out, pure push, vs ZADDs that write",
+            "fan-out, big-V to active fans, vs ZADDs that write",
+        ],
+    ]
+    .concat();
     let mut expected: Vec<String> = on_redis.iter().map(|s| s.to_string()).collect();
     expected.extend(["mixed: reads".into(), "sustained publishing".into()]);
     if !cluster_urls.is_empty() {
@@ -113,6 +121,7 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
     for redis in measured {
         for rate in [
             "zadd_pipelined_per_sec",
+            "zadd_new_members_per_sec",
             "zrevrangebyscore_per_sec_before_reads",
             "zrevrangebyscore_per_sec_after_reads",
         ] {

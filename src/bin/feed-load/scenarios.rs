@@ -206,11 +206,13 @@ impl Run<'_> {
     /// (a) fan-out to every follower of the mega author, pure push; (b) the
     /// same author as a big-V, to its active fans; (c) reads merging 10
     /// and 50 big-V outboxes. Returns the same-run baselines of `target`:
-    /// pipelined ZADD before the fan-outs, ZREVRANGEBYSCORE before and
+    /// pipelined ZADD (mostly of members already there, and of new ones)
+    /// before the fan-outs, ZREVRANGEBYSCORE before and
     /// after the reads (the reads are held to their mean).
     async fn on_redis(&mut self, target: &Target, service: &Service) -> R<Value> {
         let o = self.o;
-        let zadd = target.zadd_baseline().await?;
+        let zadd = target.zadd_baseline(100_000).await?;
+        let zadd_new = target.zadd_baseline(100_000_000).await?;
         let zrev_before = target.zrev_baseline().await?;
         for (name, label, big_v) in [
             ("fanout", "fan-out, pure push", false),
@@ -219,6 +221,7 @@ impl Run<'_> {
             if !o.runs(name) {
                 continue;
             }
+            let vs_writing = target.label(&format!("{label}, vs ZADDs that write"));
             let label = target.label(label);
             let f = fanout(self, target, service, &label, big_v).await?;
             self.report.rows.push(
@@ -231,6 +234,13 @@ impl Run<'_> {
                 )
                 .with_cpu(f.cpu_ms_per_1000_writes),
             );
+            self.report.rows.push(Row::throughput(
+                &vs_writing,
+                "inbox writes/s",
+                f.writes_per_sec,
+                zadd_new,
+                "ZADD of new members/s",
+            ));
             self.report.fanouts.push(f);
         }
 
@@ -278,7 +288,7 @@ impl Run<'_> {
                 .push(Row::latency(&open_label, &open).with_cpu(open_cpu));
             report.latencies.push((open_label, open));
         }
-        Ok(target::baselines(zadd, zrev_before, zrev_after))
+        Ok(target::baselines(zadd, zadd_new, zrev_before, zrev_after))
     }
 }
 
