@@ -10,7 +10,7 @@ use feed_service::store::redis::slot;
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::helpers::{ids, spawn_app_with, test_settings, TestApp, TestUser};
-use crate::process::{delivered_of, gone_of, seed};
+use crate::process::{delivered_of, seed};
 
 const FOLLOWERS: i64 = 100_000;
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/redis-cluster");
@@ -239,10 +239,9 @@ async fn a_master_killed_mid_fan_out_and_mid_scroll_loses_and_repeats_nothing() 
         assert!(Instant::now() < deadline, "the fan-out did not finish");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let (with_post, _) = delivered_of(&settings, FOLLOWERS, post.id, 1).await;
-    let gone = gone_of(&settings, FOLLOWERS).await;
+    let d = delivered_of(&settings, FOLLOWERS, post.id, 1).await;
     assert_eq!(
-        (with_post, gone),
+        (d.with_post, d.gone),
         (FOLLOWERS, 0),
         "inboxes holding the post, and inboxes gone: every inbox holds it \
          (one that exists without it lost a push; one gone was dropped)"
@@ -296,7 +295,7 @@ async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_
         .map(|i| redis.keys().inbox((i % 30) * block + i))
         .collect();
     redis
-        .query_per_slot(&inboxes, false, |pipe, key| {
+        .query_per_slot(&inboxes, |pipe, key| {
             pipe.zadd(key, "", "-inf");
         })
         .await
@@ -319,7 +318,7 @@ async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_
     // map too.
     redis.misroute_slots().await.unwrap();
     let replies = redis
-        .query_per_slot(&inboxes, false, |pipe, key| {
+        .query_per_slot(&inboxes, |pipe, key| {
             pipe.zscore(key, 42).zcard(key);
         })
         .await

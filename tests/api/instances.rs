@@ -16,7 +16,7 @@ use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 
 use crate::helpers::{test_settings, Cleanup};
-use crate::process::{delivered_of, seed, spawn_service, Service};
+use crate::process::{delivered_of, seed, spawn_service, Delivered, Service};
 
 const FOLLOWERS: i64 = 20_000;
 
@@ -147,7 +147,11 @@ async fn two_instances_share_the_jobs_the_settings_and_one_scroll() {
     for post in [first, second] {
         assert_eq!(
             delivered_of(&settings, FOLLOWERS, post, 2).await,
-            (FOLLOWERS, 0),
+            Delivered {
+                with_post: FOLLOWERS,
+                other: 0,
+                gone: 0
+            },
             "post {post}: every inbox holds it, and holds only the two"
         );
     }

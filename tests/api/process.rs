@@ -127,7 +127,7 @@ pub async fn seed(settings: &Settings, conn: &mut AsyncPgConnection, n: i64) {
     for (from, to) in chunks(n) {
         let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
         redis
-            .query_per_slot(&keys, false, |pipe, key| {
+            .query_per_slot(&keys, |pipe, key| {
                 pipe.zadd(key, "", "-inf");
             })
             .await
@@ -153,53 +153,52 @@ fn chunks(n: i64) -> Vec<(i64, i64)> {
 
 /// How many followers' inboxes hold `post`, and how many hold anything else.
 async fn delivered(settings: &Settings, n: i64, post: i64) -> (i64, i64) {
-    delivered_of(settings, n, post, 1).await
+    let d = delivered_of(settings, n, post, 1).await;
+    (d.with_post, d.other)
 }
 
-/// How many followers' inboxes hold `post`, and how many hold other than
-/// `posts` posts and the sentinel.
-pub async fn delivered_of(settings: &Settings, n: i64, post: i64, posts: i64) -> (i64, i64) {
+/// What the followers' inboxes hold.
+#[derive(Debug, PartialEq)]
+pub struct Delivered {
+    /// Inboxes holding the post.
+    pub with_post: i64,
+    /// Inboxes holding other than the expected posts and the sentinel.
+    pub other: i64,
+    /// Inboxes that no longer exist (expired, dropped or never built), as
+    /// opposed to existing without the post.
+    pub gone: i64,
+}
+
+/// What the followers' inboxes hold, `post` among `posts` posts expected.
+pub async fn delivered_of(settings: &Settings, n: i64, post: i64, posts: i64) -> Delivered {
     let redis = bulk_store(settings);
-    let (mut with_post, mut other) = (0, 0);
+    let mut d = Delivered {
+        with_post: 0,
+        other: 0,
+        gone: 0,
+    };
     for (from, to) in chunks(n) {
         let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
         let replies = redis
-            .query_per_slot(&keys, false, |pipe, key| {
+            .query_per_slot(&keys, |pipe, key| {
                 pipe.zscore(key, post).zcard(key);
             })
             .await
             .unwrap();
         for pair in replies.chunks(2) {
             if pair[0] != redis::Value::Nil {
-                with_post += 1;
+                d.with_post += 1;
             }
             if pair[1] != redis::Value::Int(posts + 1) {
-                other += 1;
+                d.other += 1;
+            }
+            // A feed ZSET always holds its sentinel: none is no key.
+            if pair[1] == redis::Value::Int(0) {
+                d.gone += 1;
             }
         }
     }
-    (with_post, other)
-}
-
-/// How many of the followers' inboxes no longer exist (expired, dropped
-/// or never built), as opposed to existing without a post.
-pub async fn gone_of(settings: &Settings, n: i64) -> i64 {
-    let redis = bulk_store(settings);
-    let mut gone = 0;
-    for (from, to) in chunks(n) {
-        let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
-        let replies = redis
-            .query_per_slot(&keys, false, |pipe, key| {
-                pipe.exists(key);
-            })
-            .await
-            .unwrap();
-        gone += replies
-            .iter()
-            .filter(|v| **v == redis::Value::Int(0))
-            .count() as i64;
-    }
-    gone
+    d
 }
 
 async fn publish(settings: &Settings, port: u16) -> i64 {

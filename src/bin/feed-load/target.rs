@@ -80,7 +80,7 @@ impl Target {
     }
 
     pub fn is_cluster(&self) -> bool {
-        !self.cluster_urls.is_empty()
+        self.store.is_cluster()
     }
 
     /// A scenario's label: as is on the single node, marked on a cluster.
@@ -101,10 +101,10 @@ impl Target {
     pub async fn delete(&self, pattern: &str) -> R<()> {
         let keys = self.store.scan(pattern).await.map_err(|e| e.chain())?;
         for chunk in keys.chunks(10_000) {
-            self.query(chunk, |pipe, key| {
-                pipe.unlink(key);
-            })
-            .await?;
+            self.store
+                .delete_many(chunk)
+                .await
+                .map_err(|e| format!("{}: {}", self.name, e.chain()))?;
         }
         Ok(())
     }
@@ -117,7 +117,7 @@ impl Target {
         add: impl Fn(&mut redis::Pipeline, &str),
     ) -> R<Vec<Value>> {
         self.store
-            .query_per_slot(keys, false, add)
+            .query_per_slot(keys, add)
             .await
             .map_err(|e| format!("{}: {}", self.name, e.chain()))
     }

@@ -213,9 +213,8 @@ impl Conn {
     /// Sends one pipeline per group of keys (see [`Topology::groups`]),
     /// each with the slot of its keys, and returns their replies in order.
     /// On a single node there is one group and so one pipeline. On a
-    /// cluster, transactions go concurrently, one per slot; other pipelines
-    /// go as one per master ([`Conn::by_node`]), so they must not mark
-    /// replies ignored.
+    /// cluster they go as one pipeline per master ([`Conn::by_node`]), so
+    /// they must be neither transactions nor mark replies ignored.
     pub async fn query_groups(
         &mut self,
         pipes: Vec<(u16, Pipeline)>,
@@ -227,13 +226,7 @@ impl Conn {
             }
             return Ok(out);
         };
-        if pipes.iter().any(|(_, p)| p.is_transaction()) {
-            return futures::future::try_join_all(pipes.into_iter().map(|(_, pipe)| {
-                let mut conn = base.clone();
-                async move { pipe.query_async(&mut conn).await }
-            }))
-            .await;
-        }
+        debug_assert!(!pipes.iter().any(|(_, p)| p.is_transaction()));
         let slots: Vec<u16> = pipes.iter().map(|(s, _)| *s).collect();
         let pipes = &pipes;
         self.by_node(

@@ -247,12 +247,12 @@ impl RedisStore {
     }
 
     /// Sends, for every key, the commands `add` puts in a pipeline: one
-    /// pipeline per slot group ([`Topology::groups`]), `atomic` ones as
-    /// MULTI/EXEC. Returns the replies in the keys' order.
+    /// pipeline per slot group ([`Topology::groups`]), not atomic (on a
+    /// cluster a master's groups travel together). Returns the replies in
+    /// the keys' order.
     pub async fn query_per_slot(
         &self,
         keys: &[String],
-        atomic: bool,
         add: impl Fn(&mut redis::Pipeline, &str),
     ) -> AppResult<Vec<Value>> {
         if keys.is_empty() {
@@ -263,9 +263,6 @@ impl RedisStore {
             .iter()
             .map(|group| {
                 let mut pipe = redis::pipe();
-                if atomic {
-                    pipe.atomic();
-                }
                 for &i in group {
                     add(&mut pipe, &keys[i]);
                 }
@@ -379,7 +376,7 @@ impl RedisStore {
         // batch's followers, read in id order, share their block's slot:
         // keys.rs).
         let calls: Vec<Vec<String>> = self
-            .topology
+            .topology()
             .groups(keys)
             .iter()
             .flat_map(|g| {
@@ -432,7 +429,7 @@ impl RedisStore {
         if keys.is_empty() || ids.is_empty() {
             return Ok(());
         }
-        self.query_per_slot(keys, false, |pipe, key| {
+        self.query_per_slot(keys, |pipe, key| {
             pipe.zrem(key, ids);
         })
         .await?;
@@ -445,7 +442,7 @@ impl RedisStore {
 
     /// Deletes keys (they are rebuilt from PostgreSQL when next read).
     pub async fn delete_many(&self, keys: &[String]) -> AppResult<()> {
-        self.query_per_slot(keys, false, |pipe, key| {
+        self.query_per_slot(keys, |pipe, key| {
             pipe.del(key);
         })
         .await?;
@@ -484,7 +481,7 @@ impl RedisStore {
             return Ok(false);
         }
         let fans: Vec<String> = authors.iter().map(|a| self.keys.active_fans(*a)).collect();
-        self.query_per_slot(&fans, false, |pipe, key| {
+        self.query_per_slot(&fans, |pipe, key| {
             pipe.zadd(key, reader, now_ms);
         })
         .await?;
@@ -547,7 +544,7 @@ impl RedisStore {
         let mut deleted = 0u64;
         for chunk in keys.chunks(1000) {
             let replies = self
-                .query_per_slot(chunk, false, |pipe, key| {
+                .query_per_slot(chunk, |pipe, key| {
                     pipe.unlink(key);
                 })
                 .await?;

@@ -165,7 +165,7 @@ impl RedisStore {
         ids.dedup();
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows = self
-            .query_per_slot(&keys, false, |pipe, key| {
+            .query_per_slot(&keys, |pipe, key| {
                 pipe.cmd("HMGET").arg(key).arg("a").arg("d");
             })
             .await?;
@@ -403,7 +403,7 @@ impl RedisStore {
         }
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows: Vec<Vec<Option<String>>> = self
-            .query_per_slot(&keys, false, |pipe, key| {
+            .query_per_slot(&keys, |pipe, key| {
                 pipe.cmd("HMGET")
                     .arg(key)
                     .arg("a")
