@@ -100,11 +100,13 @@ impl Target {
     /// Deletes every key of the run's prefix that matches `pattern`.
     pub async fn delete(&self, pattern: &str) -> R<()> {
         let keys = self.store.scan(pattern).await.map_err(|e| e.chain())?;
+        // UNLINK, not the store's DEL: a baseline's sorted set of a million
+        // members would hold Redis past the store's timeout.
         for chunk in keys.chunks(10_000) {
-            self.store
-                .delete_many(chunk)
-                .await
-                .map_err(|e| format!("{}: {}", self.name, e.chain()))?;
+            self.query(chunk, |pipe, key| {
+                pipe.unlink(key);
+            })
+            .await?;
         }
         Ok(())
     }
