@@ -368,10 +368,11 @@ impl Engine {
                 for row in self.inner.pg.pulled_state().await? {
                     let a = by_author.entry(row.author).or_insert(PulledAuthor {
                         author: row.author,
-                        epoch: 0,
+                        epoch: None,
                         in_flight: Vec::new(),
                     });
-                    a.epoch = a.epoch.max(row.epoch.unwrap_or(0));
+                    // `None` (no big-V time) is below every epoch.
+                    a.epoch = a.epoch.max(row.epoch);
                     a.in_flight.extend(row.post);
                 }
                 let authors: Vec<PulledAuthor> = by_author.into_values().collect();

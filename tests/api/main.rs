@@ -20,4 +20,5 @@ mod posts;
 pub mod process;
 mod redis_outage;
 mod scripts;
+mod upgrade;
 mod users;

@@ -399,7 +399,7 @@ impl PgStore {
              UNION ALL \
              SELECT author_id, epoch, NULL FROM fanout_jobs WHERE kind = 'backfill' \
              UNION ALL \
-             SELECT author_id, 0, post_id FROM fanout_jobs WHERE kind = 'deliver'",
+             SELECT author_id, NULL, post_id FROM fanout_jobs WHERE kind = 'deliver'",
         )
         .load(&mut conn)
         .await?)
