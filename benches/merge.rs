@@ -24,9 +24,9 @@ fn reads(sources: usize, req: &PageRequest) -> Vec<SourceRead> {
             entries.sort_by(feed_order);
             entries.dedup();
             SourceRead {
+                cut: entries.last().map(|e| e.score),
                 entries,
                 floor: None,
-                truncated: true,
             }
         })
         .collect()

@@ -4,19 +4,8 @@
 
 use std::collections::HashSet;
 
-use crate::types::{feed_order, Entry, SourceRead};
-
-/// Why a merged stream ends before the bottom of the feed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Horizon {
-    /// Nothing older exists: the stream is the whole rest of the feed.
-    Complete,
-    /// A read stopped at its limit at this score: read more.
-    Truncated(i64),
-    /// A source's retention ends at this score: older entries live only in
-    /// PostgreSQL.
-    Floor(i64),
-}
+pub use crate::types::Horizon;
+use crate::types::{feed_order, horizon, Entry, SourceRead};
 
 /// The merged stream: every entry strictly above the horizon, once.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,26 +17,7 @@ pub struct Merged {
 /// Merges source reads. Only entries above every source's horizon are kept:
 /// below it, some source may be missing entries it should hold.
 pub fn merge(reads: &[SourceRead]) -> Merged {
-    let mut horizon = Horizon::Complete;
-    let mut bound: Option<i64> = None;
-    for read in reads {
-        if let Some(floor) = read.floor {
-            if bound.is_none_or(|b| floor >= b) {
-                bound = Some(floor);
-                horizon = Horizon::Floor(floor);
-            }
-        }
-        if read.truncated {
-            if let Some(last) = read.entries.last() {
-                // Strictly greater: a floor at the same score wins, since
-                // reading more would not help there.
-                if bound.is_none_or(|b| last.score > b) {
-                    bound = Some(last.score);
-                    horizon = Horizon::Truncated(last.score);
-                }
-            }
-        }
-    }
+    let horizon = horizon(reads);
     let total: usize = reads.iter().map(|r| r.entries.len()).sum();
     let mut entries = Vec::with_capacity(total);
     for read in reads {
@@ -55,7 +25,7 @@ pub fn merge(reads: &[SourceRead]) -> Merged {
             read.entries
                 .iter()
                 .copied()
-                .filter(|e| bound.is_none_or(|b| e.score > b)),
+                .filter(|e| horizon.trusts(e.score)),
         );
     }
     entries.sort_unstable_by(feed_order);
@@ -74,10 +44,15 @@ mod tests {
     fn read(entries: &[(i64, i64)], floor: Option<i64>, truncated: bool) -> SourceRead {
         let mut entries: Vec<Entry> = entries.iter().map(|&(s, id)| Entry::new(s, id)).collect();
         entries.sort_by(feed_order);
+        let cut = if truncated {
+            entries.last().map(|e| e.score)
+        } else {
+            None
+        };
         SourceRead {
             entries,
             floor,
-            truncated,
+            cut,
         }
     }
 
@@ -112,6 +87,48 @@ mod tests {
         assert_eq!(m.entries, vec![Entry::new(9, 1)]);
     }
 
+    /// A source read as the RANGE script makes it, over `from` (the entries
+    /// from `max` down) and the sentinel after them (at the floor, or
+    /// `-inf`): `fetch + 1` entries, then the rest of a run of equal scores
+    /// the limit cut (up to `ties` more), and the cut that follows.
+    fn read_like_range(
+        from: &[Entry],
+        floor: Option<i64>,
+        fetch: usize,
+        ties: usize,
+    ) -> SourceRead {
+        let read = |entries: &[Entry], cut| SourceRead {
+            entries: entries.to_vec(),
+            floor,
+            cut,
+        };
+        // The sentinel is read (the floor reached) within fetch + 1.
+        if from.len() < fetch + 1 {
+            return read(from, None);
+        }
+        let s = from[fetch].score;
+        let tied = fetch > 0 && from[fetch - 1].score == s;
+        if !tied || ties == 0 {
+            return read(&from[..=fetch], Some(s));
+        }
+        let run = from[fetch + 1..]
+            .iter()
+            .take_while(|e| e.score == s)
+            .count();
+        let sentinel_at_s = floor == Some(s);
+        // Entries of score s after the limit, then the sentinel if it has s.
+        let rest = run + usize::from(sentinel_at_s && fetch + 1 + run == from.len());
+        let taken = rest.min(ties);
+        let entries = &from[..=fetch + taken.min(run)];
+        if taken == rest && rest > run {
+            read(entries, None)
+        } else if taken < ties {
+            read(entries, Some(s - 1))
+        } else {
+            read(entries, Some(s))
+        }
+    }
+
     /// A model of the engine's read loop over in-memory sources: each source
     /// holds some of the posts (every post in at least one source), is read
     /// `window` entries at a time and may be trimmed to a cap; when the merge
@@ -120,6 +137,7 @@ mod tests {
     fn page_of(
         sources: &[Vec<Entry>],
         caps: &[Option<usize>],
+        ties: usize,
         all: &[Entry],
         req: &PageRequest,
     ) -> (Vec<Entry>, Option<Cursor>) {
@@ -141,11 +159,7 @@ mod tests {
                         .copied()
                         .filter(|e| req.max.is_none_or(|m| e.score <= m))
                         .collect();
-                    SourceRead {
-                        truncated: from.len() > fetch,
-                        entries: from.into_iter().take(fetch).collect(),
-                        floor,
-                    }
+                    read_like_range(&from, floor, fetch, ties)
                 })
                 .collect();
             let merged = merge(&reads);
@@ -175,6 +189,7 @@ mod tests {
             n_sources in 1usize..6,
             caps in prop::collection::vec(prop::option::of(3usize..40), 6),
             sizes in prop::collection::vec(1u32..8, 1..10),
+            ties in 0usize..4,
         ) {
             // Unique ids, few distinct scores: many ties.
             let mut all: Vec<Entry> = posts
@@ -203,7 +218,7 @@ mod tests {
             let mut seen = Vec::new();
             let mut req = PageRequest::first(sizes[0]);
             for turn in 0.. {
-                let (items, next) = page_of(&sources, &caps[..n_sources], &all, &req);
+                let (items, next) = page_of(&sources, &caps[..n_sources], ties, &all, &req);
                 prop_assert!(items.len() <= req.limit as usize);
                 seen.extend(items);
                 match next {

@@ -10,8 +10,59 @@ pub struct SourceRead {
     /// The source holds everything it should only for scores above this
     /// (it was trimmed, or filled only that far). `None`: down to the bottom.
     pub floor: Option<i64>,
-    /// The read stopped at its `LIMIT`: more entries may follow.
-    pub truncated: bool,
+    /// The read stopped at its `LIMIT`: it holds every entry only for
+    /// scores above this. That is the last score read, or one below it
+    /// when the read also took the rest of that score's run (scores are
+    /// whole milliseconds), so a run of equal scores at the limit needs no
+    /// second read. `None`: the read reached the floor.
+    pub cut: Option<i64>,
+}
+
+/// Why a merged stream of source reads ends before the bottom of the feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Horizon {
+    /// Nothing older exists: the stream is the whole rest of the feed.
+    Complete,
+    /// A read stopped at its limit at this score: read more.
+    Truncated(i64),
+    /// A source's retention ends at this score: older entries live only in
+    /// PostgreSQL.
+    Floor(i64),
+}
+
+impl Horizon {
+    /// The score at or below which some source may lack entries.
+    pub fn bound(self) -> Option<i64> {
+        match self {
+            Horizon::Complete => None,
+            Horizon::Truncated(b) | Horizon::Floor(b) => Some(b),
+        }
+    }
+
+    /// Whether every source holds every entry of this score.
+    pub fn trusts(self, score: i64) -> bool {
+        self.bound().is_none_or(|b| score > b)
+    }
+}
+
+/// How far down a set of reads can be trusted: the highest floor or cut.
+/// A floor wins over a cut at the same score, since reading more would not
+/// help there.
+pub fn horizon<'a>(reads: impl IntoIterator<Item = &'a SourceRead>) -> Horizon {
+    let mut horizon = Horizon::Complete;
+    for read in reads {
+        if let Some(floor) = read.floor {
+            if horizon.bound().is_none_or(|b| floor >= b) {
+                horizon = Horizon::Floor(floor);
+            }
+        }
+        if let Some(cut) = read.cut {
+            if horizon.bound().is_none_or(|b| cut > b) {
+                horizon = Horizon::Truncated(cut);
+            }
+        }
+    }
+    horizon
 }
 
 /// A range read of a source that may not be there.

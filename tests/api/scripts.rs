@@ -1,6 +1,7 @@
 //! The contract of a feed ZSET (src/store/redis/scripts.rs), clause by
 //! clause, against the real Redis.
 
+use feed_service::store::redis::scripts;
 use feed_service::store::redis::RedisStore;
 use feed_service::types::{Entry, Range, SourceRead};
 use redis::aio::MultiplexedConnection;
@@ -140,7 +141,7 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
         Range::Read(SourceRead {
             entries: entries(&[(6, 2), (5, 1)]),
             floor: None,
-            truncated: false,
+            cut: None,
         })
     );
     match z.read(&floored, 5).await {
@@ -149,10 +150,10 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
     }
     assert_eq!(z.read(&building, 5).await, Range::Building);
     assert_eq!(z.read(&missing, 5).await, Range::Missing);
-    // A read that stops at its limit says so; one that reaches the
-    // sentinel does not.
+    // A read that stops at its limit cuts at its last score; one that
+    // reaches the sentinel does not cut.
     match z.read(&complete, 1).await {
-        Range::Read(r) => assert!(r.truncated),
+        Range::Read(r) => assert_eq!(r.cut, Some(5)),
         other => panic!("{other:?}"),
     }
     // Read together (one pipeline per node), each key keeps its answer.
@@ -161,6 +162,40 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
     for (key, range) in keys.iter().zip(together) {
         assert_eq!(range, z.read(key, 5).await, "{key}");
     }
+}
+
+#[tokio::test]
+async fn clause_6_a_read_stopped_inside_a_run_of_equal_scores_takes_the_whole_run() {
+    let mut z = Zsets::new().await;
+    let (run, floored, long) = (z.key(1), z.key(2), z.key(3));
+    let tied = entries(&[(10, 1), (9, 2), (9, 3), (9, 4), (9, 5), (8, 6)]);
+    z.built(&run, 100, None, &tied).await;
+    let read = |range: Range| match range {
+        Range::Read(r) => (r.entries.iter().map(|e| e.id).collect::<Vec<_>>(), r.cut),
+        other => panic!("{other:?}"),
+    };
+    // The limit (fetch 2: three entries) stops in the run of 9: the rest
+    // of the run is read, and the read holds everything above 8.
+    assert_eq!(read(z.read(&run, 2).await), (vec![1, 5, 4, 3, 2], Some(8)));
+    // Stopped on a lone score: nothing more is read.
+    assert_eq!(read(z.read(&run, 1).await), (vec![1, 5], Some(9)));
+    assert_eq!(
+        read(z.read(&run, 5).await),
+        (vec![1, 5, 4, 3, 2, 6], Some(8))
+    );
+    // A run that reaches the sentinel (the floor at that score) reads to
+    // the floor: no cut, the floor bounds it.
+    z.built(&floored, 100, Some(9), &tied).await;
+    let Range::Read(r) = z.read(&floored, 2).await else {
+        panic!("a read");
+    };
+    assert_eq!((r.cut, r.floor, r.entries.len()), (None, Some(9), 5));
+    // A run longer than the read may take beyond its limit: cut at it.
+    let mut many = vec![(20, 1)];
+    many.extend((0..scripts::TIES as i64 + 10).map(|i| (7, 100 + i)));
+    z.built(&long, 1000, None, &entries(&many)).await;
+    let (ids, cut) = read(z.read(&long, 2).await);
+    assert_eq!((ids.len(), cut), (3 + scripts::TIES, Some(7)));
 }
 
 #[tokio::test]
@@ -416,27 +451,45 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     let fill = [
         PulledAuthor {
             author: 5,
-            epoch: 0,
+            epoch: None,
             in_flight: vec![50],
         },
         PulledAuthor {
             author: 6,
-            epoch: 2,
+            epoch: Some(2),
+            in_flight: vec![],
+        },
+        // A big-V whose epoch is 0 (flagged before epochs existed) is
+        // pulled like any other: the fill never drops a big-V.
+        PulledAuthor {
+            author: 7,
+            epoch: Some(0),
             in_flight: vec![],
         },
     ];
     assert!(z.store.fill_pulled(&fill).await.unwrap());
     let h = z.hash(&pulled).await;
     assert_eq!(
-        (h[""].as_str(), h["5"].as_str(), h["6"].as_str()),
-        ("c", "0;50,51", "3;")
+        (
+            h[""].as_str(),
+            h["5"].as_str(),
+            h["6"].as_str(),
+            h["7"].as_str()
+        ),
+        ("c", ";50,51", "3;", "0;")
     );
+    // Its demotion settles epoch 0 like any other.
+    z.store
+        .pulled_change(7, PulledChange::Demoted(0))
+        .await
+        .unwrap();
+    assert!(!z.hash(&pulled).await.contains_key("7"));
     // A delivery done; the last one removes an author that is not big-V.
     z.store
         .pulled_change(5, PulledChange::Done(50))
         .await
         .unwrap();
-    assert_eq!(z.hash(&pulled).await["5"], "0;51");
+    assert_eq!(z.hash(&pulled).await["5"], ";51");
     z.store
         .pulled_change(5, PulledChange::Done(51))
         .await
@@ -456,7 +509,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
         .pulled_change(6, PulledChange::Demoted(3))
         .await
         .unwrap();
-    assert_eq!(z.hash(&pulled).await["6"], "0;60");
+    assert_eq!(z.hash(&pulled).await["6"], ";60");
     z.store
         .pulled_change(6, PulledChange::Done(60))
         .await
@@ -528,6 +581,48 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         .await
         .unwrap();
     assert!(ttl > 0 && ttl <= 60, "cached posts expire: {ttl}");
+}
+
+#[tokio::test]
+async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use() {
+    use feed_service::types::WarmRead;
+    let mut z = Zsets::new().await;
+    let keys = z.store.keys().clone();
+    let inbox = keys.inbox(9);
+    assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
+    z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
+    assert!(z.store.begin_state(&keys.pulled()).await.unwrap());
+    z.store.fill_pulled(&[]).await.unwrap();
+    // Ten entries, scores 1 to 10, the top of them in a run of three.
+    let mut inbox_entries = entries(&[(10, 110), (10, 111), (10, 112)]);
+    inbox_entries.extend((1..10).map(|s| Entry::new(s, 100 + s)));
+    z.built(&inbox, 100, None, &inbox_entries).await;
+    let read = |w: WarmRead| match w {
+        WarmRead::Read { sources, meta } => {
+            let Range::Read(r) = &sources[0].1 else {
+                panic!("{sources:?}");
+            };
+            let mut looked_up: Vec<i64> = meta.keys().copied().collect();
+            looked_up.sort_unstable();
+            (
+                r.entries.iter().map(|e| e.id).collect::<Vec<_>>(),
+                r.cut,
+                looked_up,
+            )
+        }
+        other => panic!("{other:?}"),
+    };
+    // fetch 4: five entries read, cut at 8 (below the horizon, nothing is
+    // returned or looked up).
+    assert_eq!(
+        read(z.store.warm_read(Some(9), &inbox, None, 4).await.unwrap()),
+        (vec![112, 111, 110, 109], Some(8), vec![109, 110, 111, 112])
+    );
+    // fetch 1: the read stops inside the run of 10 and takes all of it.
+    assert_eq!(
+        read(z.store.warm_read(Some(9), &inbox, None, 1).await.unwrap()),
+        (vec![112, 111, 110], Some(9), vec![110, 111, 112])
+    );
 }
 
 #[tokio::test]

@@ -216,8 +216,9 @@ impl RedisStore {
         .await
     }
 
-    /// Reads `fetch` entries of each ZSET from `max` down, each floor with
-    /// its range in one [`scripts::RANGE`] call: all in one pipeline on a
+    /// Reads `fetch` entries of each ZSET from `max` down (and the rest of
+    /// a run of equal scores the limit cuts), each floor with its range in
+    /// one [`scripts::RANGE`] call: all in one pipeline on a
     /// single node, one pipeline per master on a cluster (one round trip).
     pub async fn ranges(
         &self,
@@ -233,16 +234,16 @@ impl RedisStore {
             .iter()
             .map(|key| {
                 let mut call = scripts::RANGE.prepare_invoke();
-                call.key(key).arg(&max_arg).arg(fetch + 1);
+                call.key(key).arg(&max_arg).arg(fetch).arg(scripts::TIES);
                 (slot(key.as_bytes()), call)
             })
             .collect();
-        let replies: Vec<(Value, Value)> = self
+        let replies: Vec<(Value, Value, Value)> = self
             .with_conn(|mut c| async move { c.invoke_all(&scripts::RANGE, &calls).await })
             .await?;
         keys.iter()
             .zip(&replies)
-            .map(|(key, (floor, range))| range_of(key, floor, range, fetch))
+            .map(|(key, (floor, cut, entries))| source_of(key, floor, CutBy::Script(cut), entries))
             .collect()
     }
 
@@ -586,19 +587,31 @@ impl RedisStore {
     }
 }
 
-/// One ZSET's floor (the sentinel's score) and range, as read together.
-fn range_of(key: &str, floor: &Value, range: &Value, fetch: usize) -> AppResult<Range> {
+/// How a source read says where its entries stop being complete.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum CutBy<'a> {
+    /// As [`scripts::RANGE`] returns it: `""` (the floor was reached) or
+    /// a score.
+    Script(&'a Value),
+    /// A plain `ZREVRANGEBYSCORE … LIMIT 0 fetch + 1`: cut at its last
+    /// score unless it reached the sentinel.
+    Limit(usize),
+}
+
+/// One ZSET's floor (the sentinel's score), cut and entries (member, score
+/// pairs), as read together (clause 6).
+pub(super) fn source_of(key: &str, floor: &Value, cut: CutBy, entries: &Value) -> AppResult<Range> {
     let bad = |e: redis::ParsingError| AppError::internal(format!("reading {key}"), e);
     let floor: Option<String> = redis::from_redis_value_ref(floor).map_err(bad)?;
     let floor = match floor.as_deref() {
-        None => return Ok(Range::Missing),
+        None | Some("") => return Ok(Range::Missing),
         Some("inf") | Some("+inf") => return Ok(Range::Building),
         Some("-inf") => None,
         Some(text) => Some(parse_score(text)?),
     };
-    let raw: Vec<(String, f64)> = redis::from_redis_value_ref(range).map_err(bad)?;
+    let raw: Vec<(String, f64)> = redis::from_redis_value_ref(entries).map_err(bad)?;
     let mut reached_sentinel = false;
-    let mut entries = Vec::with_capacity(raw.len());
+    let mut parsed = Vec::with_capacity(raw.len());
     for (member, score) in &raw {
         if member.is_empty() {
             reached_sentinel = true;
@@ -607,12 +620,25 @@ fn range_of(key: &str, floor: &Value, range: &Value, fetch: usize) -> AppResult<
         let id = member
             .parse::<i64>()
             .map_err(|e| AppError::internal(format!("bad member {member:?} in {key}"), e))?;
-        entries.push(Entry::new(*score as i64, id));
+        parsed.push(Entry::new(*score as i64, id));
     }
+    let cut = match cut {
+        CutBy::Script(v) => {
+            let text: String = redis::from_redis_value_ref(v).map_err(bad)?;
+            match text.as_str() {
+                "" => None,
+                t => Some(parse_score(t)?),
+            }
+        }
+        CutBy::Limit(fetch) if !reached_sentinel && raw.len() > fetch => {
+            parsed.last().map(|e| e.score)
+        }
+        CutBy::Limit(_) => None,
+    };
     Ok(Range::Read(SourceRead {
-        truncated: !reached_sentinel && raw.len() > fetch,
-        entries,
+        entries: parsed,
         floor,
+        cut,
     }))
 }
 

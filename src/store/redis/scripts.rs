@@ -58,7 +58,8 @@
 //!    push, clause 3); an unfollow that applies removes its posts.
 //! 8. **The pulled authors** (`pulled`, one HASH): `""` is `c` once built
 //!    (`b` while building); each author's field is `<epoch>;<ids>`: the
-//!    epoch of its current big-V time (0 if none) and the posts whose
+//!    epoch of its current big-V time (empty if none; any number, 0
+//!    included, is one) and the posts whose
 //!    delivery is in flight. Every follower pulls the outbox of an author
 //!    with a field. A post is added (with its outbox entry, atomically, by
 //!    [`PUBLISH`]) before its publish returns and removed once its
@@ -147,20 +148,57 @@ return added
     ))
 });
 
+/// Entries of one score a source read takes beyond its limit, at the most,
+/// to settle a page boundary that falls in a run of equal scores (see
+/// [`RANGE`]). A longer run costs a second, wider read.
+pub const TIES: usize = 256;
+
+/// Shared Lua: one source's read (clause 6).
+const SOURCE: &str = r#"
+local function read_source(key, max, fetch, ties)
+  local floor = redis.call('ZSCORE', key, '')
+  if not floor then return {false, '', {}} end
+  local r = redis.call('ZREVRANGEBYSCORE', key, max, '-inf', 'WITHSCORES', 'LIMIT', 0, fetch + 1)
+  local n = #r
+  if n < 2 * (fetch + 1) or r[n - 1] == '' then return {floor, '', r} end
+  local s = r[n]
+  local k = 0
+  for i = n, 2, -2 do
+    if r[i] ~= s then break end
+    k = k + 1
+  end
+  if k == 1 or ties == 0 then return {floor, s, r} end
+  local rest = redis.call('ZRANGE', key, s, s, 'BYSCORE', 'REV', 'LIMIT', k, ties, 'WITHSCORES')
+  for i = 1, #rest do r[#r + 1] = rest[i] end
+  if #rest > 0 and rest[#rest - 1] == '' then return {floor, '', r} end
+  if #rest < 2 * ties then return {floor, string.format('%d', tonumber(s) - 1), r} end
+  return {floor, s, r}
+end
+"#;
+
 /// RANGE: KEYS[1] a feed ZSET; ARGV[1] the highest score to read (`+inf`
-/// for all), ARGV[2] how many entries. Returns the floor (`nil` if the key
-/// is missing) and the entries from ARGV[1] down with their scores, read
-/// at one moment (clause 6). One key, so the calls of many slots may share
-/// a pipeline to their master.
+/// for all), ARGV[2] how many entries (`fetch`), ARGV[3] how many more
+/// entries of one score to read at the most (`ties`). Returns the floor
+/// (`nil` if the key is missing), the *cut*, and the entries from ARGV[1]
+/// down with their scores, all read at one moment (clause 6):
+/// - `fetch + 1` entries at the most, the sentinel included if reached;
+/// - when the limit stops the read inside a run of equal scores (its last
+///   two entries share the score `s`), also the rest of that run, up to
+///   `ties` more (`ZRANGE … BYSCORE REV`);
+/// - the cut is `""` if the read reached the sentinel; else the score above
+///   which the read holds every entry: `s - 1` when it took the whole run
+///   of `s` (scores are whole milliseconds), `s` otherwise.
+///
+/// So a page whose boundary falls in a run of equal scores is settled by
+/// that run alone, not by reading every source again with a wider window.
+/// One key, so the calls of many slots may share a pipeline to their
+/// master.
 pub static RANGE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local floor = redis.call('ZSCORE', KEYS[1], '')
-if not floor then return {false, {}} end
-return {floor, redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf',
-  'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))}
-"#,
-    )
+    Script::new(&format!(
+        r#"{SOURCE}
+return read_source(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
+"#
+    ))
 });
 
 /// BEGIN: KEYS[1] feed ZSET; ARGV[1] TTL in seconds. Creates a missing key
@@ -210,31 +248,36 @@ local function seq_of(v)
 end
 local function parse_pulled(v)
   local sep = string.find(v, ';', 1, true)
-  local epoch = tonumber(string.sub(v, 1, sep - 1))
+  local epoch = tonumber(string.sub(v, 1, sep - 1))  -- nil: no big-V time
   local ids = {}
   for id in string.gmatch(string.sub(v, sep + 1), '[^,]+') do ids[id] = true end
   return epoch, ids
 end
+local function later(a, b)
+  if a == nil then return b end
+  if b == nil then return a end
+  return math.max(a, b)
+end
 local function store_pulled(key, a, epoch, ids)
   local list = {}
   for id in pairs(ids) do list[#list + 1] = id end
-  if epoch == 0 and #list == 0 then
+  if epoch == nil and #list == 0 then
     redis.call('HDEL', key, a)
   else
     table.sort(list)
-    redis.call('HSET', key, a, epoch .. ';' .. table.concat(list, ','))
+    redis.call('HSET', key, a, (epoch or '') .. ';' .. table.concat(list, ','))
   end
 end
 local function pulled_change(key, op, a, x)
   if not redis.call('HGET', key, '') then return 0 end
   local cur = redis.call('HGET', key, a)
-  local epoch, ids = 0, {}
+  local epoch, ids = nil, {}
   if cur then epoch, ids = parse_pulled(cur) end
   if op == 'add' then ids[x] = true
   elseif op == 'done' then ids[x] = nil
-  elseif op == 'promote' then epoch = math.max(epoch, tonumber(x))
+  elseif op == 'promote' then epoch = later(epoch, tonumber(x))
   elseif op == 'demoted' then
-    if epoch == tonumber(x) then epoch = 0 end
+    if epoch == tonumber(x) then epoch = nil end
   end
   store_pulled(key, a, epoch, ids)
   return 1
@@ -333,17 +376,17 @@ return pulled_change(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
     ))
 });
 
-/// FILL_PULLED: KEYS[1] `pulled`; ARGV triples (author, epoch, ids joined
-/// by commas). Completes a build, merging what landed meanwhile (clause 8).
+/// FILL_PULLED: KEYS[1] `pulled`; ARGV triples (author, epoch or `""` if
+/// none, ids joined by commas). Completes a build, merging what landed meanwhile (clause 8).
 pub static FILL_PULLED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r#"{STATE}
 if redis.call('HGET', KEYS[1], '') ~= 'b' then return 0 end
 for i = 1, #ARGV, 3 do
   local cur = redis.call('HGET', KEYS[1], ARGV[i])
-  local epoch, ids = 0, {{}}
+  local epoch, ids = nil, {{}}
   if cur then epoch, ids = parse_pulled(cur) end
-  epoch = math.max(epoch, tonumber(ARGV[i + 1]))
+  epoch = later(epoch, tonumber(ARGV[i + 1]))
   for id in string.gmatch(ARGV[i + 2], '[^,]+') do ids[id] = true end
   store_pulled(KEYS[1], ARGV[i], epoch, ids)
 end
@@ -402,69 +445,87 @@ return 1
 
 /// READ: KEYS[1] `following:{r}`, KEYS[2] the first source (the inbox, or
 /// for an author's page its outbox), KEYS[3] `pulled`; ARGV[1] key prefix,
-/// ARGV[2] max (`+inf` or a score), ARGV[3] entries to read per source,
-/// ARGV[4] `home` or `author`. Clause 10. Returns `{status}` when the
-/// reader state is missing or being built (`missing:following`,
-/// `building:pulled`, ...), else `{'ok', sources, meta}`: each source is
-/// `{author or '', floor or '', entries}` (entries as member, score
-/// pairs, fetch + 1 at most, the sentinel included when reached), and meta
-/// is a flat list of id, author (`''` if the post is not cached), `1` if
-/// deleted (else `''`), 1 if its author is followed (else 0).
+/// ARGV[2] max (`+inf` or a score), ARGV[3] entries to read per source
+/// (`fetch`), ARGV[4] `home` or `author`, ARGV[5] `ties` (as [`RANGE`]).
+/// Clause 10. Returns `{status}` when the reader state is missing or being
+/// built (`missing:following`, `building:pulled`, ...), else `{'ok',
+/// sources, meta}`:
+/// - each source is `{author or '', floor or '', cut, entries}`, read as
+///   [`RANGE`] reads it;
+/// - the *horizon* is the highest floor or cut of all sources (any source
+///   missing or building: none is trusted). Only entries above it can be
+///   part of a page, so each source's entries are only those (as member,
+///   score pairs), and only they are looked up: the reply and the lookups
+///   follow the page, not sources × window;
+/// - meta is a flat list of id, author (`''` if the post is not cached),
+///   `1` if deleted (else `''`), 1 if its author is followed (else 0), for
+///   each entry returned, once.
 pub static READ: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+    Script::new(&format!(
+        r#"{PRELUDE}{SOURCE}
 local prefix, max, fetch, home = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == 'home'
-local function range(key)
-  local floor = redis.call('ZSCORE', key, '')
-  if not floor then return {'', {}} end
-  return {floor, redis.call('ZREVRANGEBYSCORE', key, max, '-inf', 'WITHSCORES', 'LIMIT', 0, fetch + 1)}
-end
+local ties = tonumber(ARGV[5])
 local function followed(a)
   local v = redis.call('HGET', KEYS[1], a)
   return v and string.sub(v, 1, 1) == 'F'
 end
 if home then
   local f = redis.call('HGET', KEYS[1], '')
-  if not f then return {'missing:following'} end
-  if f == 'b' then return {'building:following'} end
+  if not f then return {{'missing:following'}} end
+  if f == 'b' then return {{'building:following'}} end
   local p = redis.call('HGET', KEYS[3], '')
-  if not p then return {'missing:pulled'} end
-  if p == 'b' then return {'building:pulled'} end
+  if not p then return {{'missing:pulled'}} end
+  if p == 'b' then return {{'building:pulled'}} end
 end
-local first = range(KEYS[2])
-local sources = {{'', first[1], first[2]}}
+local sources = {{{{'', read_source(KEYS[2], max, fetch, ties)}}}}
 if home then
   for _, a in ipairs(redis.call('HKEYS', KEYS[3])) do
     if a ~= '' and followed(a) then
-      local r = range(prefix .. 'outbox:{' .. a .. '}')
-      sources[#sources + 1] = {a, r[1], r[2]}
+      sources[#sources + 1] = {{a, read_source(prefix .. 'outbox:{{' .. a .. '}}', max, fetch, ties)}}
     end
   end
 end
-local meta, seen, authors = {}, {}, {}
+local horizon = -math.huge
 for _, s in ipairs(sources) do
-  local list = s[3]
+  local floor = nil
+  if s[2][1] then floor = floor_of(s[2][1]) end
+  if floor == nil then
+    horizon = math.huge
+  else
+    horizon = math.max(horizon, floor)
+    if s[2][2] ~= '' then horizon = math.max(horizon, tonumber(s[2][2])) end
+  end
+end
+local out, meta, seen, authors = {{}}, {{}}, {{}}, {{}}
+for _, s in ipairs(sources) do
+  local floor, cut, list = s[2][1], s[2][2], s[2][3]
+  local kept = {{}}
   for i = 1, #list, 2 do
     local id = list[i]
-    if id ~= '' and not seen[id] then
-      seen[id] = true
-      local m = redis.call('HMGET', prefix .. 'post:{' .. id .. '}', 'a', 'd')
-      local a = m[1] or ''
-      local f = 1
-      if home and a ~= '' then
-        if authors[a] == nil then
-          if followed(a) then authors[a] = 1 else authors[a] = 0 end
+    if id ~= '' and tonumber(list[i + 1]) > horizon then
+      kept[#kept + 1] = id
+      kept[#kept + 1] = list[i + 1]
+      if not seen[id] then
+        seen[id] = true
+        local m = redis.call('HMGET', prefix .. 'post:{{' .. id .. '}}', 'a', 'd')
+        local a = m[1] or ''
+        local f = 1
+        if home and a ~= '' then
+          if authors[a] == nil then
+            if followed(a) then authors[a] = 1 else authors[a] = 0 end
+          end
+          f = authors[a]
         end
-        f = authors[a]
+        meta[#meta + 1] = id
+        meta[#meta + 1] = a
+        meta[#meta + 1] = m[2] or ''
+        meta[#meta + 1] = f
       end
-      meta[#meta + 1] = id
-      meta[#meta + 1] = a
-      meta[#meta + 1] = m[2] or ''
-      meta[#meta + 1] = f
     end
   end
+  out[#out + 1] = {{s[1], floor or '', cut, kept}}
 end
-return {'ok', sources, meta}
-"#,
-    )
+return {{'ok', out, meta}}
+"#
+    ))
 });

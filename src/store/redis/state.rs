@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::{parse_score, scripts, RedisStore};
+use super::{scripts, source_of, CutBy, RedisStore};
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{CachedPost, Entry, EntryMeta, Range, SourceRead, StateKey, WarmRead};
+use crate::types::{horizon, CachedPost, Entry, EntryMeta, Range, SourceRead, StateKey, WarmRead};
 
 /// A change to the pulled authors (clause 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,12 +23,13 @@ pub enum PulledChange {
     Demoted(i64),
 }
 
-/// One author of a pulled-authors fill: its big-V epoch (0 if none) and the
+/// One author of a pulled-authors fill: its big-V epoch (`None` if it is
+/// not big-V; a big-V is pulled whatever its epoch, 0 included) and the
 /// posts whose delivery is in flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PulledAuthor {
     pub author: i64,
-    pub epoch: i64,
+    pub epoch: Option<i64>,
     pub in_flight: Vec<i64>,
 }
 
@@ -67,11 +68,12 @@ impl RedisStore {
                     .arg(&max)
                     .arg(fetch)
                     .arg(mode)
+                    .arg(scripts::TIES)
                     .invoke_async(&mut c)
                     .await
             })
             .await?;
-        parse_read(reply, first, fetch)
+        parse_read(reply, first)
     }
 
     /// The warm read on a cluster, where one script cannot reach keys of
@@ -131,7 +133,7 @@ impl RedisStore {
                 Ok((f, floor, range))
             })
             .await?;
-        let mut sources = vec![(None, super::range_of(first, &floor, &range, fetch)?)];
+        let mut sources = vec![(None, source_of(first, &floor, CutBy::Limit(fetch), &range)?)];
         let following = following.unwrap_or_default();
         let followed = |a: &str| following.get(a).is_some_and(|v| v.starts_with('F'));
         if let Some((state, authors)) = pulled {
@@ -155,10 +157,25 @@ impl RedisStore {
             let ranges = self.ranges(&outboxes, max, fetch).await?;
             sources.extend(authors.into_iter().map(Some).zip(ranges));
         }
+        // As READ: only entries above the horizon can be part of the page,
+        // so only they are looked up (none while a source is not there).
+        let reads: Option<Vec<&SourceRead>> = sources
+            .iter()
+            .map(|(_, range)| match range {
+                Range::Read(read) => Some(read),
+                Range::Missing | Range::Building => None,
+            })
+            .collect();
         let mut ids: Vec<i64> = Vec::new();
-        for (_, range) in &sources {
-            if let Range::Read(read) = range {
-                ids.extend(read.entries.iter().map(|e| e.id));
+        if let Some(reads) = reads {
+            let horizon = horizon(reads.iter().copied());
+            for read in reads {
+                ids.extend(
+                    read.entries
+                        .iter()
+                        .filter(|e| horizon.trusts(e.score))
+                        .map(|e| e.id),
+                );
             }
         }
         ids.sort_unstable();
@@ -287,7 +304,8 @@ impl RedisStore {
                 let mut inv = scripts::FILL_PULLED.key(&key);
                 for a in authors {
                     let ids: Vec<String> = a.in_flight.iter().map(i64::to_string).collect();
-                    inv.arg(a.author).arg(a.epoch).arg(ids.join(","));
+                    let epoch = a.epoch.map_or_else(String::new, |e| e.to_string());
+                    inv.arg(a.author).arg(epoch).arg(ids.join(","));
                 }
                 inv.invoke_async(&mut c).await
             })
@@ -456,7 +474,7 @@ fn items(v: Value, what: &str) -> AppResult<Vec<Value>> {
 }
 
 /// Parses a READ reply (clause 10).
-fn parse_read(reply: Value, first: &str, fetch: usize) -> AppResult<WarmRead> {
+fn parse_read(reply: Value, first: &str) -> AppResult<WarmRead> {
     let mut parts = items(reply, "a warm read")?.into_iter();
     let status = parts.next().and_then(|v| text(&v)).unwrap_or_default();
     let state = |what: &str| match what {
@@ -475,21 +493,20 @@ fn parse_read(reply: Value, first: &str, fetch: usize) -> AppResult<WarmRead> {
     };
     let mut out = Vec::new();
     for source in items(sources, "a warm read's sources")? {
-        let mut fields = items(source, "a warm read's source")?.into_iter();
-        let (Some(author), Some(floor), Some(list)) = (fields.next(), fields.next(), fields.next())
-        else {
+        let [author, floor, cut, entries] = &items(source, "a warm read's source")?[..] else {
             return Err(bad::<Message>("a warm read's source")(Message(
-                "short".into(),
+                "not four fields".into(),
             )));
         };
-        let author = text(&author)
+        let author = text(author)
             .filter(|a| !a.is_empty())
             .map(|a| a.parse::<i64>())
             .transpose()
             .map_err(bad("an author"))?;
-        let list: Vec<String> = items(list, "a range")?.iter().filter_map(text).collect();
-        let range = script_range(first, &text(&floor).unwrap_or_default(), &list, fetch)?;
-        out.push((author, range));
+        out.push((
+            author,
+            source_of(first, floor, CutBy::Script(cut), entries)?,
+        ));
     }
     let meta_list = items(meta, "a warm read's posts")?;
     let mut meta = HashMap::with_capacity(meta_list.len() / 4);
@@ -516,34 +533,4 @@ fn parse_read(reply: Value, first: &str, fetch: usize) -> AppResult<WarmRead> {
         );
     }
     Ok(WarmRead::Read { sources: out, meta })
-}
-
-/// A source's floor and range as the READ script returns them.
-fn script_range(key: &str, floor: &str, flat: &[String], fetch: usize) -> AppResult<Range> {
-    let floor = match floor {
-        "" => return Ok(Range::Missing),
-        "inf" | "+inf" => return Ok(Range::Building),
-        "-inf" => None,
-        text => Some(parse_score(text)?),
-    };
-    let mut reached_sentinel = false;
-    let mut entries = Vec::with_capacity(flat.len() / 2);
-    let mut n = 0;
-    for pair in flat.chunks(2) {
-        let [member, score] = pair else { break };
-        n += 1;
-        if member.is_empty() {
-            reached_sentinel = true;
-            continue;
-        }
-        let id = member
-            .parse::<i64>()
-            .map_err(|e| AppError::internal(format!("bad member {member:?} in {key}"), e))?;
-        entries.push(Entry::new(parse_score(score)?, id));
-    }
-    Ok(Range::Read(SourceRead {
-        truncated: !reached_sentinel && n > fetch,
-        entries,
-        floor,
-    }))
 }
