@@ -38,7 +38,7 @@ pub fn merge(reads: &[SourceRead]) -> Merged {
 mod tests {
     use super::*;
     use crate::engine::cut::{after_seen, cut, Cut, Slot};
-    use crate::types::{Cursor, PageRequest};
+    use crate::types::{page_reads, Cursor, PageRequest};
     use proptest::prelude::*;
 
     fn read(entries: &[(i64, i64)], floor: Option<i64>, truncated: bool) -> SourceRead {
@@ -162,6 +162,8 @@ mod tests {
                     read_like_range(&from, floor, fetch, ties)
                 })
                 .collect();
+            let mut reads = reads;
+            page_reads(&mut reads.iter_mut().collect::<Vec<_>>(), fetch);
             let merged = merge(&reads);
             let complete = merged.horizon == Horizon::Complete;
             let stream = merged.entries.iter().map(|e| (*e, Slot::Shown(*e)));

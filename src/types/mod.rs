@@ -14,7 +14,10 @@ pub mod source;
 pub use cursor::{Cursor, PageRequest};
 pub use entry::{feed_order, member_cmp, Entry};
 pub use jobs::{Job, JobKind};
-pub use source::{horizon, CachedPost, EntryMeta, Horizon, Range, SourceRead, StateKey, WarmRead};
+pub use source::{
+    horizon, page_part, page_reads, CachedPost, EntryMeta, Horizon, Range, SourceRead, StateKey,
+    WarmRead,
+};
 
 /// Whose feed a read or a query is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

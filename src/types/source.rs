@@ -1,6 +1,6 @@
 //! What one read of one feed source (an inbox or an outbox) returned.
 
-use super::Entry;
+use super::{feed_order, Entry};
 
 /// One range read of one source, from the request's `max` down.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +65,54 @@ pub fn horizon<'a>(reads: impl IntoIterator<Item = &'a SourceRead>) -> Horizon {
     horizon
 }
 
+/// The part of a merged stream (entries above the horizon, in feed order,
+/// once) that a page reading `wanted` entries can use: the first `wanted`
+/// entries, then the rest of the last one's score. Returns the score above
+/// which that part holds every entry, or `None` if it is the whole stream.
+/// Only that part is looked up and returned by a warm read; a page that
+/// needs more (its part held hidden posts) reads again with a wider window.
+pub fn page_part(merged: &[Entry], wanted: usize) -> Option<i64> {
+    let last = merged.get(wanted.max(1) - 1)?.score;
+    merged[wanted.max(1)..]
+        .iter()
+        .any(|e| e.score != last)
+        .then(|| last - 1)
+}
+
+/// Cuts source reads down to what a page reading `fetch` entries can use:
+/// the entries above their horizon, merged in feed order and once, then
+/// their [`page_part`]; each read keeps only its entries of that part (its
+/// cut raised to the part's bound). Returns the part. (The warm read does
+/// this in Redis, `READ` in `store/redis/scripts.rs`, or in the store on
+/// a cluster, before it looks up any post.)
+pub fn page_reads(reads: &mut [&mut SourceRead], fetch: usize) -> Vec<Entry> {
+    let horizon = horizon(reads.iter().map(|r| &**r));
+    let mut merged: Vec<Entry> = reads
+        .iter()
+        .flat_map(|r| r.entries.iter().copied())
+        .filter(|e| horizon.trusts(e.score))
+        .collect();
+    merged.sort_unstable_by(feed_order);
+    let mut seen = std::collections::HashSet::with_capacity(merged.len());
+    merged.retain(|e| seen.insert(e.id));
+    if let Some(bound) = page_part(&merged, fetch) {
+        keep_above(reads, bound);
+        merged.retain(|e| e.score > bound);
+    }
+    merged
+}
+
+/// Keeps only the entries above `bound` of each read, and says so in its
+/// cut: the read now holds every entry only above it.
+fn keep_above(reads: &mut [&mut SourceRead], bound: i64) {
+    for read in reads {
+        read.entries.retain(|e| e.score > bound);
+        if read.cut.is_none_or(|c| c < bound) {
+            read.cut = Some(bound);
+        }
+    }
+}
+
 /// A range read of a source that may not be there.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Range {
@@ -116,4 +164,39 @@ pub struct CachedPost {
     pub body: String,
     pub created_at_ms: i64,
     pub deleted: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(scores: &[i64]) -> Vec<Entry> {
+        scores
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| Entry::new(s, i as i64 + 1))
+            .collect()
+    }
+
+    #[test]
+    fn a_page_part_is_the_wanted_entries_and_the_rest_of_their_last_score() {
+        assert_eq!(page_part(&stream(&[9, 8, 7]), 3), None);
+        assert_eq!(page_part(&stream(&[9, 8, 7, 6]), 3), Some(6));
+        assert_eq!(page_part(&stream(&[9, 7, 7, 7, 6]), 2), Some(6));
+        assert_eq!(page_part(&stream(&[9, 7, 7, 7]), 2), None);
+        assert_eq!(page_part(&stream(&[]), 2), None);
+    }
+
+    #[test]
+    fn keeping_above_a_bound_raises_the_cut() {
+        let mut read = SourceRead {
+            entries: stream(&[9, 8, 7]),
+            floor: None,
+            cut: None,
+        };
+        keep_above(&mut [&mut read], 7);
+        assert_eq!((read.entries.len(), read.cut), (2, Some(7)));
+        keep_above(&mut [&mut read], 5);
+        assert_eq!(read.cut, Some(7));
+    }
 }

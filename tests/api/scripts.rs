@@ -626,6 +626,58 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
 }
 
 #[tokio::test]
+async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_looked_up() {
+    use feed_service::store::redis::state::PulledAuthor;
+    use feed_service::types::WarmRead;
+    let mut z = Zsets::new().await;
+    let keys = z.store.keys().clone();
+    let inbox = keys.inbox(9);
+    assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
+    z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
+    assert!(z.store.begin_state(&keys.pulled()).await.unwrap());
+    let pulled = [1, 2].map(|author| PulledAuthor {
+        author,
+        epoch: Some(1),
+        in_flight: vec![],
+    });
+    z.store.fill_pulled(&pulled).await.unwrap();
+    // Two pulled outboxes that interleave, and an older inbox.
+    let outbox_1 = entries(&[(20, 201), (18, 202), (16, 203), (14, 204)]);
+    let outbox_2 = entries(&[(19, 301), (17, 302), (15, 303), (13, 304)]);
+    z.built(&keys.outbox(1), 100, None, &outbox_1).await;
+    z.built(&keys.outbox(2), 100, None, &outbox_2).await;
+    z.built(&inbox, 100, None, &entries(&[(10, 101), (9, 102), (8, 103)]))
+        .await;
+    // fetch 2: each outbox reads three entries (cut at 16 and 15), so the
+    // horizon is 16; of 20, 19, 18, 17 above it the page can use the first
+    // two, and nothing below 19 is returned or looked up.
+    let WarmRead::Read { sources, meta } =
+        z.store.warm_read(Some(9), &inbox, None, 2).await.unwrap()
+    else {
+        panic!("a warm read");
+    };
+    let mut got: Vec<(Option<i64>, Vec<i64>, Option<i64>)> = sources
+        .iter()
+        .map(|(author, range)| match range {
+            Range::Read(r) => (*author, r.entries.iter().map(|e| e.id).collect(), r.cut),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (None, vec![], Some(18)),
+            (Some(1), vec![201], Some(18)),
+            (Some(2), vec![301], Some(18)),
+        ]
+    );
+    let mut looked_up: Vec<i64> = meta.keys().copied().collect();
+    looked_up.sort_unstable();
+    assert_eq!(looked_up, vec![201, 301]);
+}
+
+#[tokio::test]
 async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();

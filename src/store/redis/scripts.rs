@@ -454,9 +454,12 @@ return 1
 ///   [`RANGE`] reads it;
 /// - the *horizon* is the highest floor or cut of all sources (any source
 ///   missing or building: none is trusted). Only entries above it can be
-///   part of a page, so each source's entries are only those (as member,
-///   score pairs), and only they are looked up: the reply and the lookups
-///   follow the page, not sources × window;
+///   part of a page; of those, merged in feed order, the page can use the
+///   first `fetch` and the rest of the last one's score (`page_part` in
+///   `types/source.rs`). Each source's entries are only those (as member,
+///   score pairs), its cut raised to that part's bound, and only they are
+///   looked up: the reply and the lookups follow the page, not sources ×
+///   window;
 /// - meta is a flat list of id, author (`''` if the post is not cached),
 ///   `1` if deleted (else `''`), 1 if its author is followed (else 0), for
 ///   each entry returned, once.
@@ -479,9 +482,16 @@ if home then
 end
 local sources = {{{{'', read_source(KEYS[2], max, fetch, ties)}}}}
 if home then
-  for _, a in ipairs(redis.call('HKEYS', KEYS[3])) do
-    if a ~= '' and followed(a) then
-      sources[#sources + 1] = {{a, read_source(prefix .. 'outbox:{{' .. a .. '}}', max, fetch, ties)}}
+  -- Which pulled authors the reader follows: one HMGET per thousand.
+  local pulled = redis.call('HKEYS', KEYS[3])
+  for from = 1, #pulled, 1000 do
+    local batch = {{unpack(pulled, from, math.min(from + 999, #pulled))}}
+    local states = redis.call('HMGET', KEYS[1], unpack(batch))
+    for i, a in ipairs(batch) do
+      local v = states[i]
+      if a ~= '' and v and string.sub(v, 1, 1) == 'F' then
+        sources[#sources + 1] = {{a, read_source(prefix .. 'outbox:{{' .. a .. '}}', max, fetch, ties)}}
+      end
     end
   end
 end
@@ -496,32 +506,76 @@ for _, s in ipairs(sources) do
     if s[2][2] ~= '' then horizon = math.max(horizon, tonumber(s[2][2])) end
   end
 end
-local out, meta, seen, authors = {{}}, {{}}, {{}}, {{}}
+-- The merged stream above the horizon, in feed order, once; then the part
+-- of it a page can use (page_part in types/source.rs): the first `fetch`
+-- entries and the rest of the last one's score.
+local merged, seen = {{}}, {{}}
+for _, s in ipairs(sources) do
+  local list = s[2][3]
+  for i = 1, #list, 2 do
+    local id = list[i]
+    if id ~= '' and not seen[id] then
+      local score = tonumber(list[i + 1])
+      if score > horizon then
+        seen[id] = true
+        merged[#merged + 1] = {{score, id}}
+      end
+    end
+  end
+end
+local function before(x, y)
+  if x[1] ~= y[1] then return x[1] > y[1] end
+  local a, b = x[2], y[2]
+  for i = 1, math.min(#a, #b) do
+    local p, q = string.byte(a, i), string.byte(b, i)
+    if p ~= q then return p > q end
+  end
+  return #a > #b
+end
+table.sort(merged, before)
+local part = nil
+if #merged > fetch then
+  local last = merged[fetch][1]
+  for i = fetch + 1, #merged do
+    if merged[i][1] ~= last then
+      part = last - 1
+      break
+    end
+  end
+end
+local bound = horizon
+if part and part > bound then bound = part end
+local meta, authors = {{}}, {{}}
+for _, e in ipairs(merged) do
+  if e[1] > bound then
+    local id = e[2]
+    local m = redis.call('HMGET', prefix .. 'post:{{' .. id .. '}}', 'a', 'd')
+    local a = m[1] or ''
+    local f = 1
+    if home and a ~= '' then
+      if authors[a] == nil then
+        if followed(a) then authors[a] = 1 else authors[a] = 0 end
+      end
+      f = authors[a]
+    end
+    meta[#meta + 1] = id
+    meta[#meta + 1] = a
+    meta[#meta + 1] = m[2] or ''
+    meta[#meta + 1] = f
+  end
+end
+local out = {{}}
 for _, s in ipairs(sources) do
   local floor, cut, list = s[2][1], s[2][2], s[2][3]
   local kept = {{}}
   for i = 1, #list, 2 do
-    local id = list[i]
-    if id ~= '' and tonumber(list[i + 1]) > horizon then
-      kept[#kept + 1] = id
+    if list[i] ~= '' and tonumber(list[i + 1]) > bound then
+      kept[#kept + 1] = list[i]
       kept[#kept + 1] = list[i + 1]
-      if not seen[id] then
-        seen[id] = true
-        local m = redis.call('HMGET', prefix .. 'post:{{' .. id .. '}}', 'a', 'd')
-        local a = m[1] or ''
-        local f = 1
-        if home and a ~= '' then
-          if authors[a] == nil then
-            if followed(a) then authors[a] = 1 else authors[a] = 0 end
-          end
-          f = authors[a]
-        end
-        meta[#meta + 1] = id
-        meta[#meta + 1] = a
-        meta[#meta + 1] = m[2] or ''
-        meta[#meta + 1] = f
-      end
     end
+  end
+  if part and (cut == '' or tonumber(cut) < part) then
+    cut = string.format('%d', part)
   end
   out[#out + 1] = {{s[1], floor or '', cut, kept}}
 end

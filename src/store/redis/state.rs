@@ -8,7 +8,7 @@ use redis::Value;
 
 use super::{scripts, source_of, CutBy, RedisStore};
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{horizon, CachedPost, Entry, EntryMeta, Range, SourceRead, StateKey, WarmRead};
+use crate::types::{page_reads, CachedPost, Entry, EntryMeta, Range, StateKey, WarmRead};
 
 /// A change to the pulled authors (clause 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,29 +157,7 @@ impl RedisStore {
             let ranges = self.ranges(&outboxes, max, fetch).await?;
             sources.extend(authors.into_iter().map(Some).zip(ranges));
         }
-        // As READ: only entries above the horizon can be part of the page,
-        // so only they are looked up (none while a source is not there).
-        let reads: Option<Vec<&SourceRead>> = sources
-            .iter()
-            .map(|(_, range)| match range {
-                Range::Read(read) => Some(read),
-                Range::Missing | Range::Building => None,
-            })
-            .collect();
-        let mut ids: Vec<i64> = Vec::new();
-        if let Some(reads) = reads {
-            let horizon = horizon(reads.iter().copied());
-            for read in reads {
-                ids.extend(
-                    read.entries
-                        .iter()
-                        .filter(|e| horizon.trusts(e.score))
-                        .map(|e| e.id),
-                );
-            }
-        }
-        ids.sort_unstable();
-        ids.dedup();
+        let ids = page_ids(&mut sources, fetch);
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows = self
             .query_per_slot(&keys, |pipe, key| {
@@ -455,6 +433,23 @@ impl RedisStore {
         }
         Ok(out)
     }
+}
+
+/// As READ: the sources cut down to what the page can use
+/// ([`page_reads`]), whose posts alone are looked up (none while a source
+/// is not there). Returns their ids, in feed order.
+fn page_ids(sources: &mut [(Option<i64>, Range)], fetch: usize) -> Vec<i64> {
+    let mut reads = Vec::with_capacity(sources.len());
+    for (_, range) in sources.iter_mut() {
+        match range {
+            Range::Read(read) => reads.push(read),
+            Range::Missing | Range::Building => return Vec::new(),
+        }
+    }
+    page_reads(&mut reads, fetch)
+        .into_iter()
+        .map(|e| e.id)
+        .collect()
 }
 
 fn text(v: &Value) -> Option<String> {
