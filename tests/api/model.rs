@@ -162,6 +162,12 @@ enum Op {
     Reshard,
     /// Runs every claimable job to its end.
     Drain,
+    /// An operator makes an ordinary author big-V by SQL, without the
+    /// service's promotion (its epoch stays as it was, 0 if it never was
+    /// big-V) and without telling Redis.
+    HandFlag {
+        author: u8,
+    },
     /// Starts a scroll in `slot` (its first page): of `reader`'s home
     /// feed, or with `own` of its own posts.
     Scroll {
@@ -197,6 +203,7 @@ impl Op {
             Op::Drain => 1 << 11,
             Op::Scroll { .. } => 1 << 12,
             Op::Reshard => 1 << 13,
+            Op::HandFlag { .. } => 1 << 14,
         }
     }
 }
@@ -257,6 +264,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (prop_oneof![3 => 1u8..4, 1 => 4u8..13], any::<bool>())
             .prop_map(|(calls, lose_reply)| Op::Fault { calls, lose_reply }),
         2 => Just(Op::Reshard),
+        2 => user().prop_map(|author| Op::HandFlag { author }),
         6 => Just(Op::Drain),
         7 => (0u8..2, user(), prop::bool::weighted(0.2), 0..SIZES.len() as u8)
             .prop_map(|(slot, reader, own, size)| Op::Scroll { slot, reader, own, size }),
@@ -687,6 +695,11 @@ impl World {
                     ..Default::default()
                 })
                 .await?;
+                // Every settings change applies the thresholds again (which
+                // demotes a big-V flagged by hand below them).
+                for u in 0..USERS {
+                    self.model.rule(u);
+                }
             }
             Op::DropKeys(which) => {
                 let keys = self.redis.keys().clone();
@@ -754,6 +767,17 @@ impl World {
                 let _ = self.engine().redis().misroute_slots().await;
             }
             Op::Drain => self.drain().await?,
+            Op::HandFlag { author } => {
+                let u = author as usize % USERS;
+                if !self.model.big_v[u] {
+                    diesel::sql_query("UPDATE users SET big_v = TRUE WHERE id = $1")
+                        .bind::<BigInt, _>(self.id(author))
+                        .execute(&mut self.pg)
+                        .await
+                        .map_err(fail("flagging a big-V by hand"))?;
+                    self.model.big_v[u] = true;
+                }
+            }
             Op::Scroll {
                 slot,
                 reader,

@@ -646,8 +646,13 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
     let outbox_2 = entries(&[(19, 301), (17, 302), (15, 303), (13, 304)]);
     z.built(&keys.outbox(1), 100, None, &outbox_1).await;
     z.built(&keys.outbox(2), 100, None, &outbox_2).await;
-    z.built(&inbox, 100, None, &entries(&[(10, 101), (9, 102), (8, 103)]))
-        .await;
+    z.built(
+        &inbox,
+        100,
+        None,
+        &entries(&[(10, 101), (9, 102), (8, 103)]),
+    )
+    .await;
     // fetch 2: each outbox reads three entries (cut at 16 and 15), so the
     // horizon is 16; of 20, 19, 18, 17 above it the page can use the first
     // two, and nothing below 19 is returned or looked up.
