@@ -635,7 +635,9 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
     assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
     z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
     assert!(z.store.begin_state(&keys.pulled()).await.unwrap());
-    let pulled = [1, 2].map(|author| PulledAuthor {
+    // More pulled authors than the reader follows (the warm read then
+    // starts from whom it follows): 3 to 6 are not followed.
+    let pulled = [1, 2, 3, 4, 5, 6].map(|author| PulledAuthor {
         author,
         epoch: Some(1),
         in_flight: vec![],

@@ -451,7 +451,9 @@ return 1
 /// built (`missing:following`, `building:pulled`, ...), else `{'ok',
 /// sources, meta}`:
 /// - each source is `{author or '', floor or '', cut, entries}`, read as
-///   [`RANGE`] reads it;
+///   [`RANGE`] reads it: the first, then the outbox of each pulled author
+///   the reader follows (found from the smaller of the two hashes, so a
+///   page never walks every big-V there is);
 /// - the *horizon* is the highest floor or cut of all sources (any source
 ///   missing or building: none is trusted). Only entries above it can be
 ///   part of a page; of those, merged in feed order, the page can use the
@@ -468,8 +470,15 @@ pub static READ: LazyLock<Script> = LazyLock::new(|| {
         r#"{PRELUDE}{SOURCE}
 local prefix, max, fetch, home = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == 'home'
 local ties = tonumber(ARGV[5])
-local function followed(a)
-  local v = redis.call('HGET', KEYS[1], a)
+local function hmget(key, fields)
+  local out = {{}}
+  for from = 1, #fields, 1000 do
+    local r = redis.call('HMGET', key, unpack(fields, from, math.min(from + 999, #fields)))
+    for i = 1, #r do out[#out + 1] = r[i] end
+  end
+  return out
+end
+local function is_followed(v)
   return v and string.sub(v, 1, 1) == 'F'
 end
 if home then
@@ -482,17 +491,28 @@ if home then
 end
 local sources = {{{{'', read_source(KEYS[2], max, fetch, ties)}}}}
 if home then
-  -- Which pulled authors the reader follows: one HMGET per thousand.
-  local pulled = redis.call('HKEYS', KEYS[3])
-  for from = 1, #pulled, 1000 do
-    local batch = {{unpack(pulled, from, math.min(from + 999, #pulled))}}
-    local states = redis.call('HMGET', KEYS[1], unpack(batch))
-    for i, a in ipairs(batch) do
-      local v = states[i]
-      if a ~= '' and v and string.sub(v, 1, 1) == 'F' then
-        sources[#sources + 1] = {{a, read_source(prefix .. 'outbox:{{' .. a .. '}}', max, fetch, ties)}}
-      end
+  -- The pulled authors the reader follows, from the smaller of the two
+  -- hashes: a page costs min(pulled, followed), not every big-V there is.
+  local authors = {{}}
+  if redis.call('HLEN', KEYS[3]) <= redis.call('HLEN', KEYS[1]) then
+    local pulled = redis.call('HKEYS', KEYS[3])
+    local states = hmget(KEYS[1], pulled)
+    for i, a in ipairs(pulled) do
+      if a ~= '' and is_followed(states[i]) then authors[#authors + 1] = a end
     end
+  else
+    local all = redis.call('HGETALL', KEYS[1])
+    local followed = {{}}
+    for i = 1, #all, 2 do
+      if all[i] ~= '' and is_followed(all[i + 1]) then followed[#followed + 1] = all[i] end
+    end
+    local states = hmget(KEYS[3], followed)
+    for i, a in ipairs(followed) do
+      if states[i] then authors[#authors + 1] = a end
+    end
+  end
+  for _, a in ipairs(authors) do
+    sources[#sources + 1] = {{a, read_source(prefix .. 'outbox:{{' .. a .. '}}', max, fetch, ties)}}
   end
 end
 local horizon = -math.huge
@@ -545,24 +565,37 @@ if #merged > fetch then
 end
 local bound = horizon
 if part and part > bound then bound = part end
-local meta, authors = {{}}, {{}}
+-- The part's posts (author, tombstone), then whether their authors are
+-- followed, in one HMGET.
+local ids, posts = {{}}, {{}}
 for _, e in ipairs(merged) do
   if e[1] > bound then
-    local id = e[2]
-    local m = redis.call('HMGET', prefix .. 'post:{{' .. id .. '}}', 'a', 'd')
-    local a = m[1] or ''
-    local f = 1
-    if home and a ~= '' then
-      if authors[a] == nil then
-        if followed(a) then authors[a] = 1 else authors[a] = 0 end
-      end
-      f = authors[a]
-    end
-    meta[#meta + 1] = id
-    meta[#meta + 1] = a
-    meta[#meta + 1] = m[2] or ''
-    meta[#meta + 1] = f
+    ids[#ids + 1] = e[2]
+    posts[#posts + 1] = redis.call('HMGET', prefix .. 'post:{{' .. e[2] .. '}}', 'a', 'd')
   end
+end
+local follows = {{}}
+if home then
+  local authors, known = {{}}, {{}}
+  for _, m in ipairs(posts) do
+    local a = m[1]
+    if a and not known[a] then
+      known[a] = true
+      authors[#authors + 1] = a
+    end
+  end
+  local states = hmget(KEYS[1], authors)
+  for i, a in ipairs(authors) do follows[a] = is_followed(states[i]) end
+end
+local meta = {{}}
+for i, id in ipairs(ids) do
+  local a = posts[i][1] or ''
+  local f = 1
+  if home and a ~= '' and not follows[a] then f = 0 end
+  meta[#meta + 1] = id
+  meta[#meta + 1] = a
+  meta[#meta + 1] = posts[i][2] or ''
+  meta[#meta + 1] = f
 end
 local out = {{}}
 for _, s in ipairs(sources) do
