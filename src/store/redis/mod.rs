@@ -218,32 +218,48 @@ impl RedisStore {
 
     /// Reads `fetch` entries of each ZSET from `max` down (and the rest of
     /// a run of equal scores the limit cuts), each floor with its range in
-    /// one [`scripts::RANGE`] call: all in one pipeline on a
-    /// single node, one pipeline per master on a cluster (one round trip).
+    /// one [`scripts::RANGE`] call: all in one pipeline on a single node,
+    /// one pipeline per master on a cluster (one round trip).
     pub async fn ranges(
         &self,
         keys: &[String],
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<Vec<Range>> {
-        if keys.is_empty() {
+        let calls: Vec<RangeCall> = keys
+            .iter()
+            .map(|key| RangeCall {
+                key: key.clone(),
+                max,
+                fetch,
+                ties: scripts::TIES,
+            })
+            .collect();
+        self.range_calls(&calls).await
+    }
+
+    /// [`scripts::RANGE`] calls, each with its own arguments, in one round
+    /// trip (a pipeline per master on a cluster).
+    pub(super) async fn range_calls(&self, calls: &[RangeCall]) -> AppResult<Vec<Range>> {
+        if calls.is_empty() {
             return Ok(Vec::new());
         }
-        let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
-        let calls: Vec<_> = keys
+        let invocations: Vec<_> = calls
             .iter()
-            .map(|key| {
+            .map(|c| {
+                let max = c.max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
                 let mut call = scripts::RANGE.prepare_invoke();
-                call.key(key).arg(&max_arg).arg(fetch).arg(scripts::TIES);
-                (slot(key.as_bytes()), call)
+                call.key(&c.key).arg(max).arg(c.fetch).arg(c.ties);
+                (slot(c.key.as_bytes()), call)
             })
             .collect();
         let replies: Vec<(Value, Value, Value)> = self
-            .with_conn(|mut c| async move { c.invoke_all(&scripts::RANGE, &calls).await })
+            .with_conn(|mut c| async move { c.invoke_all(&scripts::RANGE, &invocations).await })
             .await?;
-        keys.iter()
+        calls
+            .iter()
             .zip(&replies)
-            .map(|(key, (floor, cut, entries))| source_of(key, floor, CutBy::Script(cut), entries))
+            .map(|(c, (floor, cut, entries))| source_of(&c.key, floor, CutBy::Script(cut), entries))
             .collect()
     }
 
@@ -585,6 +601,15 @@ impl RedisStore {
         found.dedup();
         Ok(found)
     }
+}
+
+/// One [`scripts::RANGE`] call: its key, `max`, `fetch` and `ties`.
+#[derive(Debug, Clone)]
+pub(super) struct RangeCall {
+    pub key: String,
+    pub max: Option<i64>,
+    pub fetch: usize,
+    pub ties: usize,
 }
 
 /// How a source read says where its entries stop being complete.

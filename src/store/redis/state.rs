@@ -6,9 +6,11 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::{scripts, source_of, CutBy, RedisStore};
+use super::{scripts, source_of, CutBy, RangeCall, RedisStore};
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{page_reads, CachedPost, Entry, EntryMeta, Range, StateKey, WarmRead};
+use crate::types::{
+    page_reads, CachedPost, Entry, EntryMeta, Range, SourceRead, StateKey, WarmRead,
+};
 
 /// A change to the pulled authors (clause 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +84,8 @@ impl RedisStore {
     /// inbox read after it, and a post still in flight keeps its author's
     /// outbox pulled. Whom the reader follows and the inbox are read
     /// together (one slot), then the outboxes concurrently (each floor with
-    /// its range), then the posts' authors and tombstones.
+    /// its range) with the rest of a run of equal scores the inbox's limit
+    /// cut, then the authors and tombstones of the page's posts.
     async fn warm_read_by_slot(
         &self,
         reader: Option<i64>,
@@ -134,8 +137,24 @@ impl RedisStore {
             })
             .await?;
         let mut sources = vec![(None, source_of(first, &floor, CutBy::Limit(fetch), &range)?)];
+        // The inbox, read with plain commands in the MULTI, is completed as
+        // RANGE completes a source: its tied tail in the next round trip.
+        let run = match &sources[0].1 {
+            Range::Read(read) => tied_tail(read),
+            Range::Missing | Range::Building => None,
+        };
+        let mut calls: Vec<RangeCall> = run
+            .iter()
+            .map(|&(score, k)| RangeCall {
+                key: first.to_string(),
+                max: Some(score),
+                fetch: k + scripts::TIES - 1,
+                ties: 0,
+            })
+            .collect();
         let following = following.unwrap_or_default();
         let followed = |a: &str| following.get(a).is_some_and(|v| v.starts_with('F'));
+        let mut pulled_authors = Vec::new();
         if let Some((state, authors)) = pulled {
             match following.get("").map(String::as_str) {
                 None => return Ok(WarmRead::Missing(StateKey::Following)),
@@ -153,10 +172,22 @@ impl RedisStore {
                 .map(|a| a.parse::<i64>())
                 .collect::<Result<_, _>>()
                 .map_err(bad("a pulled author"))?;
-            let outboxes: Vec<String> = authors.iter().map(|a| self.keys.outbox(*a)).collect();
-            let ranges = self.ranges(&outboxes, max, fetch).await?;
-            sources.extend(authors.into_iter().map(Some).zip(ranges));
+            calls.extend(authors.iter().map(|a| RangeCall {
+                key: self.keys.outbox(*a),
+                max,
+                fetch,
+                ties: scripts::TIES,
+            }));
+            pulled_authors = authors;
         }
+        let mut ranges = self.range_calls(&calls).await?.into_iter();
+        if let Some(run) = run {
+            // Its call is the first of the round.
+            if let Some(rest) = ranges.next() {
+                complete_run(&mut sources[0].1, run, rest);
+            }
+        }
+        sources.extend(pulled_authors.into_iter().map(Some).zip(ranges));
         let ids = page_ids(&mut sources, fetch);
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows = self
@@ -435,6 +466,51 @@ impl RedisStore {
     }
 }
 
+/// A read cut at its last score `s` whose last two entries share it: the
+/// score and how many entries of it the read holds.
+fn tied_tail(read: &SourceRead) -> Option<(i64, usize)> {
+    let s = read.cut?;
+    let k = read
+        .entries
+        .iter()
+        .rev()
+        .take_while(|e| e.score == s)
+        .count();
+    (k >= 2 && read.entries.last().is_some_and(|e| e.score == s)).then_some((s, k))
+}
+
+/// Completes the tied tail `(s, k)` of `source` with `rest`, a read of the
+/// same ZSET from `s` down, as RANGE would have: the entries of `s` past
+/// the `k` it holds, and the cut one below `s` when the run ended (none if
+/// the sentinel was reached). If the floor moved in between (a trim), the
+/// source keeps its cut at `s`.
+fn complete_run(source: &mut Range, (s, k): (i64, usize), rest: Range) {
+    let (Range::Read(read), Range::Read(rest)) = (source, rest) else {
+        return;
+    };
+    if rest.floor != read.floor {
+        return;
+    }
+    let ended = match rest.cut {
+        None => true,
+        Some(c) => c < s || rest.entries.iter().any(|e| e.score < s),
+    };
+    if !ended {
+        return;
+    }
+    read.entries.extend(
+        rest.entries
+            .iter()
+            .filter(|e| e.score == s)
+            .skip(k)
+            .copied(),
+    );
+    read.cut = match rest.cut {
+        None if read.floor == Some(s) => None,
+        _ => Some(s - 1),
+    };
+}
+
 /// As READ: the sources cut down to what the page can use
 /// ([`page_reads`]), whose posts alone are looked up (none while a source
 /// is not there). Returns their ids, in feed order.
@@ -528,4 +604,49 @@ fn parse_read(reply: Value, first: &str) -> AppResult<WarmRead> {
         );
     }
     Ok(WarmRead::Read { sources: out, meta })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(entries: &[(i64, i64)], floor: Option<i64>, cut: Option<i64>) -> Range {
+        Range::Read(SourceRead {
+            entries: entries.iter().map(|&(s, id)| Entry::new(s, id)).collect(),
+            floor,
+            cut,
+        })
+    }
+
+    #[test]
+    fn a_tied_tail_is_completed_as_range_completes_it() {
+        let inbox = read(&[(9, 1), (7, 5), (7, 4)], None, Some(7));
+        let Range::Read(r) = &inbox else {
+            unreachable!()
+        };
+        assert_eq!(tied_tail(r), Some((7, 2)));
+        // The run ends within the second read: the rest of it, cut below.
+        let mut done = inbox.clone();
+        let rest = read(&[(7, 5), (7, 4), (7, 3), (6, 8)], None, Some(6));
+        complete_run(&mut done, (7, 2), rest);
+        assert_eq!(done, read(&[(9, 1), (7, 5), (7, 4), (7, 3)], None, Some(6)));
+        // It reaches the sentinel at 7 (the floor): no cut.
+        let mut floored = read(&[(9, 1), (7, 5), (7, 4)], Some(7), Some(7));
+        complete_run(&mut floored, (7, 2), read(&[(7, 5), (7, 4)], Some(7), None));
+        assert_eq!(floored, read(&[(9, 1), (7, 5), (7, 4)], Some(7), None));
+        // Longer than the second read, or the floor moved: cut at 7 still.
+        for rest in [
+            read(&[(7, 5), (7, 4), (7, 3)], None, Some(7)),
+            read(&[(7, 5), (7, 4), (7, 3)], Some(2), None),
+        ] {
+            let mut kept = inbox.clone();
+            complete_run(&mut kept, (7, 2), rest);
+            assert_eq!(kept, inbox);
+        }
+        // A lone last score is no tied tail.
+        let Range::Read(lone) = read(&[(9, 1), (7, 5)], None, Some(7)) else {
+            unreachable!()
+        };
+        assert_eq!(tied_tail(&lone), None);
+    }
 }
