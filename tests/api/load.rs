@@ -1,11 +1,21 @@
-//! A small run of the load tool, so that it cannot rot. Its numbers are
-//! printed, not asserted.
+//! A small run of the load tool, so that it cannot rot. Its rates are
+//! printed, not asserted; what is asserted is that every figure is there
+//! and that the read scenarios read what they claim: per page, one
+//! `ZREVRANGEBYSCORE` per big-V followed plus one for the inbox, as Redis's
+//! `INFO commandstats` counts them (the tool fails the run otherwise too).
 
 use std::process::Command;
 
 use secrecy::ExposeSecret;
 
 use crate::helpers::{test_settings, Cleanup};
+
+/// The tool's tolerance on sources per page (`SOURCES_TOLERANCE`).
+const SOURCES_TOLERANCE: f64 = 0.05;
+
+/// Big-Vs the tool makes big-V for the reads, at its default
+/// `--big-authors`: the mega author, 20 big-Vs, 50 read big-Vs per graph.
+const READ_BIG_VS: i64 = 1 + 20 + 2 * 50;
 
 #[tokio::test]
 async fn the_load_tool_runs_a_small_scenario_end_to_end() {
@@ -78,6 +88,8 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         "fan-out, big-V to active fans",
         "reads, 10 big-Vs",
         "reads, 50 big-Vs",
+        "reads, 10 big-Vs, tied",
+        "reads, 50 big-Vs, tied",
     ];
     let on_redis = [
         &on_redis[..],
@@ -112,6 +124,7 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
     }) {
         assert_eq!(row["latency"]["errors"], 0, "{row}");
     }
+    check_reads(&report, if cluster_urls.is_empty() { 1 } else { 2 });
     let baselines = &report["baselines"];
     assert_eq!(baselines["tool"], "redis-benchmark", "{baselines}");
     let mut measured = vec![baselines];
@@ -124,6 +137,8 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
             "zadd_new_members_per_sec",
             "zrevrangebyscore_per_sec_before_reads",
             "zrevrangebyscore_per_sec_after_reads",
+            "zrevrangebyscore_redis_cpu_usec_per_read_before_reads",
+            "zrevrangebyscore_redis_cpu_usec_per_read_after_reads",
         ] {
             assert!(redis[rate].as_f64().unwrap_or(0.0) > 0.0, "{baselines}");
         }
@@ -156,4 +171,84 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         .unwrap()
         .contains("<svg"));
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The read rows of each Redis (`topologies` of them): Redis's figures per
+/// page are there, each page read its big-Vs' outboxes and the inbox (one
+/// `ZREVRANGEBYSCORE` each), targets are reported, the big-Vs were reached
+/// through the service (each with an epoch) and the tied graph's feeds tie.
+fn check_reads(report: &serde_json::Value, topologies: usize) {
+    assert_eq!(
+        report["failures"],
+        serde_json::json!([]),
+        "{}",
+        report["failures"]
+    );
+    let rows = report["rows"].as_array().unwrap();
+    let closed: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|r| {
+            let name = r["scenario"].as_str().unwrap();
+            name.starts_with("reads, ") && !name.contains("open loop")
+        })
+        .collect();
+    assert_eq!(closed.len(), 4 * topologies, "{closed:?}");
+    for row in closed {
+        let name = row["scenario"].as_str().unwrap();
+        let big_vs: f64 = name.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let redis = &row["redis"];
+        assert!(redis["pages"].as_u64().unwrap() > 0, "{name}: {redis}");
+        assert_eq!(
+            redis["expected_sources"].as_f64(),
+            Some(big_vs + 1.0),
+            "{name}"
+        );
+        let sources = redis["sources_per_page"].as_f64().unwrap();
+        assert!(
+            (sources - (big_vs + 1.0)).abs() <= SOURCES_TOLERANCE * (big_vs + 1.0),
+            "{name}: {sources} sources per page, not {}: {redis}",
+            big_vs + 1.0
+        );
+        assert_eq!(redis["sources_ok"], true, "{name}: {redis}");
+        for figure in [
+            "redis_calls_per_page",
+            "redis_script_usec_per_page",
+            "redis_cpu_usec_per_page",
+            "range_read_cpu_usec",
+            "redis_cpu_budget_usec",
+            "service_cpu_usec_per_page",
+        ] {
+            assert!(
+                redis[figure].as_f64().unwrap() > 0.0,
+                "{name}: {figure}: {redis}"
+            );
+        }
+        assert!(redis["budget_met"].is_boolean(), "{name}: {redis}");
+        for command in ["zrevrangebyscore", "hmget", "hget", "zscore", "evalsha"] {
+            assert!(
+                redis["calls_per_page"][command].as_f64().is_some(),
+                "{name}: no {command} per page: {redis}"
+            );
+        }
+        assert!(row["goal"]["met"].is_boolean(), "{name}: {row}");
+    }
+    for row in rows
+        .iter()
+        .filter(|r| r["scenario"].as_str().unwrap().contains("open loop"))
+    {
+        assert!(row["goal"]["met"].is_boolean(), "{row}");
+    }
+    let reached: Vec<&serde_json::Value> = report["big_vs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["big_vs_with_epoch"] == READ_BIG_VS)
+        .collect();
+    assert_eq!(reached.len(), topologies, "{}", report["big_vs"]);
+    for ties in report["ties"].as_array().unwrap() {
+        if ties["scenario"].as_str().unwrap().ends_with(", tied") {
+            assert!(ties["min_per_ms"].as_i64().unwrap() >= 2, "{ties}");
+            assert!(ties["max_per_ms"].as_i64().unwrap() <= 4, "{ties}");
+        }
+    }
 }

@@ -11,7 +11,9 @@
 //! cargo run --release --bin feed-load
 //! ```
 
+mod big_v;
 mod cpu;
+mod redis_stats;
 mod report;
 mod scenarios;
 mod seed;
@@ -29,7 +31,10 @@ pub struct Options {
     /// Big-Vs with `big_followers` followers each (overlapping sets).
     pub big_authors: i64,
     pub big_followers: i64,
-    /// Ordinary authors with `ordinary_min`..=`ordinary_max` followers each.
+    /// Ordinary authors with `ordinary_min`..=`ordinary_max` followers
+    /// each, counting the 50 read big-Vs of the spread graph (whose
+    /// follower counts are their own: see `seed.rs`); the tied graph has as
+    /// many authors again.
     pub ordinary_authors: i64,
     pub ordinary_min: i64,
     pub ordinary_max: i64,
@@ -39,7 +44,8 @@ pub struct Options {
     pub reader_ordinary_max: i64,
     /// Seeded posts per author.
     pub posts_per_author: i64,
-    /// Readers in each read cohort (one follows 10 big-Vs, one 50).
+    /// Readers in each read cohort (one follows 10 big-Vs, one 50; two
+    /// cohorts per read graph, spread and tied).
     pub cohort: i64,
     /// Fraction of the mega big-V's followers that are active fans.
     pub active_fraction: f64,
@@ -135,10 +141,11 @@ impl Options {
             || opts.ordinary_min > opts.ordinary_max
             || opts.reader_ordinary_min > opts.reader_ordinary_max
             || opts.cohort > opts.mega_followers
-            || opts.ordinary_authors < 50
+            || opts.ordinary_authors < 60
         {
-            return Err("follower counts must fit in the reader population (mega-followers), with at least 50 ordinary authors".into());
+            return Err("follower counts must fit in the reader population (mega-followers), with at least 60 ordinary authors (50 of them are the read big-Vs)".into());
         }
+        seed::Layout::of(&opts).check(&opts)?;
         Ok(opts)
     }
 }

@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use diesel_async::{AsyncConnection, AsyncPgConnection};
 use feed_service::http::auth::JwtKeys;
 use feed_service::settings::Settings;
 use feed_service::store::pg::{ensure_database, run_migrations, with_database};
@@ -14,10 +14,12 @@ use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
+use crate::big_v::{self, Admin, BigVs};
 use crate::cpu::Cpu;
-use crate::report::{self, Fanout, Latency, Report, Row};
-use crate::seed::{self, bar, Layout};
-use crate::target::{self, Target};
+use crate::redis_stats::{self, Stats};
+use crate::report::{self, Fanout, Latency, PageCost, Report, Row};
+use crate::seed::{self, bar, Layout, COHORT_BIG_VS};
+use crate::target::{self, ReadBaseline, Target};
 use crate::Options;
 
 type R<T> = Result<T, String>;
@@ -39,7 +41,21 @@ impl Drop for Service {
     }
 }
 
-async fn start_service(o: &Options, db_url: &str, target: &Target) -> R<Service> {
+/// The admin settings of every run but the big-V thresholds (which each
+/// scenario sets): an active window of a week, caps of 1,000.
+fn run_settings() -> Value {
+    json!({"active_window_secs": 604_800, "inbox_max_len": 1000, "outbox_max_len": 1000})
+}
+
+/// Starts the service on `target` and gives it the run's settings through
+/// its admin API.
+async fn start_service(
+    o: &Options,
+    db_url: &str,
+    target: &Target,
+    client: &reqwest::Client,
+    keys: &JwtKeys,
+) -> R<Service> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("no free port: {e}"))?
@@ -65,11 +81,13 @@ async fn start_service(o: &Options, db_url: &str, target: &Target) -> R<Service>
         child,
         base: format!("http://127.0.0.1:{port}"),
     };
-    let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if let Ok(res) = client.get(format!("{}/readyz", service.base)).send().await {
             if res.status().is_success() {
+                Admin::new(client, &service.base, keys)?
+                    .settings(&run_settings())
+                    .await?;
                 return Ok(service);
             }
         }
@@ -99,12 +117,6 @@ pub async fn run(o: Options) -> R<()> {
     for target in std::iter::once(&single).chain(&cluster) {
         target.delete(&format!("{}*", o.prefix)).await?;
     }
-    pg.batch_execute(
-        "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000, \
-                      active_window_secs = 604800, inbox_max_len = 1000, outbox_max_len = 1000",
-    )
-    .await
-    .map_err(|e| e.to_string())?;
     let keys = JwtKeys::from_settings(&settings.auth).map_err(|e| e.chain())?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(o.concurrency * 2)
@@ -123,10 +135,16 @@ pub async fn run(o: Options) -> R<()> {
         keys: &keys,
         report: &mut report,
     };
-    let service = start_service(&o, &db_url, &single).await?;
+    let service = start_service(&o, &db_url, &single, &client, &keys).await?;
     let baselines = run.on_redis(&single, &service).await?;
     run.report.baselines = json!({"tool": "redis-benchmark"});
     merge(&mut run.report.baselines, baselines);
+
+    // Publishing authors: the big-Vs and the mega author are big-V.
+    if ["publish", "mixed", "sustained"].iter().any(|s| o.runs(s)) {
+        let admin = Admin::new(&client, &service.base, &keys)?;
+        run.big_vs(&single, &admin, BigVs::BigAuthors).await?;
+    }
 
     // Publish latency by the author's follower count.
     if o.runs("publish") {
@@ -172,7 +190,7 @@ pub async fn run(o: Options) -> R<()> {
 
     // The same fan-outs and reads on the cluster, against its own baselines.
     if let Some(cluster) = &cluster {
-        let service = start_service(&o, &db_url, cluster).await?;
+        let service = start_service(&o, &db_url, cluster, &client, &keys).await?;
         let baselines = run.on_redis(cluster, &service).await?;
         drop(service);
         run.report.baselines["cluster"] = baselines;
@@ -181,6 +199,13 @@ pub async fn run(o: Options) -> R<()> {
         target.delete(&format!("{}*", o.prefix)).await?;
     }
     report::write(&report, &o.out_dir)?;
+    if !report.failures.is_empty() {
+        return Err(format!(
+            "{} premise(s) failed (the report is written):\n  {}",
+            report.failures.len(),
+            report.failures.join("\n  ")
+        ));
+    }
     Ok(())
 }
 
@@ -205,9 +230,10 @@ impl Run<'_> {
     /// The scenarios that measure Redis, on `target` through `service`:
     /// (a) fan-out to every follower of the mega author, pure push; (b) the
     /// same author as a big-V, to its active fans; (c) reads merging 10
-    /// and 50 big-V outboxes. Returns the same-run baselines of `target`:
-    /// pipelined ZADD (mostly of members already there, and of new ones)
-    /// before the fan-outs, ZREVRANGEBYSCORE before and
+    /// and 50 big-V outboxes with the inbox, on the spread and the tied
+    /// graph. Returns the same-run baselines of `target`: pipelined ZADD
+    /// (mostly of members already there, and of new ones) before the
+    /// fan-outs, ZREVRANGEBYSCORE (rate and Redis CPU per call) before and
     /// after the reads (the reads are held to their mean).
     async fn on_redis(&mut self, target: &Target, service: &Service) -> R<Value> {
         let o = self.o;
@@ -244,52 +270,190 @@ impl Run<'_> {
             self.report.fanouts.push(f);
         }
 
-        if o.runs("reads") {
-            prepare_reads(self.layout, self.pg, target).await?;
-        }
-        let mut read_runs = Vec::new();
-        for (label, cohort, sources) in [
-            ("reads, 10 big-Vs", &self.layout.cohort10, 11.0),
-            ("reads, 50 big-Vs", &self.layout.cohort50, 51.0),
-        ] {
-            if !o.runs("reads") {
-                break;
-            }
-            let label = target.label(label);
-            let tokens: Vec<String> = cohort
-                .clone()
-                .map(|r| self.keys.mint(r, false, 3600).unwrap_or_default())
-                .collect();
-            let (client, base) = (self.client, service.base.as_str());
-            warm(client, base, &tokens, &label).await;
-            let pid = service.child.id();
-            let before = Cpu::now(pid);
-            let lat = reads(client, base, &tokens, o.concurrency, o.seconds, &label).await;
-            let cpu = before.per(Cpu::now(pid), lat.requests as f64);
-            // Open loop: first pages at half the closed loop's rate, sent on
-            // schedule whatever the answers' latency.
-            let rate = (lat.per_sec / 2.0).max(1.0);
-            let open_label = format!("{label}, open loop {rate:.0}/s");
-            let before = Cpu::now(pid);
-            let open = open_loop(client, base, &tokens, rate, o.seconds, &open_label).await;
-            let open_cpu = before.per(Cpu::now(pid), open.requests as f64);
-            read_runs.push((label, lat, sources, cpu, open_label, open, open_cpu));
-        }
+        let read_runs = if o.runs("reads") {
+            self.read_scenarios(target, service).await?
+        } else {
+            Vec::new()
+        };
         let zrev_after = target.zrev_baseline().await?;
-        let zrev = (zrev_before + zrev_after) / 2.0;
-        for (label, lat, sources, cpu, open_label, open, open_cpu) in read_runs {
-            let report = &mut *self.report;
-            report
-                .rows
-                .push(Row::reads(&label, &lat, zrev / sources, sources).with_cpu(cpu));
-            report.latencies.push((label, lat));
-            report
-                .rows
-                .push(Row::latency(&open_label, &open).with_cpu(open_cpu));
-            report.latencies.push((open_label, open));
+        let zrev = ReadBaseline::mean(zrev_before, zrev_after);
+        for run in read_runs {
+            self.report_reads(run, zrev);
         }
         Ok(target::baselines(zadd, zadd_new, zrev_before, zrev_after))
     }
+
+    /// Makes exactly `who` big-V through `admin`'s service on `target`
+    /// (see `big_v.rs`), recorded in the report.
+    async fn big_vs(&mut self, target: &Target, admin: &Admin<'_>, who: BigVs) -> R<()> {
+        let mut record = big_v::reach(self.pg, admin, self.layout, who).await?;
+        record["redis"] = json!(target.name);
+        self.report.big_vs.push(record);
+        Ok(())
+    }
+
+    /// The read scenarios on `target`: the read big-Vs of both graphs made
+    /// big-V, Redis emptied (every inbox, outbox and reader state is
+    /// rebuilt by the warm-up reads), then for each graph (spread, tied)
+    /// and each cohort (10 and 50 big-Vs) a closed and an open loop.
+    async fn read_scenarios(&mut self, target: &Target, service: &Service) -> R<Vec<ReadRun>> {
+        let admin = Admin::new(self.client, &service.base, self.keys)?;
+        self.big_vs(target, &admin, BigVs::ReadGraphs).await?;
+        self.check_ties().await?;
+        target
+            .delete(&format!("{}*", target.store.keys().prefix()))
+            .await?;
+        let mut runs = Vec::new();
+        for graph in self.layout.graphs() {
+            for (cohort, big_vs) in graph.cohorts.iter().zip(COHORT_BIG_VS) {
+                let label = target.label(&read_label(big_vs, graph.suffix));
+                runs.push(
+                    self.read_run(target, service, label, cohort, big_vs)
+                        .await?,
+                );
+            }
+        }
+        Ok(runs)
+    }
+
+    /// Records how the feed of each read cohort's first reader shares
+    /// milliseconds (from PostgreSQL, so once a run); a tied cohort whose
+    /// feed has a millisecond of fewer than 2 or more than 4 posts fails
+    /// the run, as its rows would not measure what they claim.
+    async fn check_ties(&mut self) -> R<()> {
+        if !self.report.ties.is_empty() {
+            return Ok(());
+        }
+        for graph in self.layout.graphs() {
+            for (cohort, big_vs) in graph.cohorts.iter().zip(COHORT_BIG_VS) {
+                let label = read_label(big_vs, graph.suffix);
+                let ties = seed::ties(self.pg, *cohort.start()).await?;
+                if graph.tied && (ties.min_per_ms < 2 || ties.max_per_ms > 4) {
+                    self.report.failures.push(format!(
+                        "{label}: reader {}'s feed has {} to {} posts to a millisecond, not 2 to 4",
+                        ties.reader, ties.min_per_ms, ties.max_per_ms
+                    ));
+                }
+                let mut record = serde_json::to_value(&ties).map_err(|e| e.to_string())?;
+                record["scenario"] = json!(label);
+                self.report.ties.push(record);
+            }
+        }
+        Ok(())
+    }
+
+    /// One read scenario: the cohort's readers read once (warm-up), then
+    /// `concurrency` of them scroll for `seconds` (closed loop, with Redis's
+    /// statistics around it), then first pages at half that rate (open
+    /// loop: requests sent on schedule whatever the answers' latency).
+    async fn read_run(
+        &self,
+        target: &Target,
+        service: &Service,
+        label: String,
+        cohort: &std::ops::RangeInclusive<i64>,
+        big_vs: i64,
+    ) -> R<ReadRun> {
+        let o = self.o;
+        let tokens: Vec<String> = cohort
+            .clone()
+            .map(|r| self.keys.mint(r, false, 3600).unwrap_or_default())
+            .collect();
+        let (client, base) = (self.client, service.base.as_str());
+        warm(client, base, &tokens, &label).await;
+        let pid = service.child.id();
+        let before = Cpu::now(pid);
+        let closed = reads(client, base, &tokens, o.concurrency, o.seconds, &label);
+        let (closed, redis) = redis_stats::around(target, closed).await?;
+        let cpu = before.per(Cpu::now(pid), pages(&closed) as f64);
+        let rate = (closed.per_sec / 2.0).max(1.0);
+        let open_label = format!("{label}, open loop {rate:.0}/s");
+        let before = Cpu::now(pid);
+        let open = open_loop(client, base, &tokens, rate, o.seconds, &open_label).await;
+        let open_cpu = before.per(Cpu::now(pid), pages(&open) as f64);
+        Ok(ReadRun {
+            label,
+            big_vs,
+            closed,
+            cpu,
+            redis,
+            open_label,
+            open,
+            open_cpu,
+        })
+    }
+
+    /// A read run's rows, against the same-run read baseline `zrev`: its
+    /// premise checked (a failure is recorded), its targets met or not.
+    fn report_reads(&mut self, run: ReadRun, zrev: ReadBaseline) {
+        let sources = (run.big_vs + 1) as f64;
+        let cost = PageCost::of(
+            &run.redis,
+            pages(&run.closed),
+            sources,
+            zrev.cpu_usec_per_read,
+            run.cpu.service,
+        );
+        let report = &mut *self.report;
+        report.failures.extend(cost.premise(&run.label));
+        let target = read_ratio_target(run.big_vs);
+        let row = Row::reads(&run.label, &run.closed, zrev.per_sec / sources, sources);
+        let met = row.ratio.unwrap_or(0.0) >= target && run.closed.errors == 0;
+        report.rows.push(
+            row.with_cpu(run.cpu)
+                .with_redis(cost)
+                .with_goal(format!("ratio ≥ {target}, 0 errors"), met),
+        );
+        report.latencies.push((run.label, run.closed));
+        let met = run.open.p99_ms < OPEN_LOOP_P99_MS && run.open.errors == 0;
+        report.rows.push(
+            Row::latency(&run.open_label, &run.open)
+                .with_cpu(run.open_cpu)
+                .with_goal(format!("p99 < {OPEN_LOOP_P99_MS} ms, 0 errors"), met),
+        );
+        report.latencies.push((run.open_label, run.open));
+    }
+}
+
+/// A read scenario's label (before the topology's mark).
+fn read_label(big_vs: i64, suffix: &str) -> String {
+    format!("reads, {big_vs} big-Vs{suffix}")
+}
+
+/// Pages served: the successful responses.
+fn pages(lat: &Latency) -> usize {
+    lat.requests.saturating_sub(lat.errors)
+}
+
+/// The read target: pages/s at least this share of the same-run
+/// ZREVRANGEBYSCORE rate divided by the page's sources, 0.35 with 10
+/// big-Vs and 1.0 with 50 (a page is one script call, where the baseline
+/// pays a request per range read, so the more sources the more a page
+/// saves).
+fn read_ratio_target(big_vs: i64) -> f64 {
+    if big_vs >= 50 {
+        1.0
+    } else {
+        0.35
+    }
+}
+
+/// The open loop's target: p99 below this, in milliseconds.
+const OPEN_LOOP_P99_MS: f64 = 25.0;
+
+/// A read scenario's measurements, reported once the read baseline after
+/// the reads is known.
+struct ReadRun {
+    label: String,
+    big_vs: i64,
+    closed: Latency,
+    /// CPU per page of each process (closed loop).
+    cpu: Cpu,
+    /// Redis's statistics around the closed loop.
+    redis: Stats,
+    open_label: String,
+    open: Latency,
+    open_cpu: Cpu,
 }
 
 async fn storage(pg: &mut AsyncPgConnection) -> R<Value> {
@@ -313,7 +477,9 @@ fn tick(b: indicatif::ProgressBar, secs: f64) -> tokio::task::JoinHandle<()> {
 }
 
 /// One post by the mega author; every follower has an inbox. Pure push
-/// (`big_v` false, threshold above its count) or big-V to active fans.
+/// (`big_v` false: nobody is big-V) or big-V to active fans (the mega
+/// author alone is big-V). The thresholds are set, and their fan-out jobs
+/// done, before the inboxes are made.
 async fn fanout(
     run: &mut Run<'_>,
     target: &Target,
@@ -321,23 +487,11 @@ async fn fanout(
     label: &str,
     big_v: bool,
 ) -> R<Fanout> {
+    // Pure push: nobody is big-V; else the mega author alone.
+    let admin = Admin::new(run.client, &service.base, run.keys)?;
+    let who = if big_v { BigVs::Mega } else { BigVs::Nobody };
+    run.big_vs(target, &admin, who).await?;
     let (o, l, pg, client, keys) = (run.o, run.layout, &mut *run.pg, run.client, run.keys);
-    let sql = if big_v {
-        format!(
-            "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
-                 UPDATE users SET big_v = true WHERE id = {}",
-            l.mega
-        )
-    } else {
-        format!(
-            "UPDATE settings SET big_v_threshold = {t}, big_v_demote_threshold = {d}; \
-                 UPDATE users SET big_v = false WHERE id = {m}",
-            t = l.readers * 10,
-            d = l.readers * 10 - 1,
-            m = l.mega
-        )
-    };
-    pg.batch_execute(&sql).await.map_err(|e| e.to_string())?;
     // Every follower has read its feed once: its inbox exists.
     target.delete(&format!("{}feed:*", o.prefix)).await?;
     let b = bar(l.readers as u64, &format!("inboxes: {}", target.name));
@@ -381,7 +535,6 @@ async fn fanout(
     } else {
         l.readers
     };
-    tokio::time::sleep(Duration::from_millis(1200)).await; // the service reloads the settings
     let token = keys.mint(l.mega, false, 3600).map_err(|e| e.chain())?;
     let pid = service.child.id();
     let cpu_before = Cpu::now(pid);
@@ -463,8 +616,9 @@ async fn fanout(
 /// Publish latency by the author's follower count: `o.publishes` posts per
 /// author, one at a time at 20 per second, by the ordinary authors with the
 /// fewest and the most followers, a big-V with `big_followers` and the mega
-/// author (big-Vs at the default threshold). The fan-outs they start run
-/// alongside; the scenario ends when they are done.
+/// author (the big-Vs and the mega author big-V: `BigVs::BigAuthors`, set
+/// before). The fan-outs they start run alongside; the scenario ends when
+/// they are done.
 async fn publishes(
     o: &Options,
     l: &Layout,
@@ -473,13 +627,6 @@ async fn publishes(
     base: &str,
     keys: &JwtKeys,
 ) -> R<Vec<(String, Latency)>> {
-    pg.batch_execute(
-        "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
-         UPDATE users SET big_v = (follower_count >= 10000) \
-         WHERE big_v <> (follower_count >= 10000)",
-    )
-    .await
-    .map_err(|e| e.to_string())?;
     let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
     let ordinary = |order: &str| {
         format!(
@@ -525,14 +672,7 @@ async fn publishes(
             Latency::of(lat, errors, started.elapsed().as_secs_f64()),
         ));
     }
-    let b = bar(1, "publish: fan-outs draining");
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while seed::count(pg, "SELECT count(*) AS n FROM fanout_jobs WHERE NOT dead").await? > 0
-        && Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    b.finish();
+    big_v::drain(pg, "publish").await?;
     Ok(out)
 }
 
@@ -583,7 +723,7 @@ async fn sustained(
         .await
         .map_err(|e| e.to_string())
     }
-    let (first, last) = (*l.ordinary.start(), *l.ordinary.end() - 50);
+    let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
     let authors: Vec<String> = {
         use diesel_async::RunQueryDsl;
         #[derive(diesel::QueryableByName)]
@@ -693,19 +833,6 @@ async fn sustained(
         "samples": samples,
     });
     Ok((lat, table))
-}
-
-/// Read scenarios: the cohort authors are the big-Vs, inboxes start empty.
-async fn prepare_reads(l: &Layout, pg: &mut AsyncPgConnection, target: &Target) -> R<()> {
-    let ids: Vec<String> = l.cohort_authors.iter().map(|a| a.to_string()).collect();
-    pg.batch_execute(&format!(
-        "UPDATE settings SET big_v_threshold = 10000, big_v_demote_threshold = 8000; \
-         UPDATE users SET big_v = (id = ANY(ARRAY[{}]::bigint[])) WHERE big_v OR id = ANY(ARRAY[{}]::bigint[])",
-        ids.join(","), ids.join(",")
-    )).await.map_err(|e| e.to_string())?;
-    target
-        .delete(&format!("{}*", target.store.keys().prefix()))
-        .await
 }
 
 /// Each reader reads once: inboxes and outboxes are rebuilt before measuring.
@@ -902,9 +1029,10 @@ async fn mixed(
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(o.seconds);
     let readers: Vec<String> = l
-        .cohort10
-        .clone()
-        .chain(l.cohort50.clone())
+        .spread
+        .cohorts
+        .iter()
+        .flat_map(|c| c.clone())
         .take(1000)
         .map(|r| keys.mint(r, false, 3600).unwrap_or_default())
         .collect();

@@ -12,6 +12,7 @@ use redis::Value;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Value as Json};
 
+use crate::redis_stats;
 use crate::seed::bar;
 
 type R<T> = Result<T, String>;
@@ -191,8 +192,11 @@ impl Target {
 
     /// The read baseline: `ZREVRANGEBYSCORE key +inf -inf LIMIT 0 20` (50
     /// clients) on sorted sets of about 1,000 members, which
-    /// redis-benchmark itself fills first (on a cluster, one per master).
-    pub async fn zrev_baseline(&self) -> R<f64> {
+    /// redis-benchmark itself fills first (on a cluster, one per master):
+    /// its rate, and Redis's CPU per range read (`INFO cpu` around the run,
+    /// divided by the `ZREVRANGEBYSCORE` calls `INFO commandstats` counts),
+    /// the unit of a page's Redis budget.
+    pub async fn zrev_baseline(&self) -> R<ReadBaseline> {
         let prefix = self.store.keys().prefix().to_string();
         let key = format!("{prefix}bench:zrev:{{tag}}");
         self.benchmark(
@@ -210,34 +214,64 @@ impl Target {
             ],
             "baseline: filling the read baseline's sets",
         )?;
-        let rate = self.benchmark(
-            &[
-                "-c",
-                "50",
-                "-n",
-                "200000",
-                "ZREVRANGEBYSCORE",
-                &key,
-                "+inf",
-                "-inf",
-                "LIMIT",
-                "0",
-                "20",
-            ],
-            "baseline: redis-benchmark ZREVRANGEBYSCORE",
-        )?;
+        let read = async {
+            self.benchmark(
+                &[
+                    "-c",
+                    "50",
+                    "-n",
+                    "200000",
+                    "ZREVRANGEBYSCORE",
+                    &key,
+                    "+inf",
+                    "-inf",
+                    "LIMIT",
+                    "0",
+                    "20",
+                ],
+                "baseline: redis-benchmark ZREVRANGEBYSCORE",
+            )
+        };
+        let (per_sec, stats) = redis_stats::around(self, read).await?;
         self.delete(&format!("{prefix}bench:*")).await?;
-        Ok(rate)
+        let reads = stats.calls("zrevrangebyscore").max(1) as f64;
+        Ok(ReadBaseline {
+            per_sec: per_sec?,
+            cpu_usec_per_read: stats.cpu_usec / reads,
+        })
+    }
+}
+
+/// One run of the read baseline.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadBaseline {
+    /// `ZREVRANGEBYSCORE` calls per second.
+    pub per_sec: f64,
+    /// Redis CPU microseconds per call (user + system, all nodes).
+    pub cpu_usec_per_read: f64,
+}
+
+impl ReadBaseline {
+    /// The mean of two runs (before and after the reads).
+    pub fn mean(a: ReadBaseline, b: ReadBaseline) -> ReadBaseline {
+        ReadBaseline {
+            per_sec: (a.per_sec + b.per_sec) / 2.0,
+            cpu_usec_per_read: (a.cpu_usec_per_read + b.cpu_usec_per_read) / 2.0,
+        }
     }
 }
 
 /// The baselines of one Redis, as the report shows them.
-pub fn baselines(zadd: f64, zadd_new: f64, zrev_before: f64, zrev_after: f64) -> Json {
+pub fn baselines(zadd: f64, zadd_new: f64, before: ReadBaseline, after: ReadBaseline) -> Json {
+    let mean = ReadBaseline::mean(before, after);
     json!({
         "zadd_pipelined_per_sec": zadd,
         "zadd_new_members_per_sec": zadd_new,
-        "zrevrangebyscore_per_sec_before_reads": zrev_before,
-        "zrevrangebyscore_per_sec_after_reads": zrev_after,
-        "zrevrangebyscore_per_sec": (zrev_before + zrev_after) / 2.0,
+        "zrevrangebyscore_per_sec_before_reads": before.per_sec,
+        "zrevrangebyscore_per_sec_after_reads": after.per_sec,
+        "zrevrangebyscore_per_sec": mean.per_sec,
+        "zrevrangebyscore_redis_cpu_usec_per_read_before_reads": before.cpu_usec_per_read,
+        "zrevrangebyscore_redis_cpu_usec_per_read_after_reads": after.cpu_usec_per_read,
+        "zrevrangebyscore_redis_cpu_usec_per_read": mean.cpu_usec_per_read,
     })
 }
