@@ -196,6 +196,28 @@ async fn clause_6_a_read_stopped_inside_a_run_of_equal_scores_takes_the_whole_ru
     z.built(&long, 1000, None, &entries(&many)).await;
     let (ids, cut) = read(z.read(&long, 2).await);
     assert_eq!((ids.len(), cut), (3 + scripts::TIES, Some(7)));
+    // TAIL finishes a run the same way for a read made with plain
+    // commands: the rest of the run after the `k` entries held, and the
+    // same cut (and the floor, to tell a trim in between).
+    let tail = |range: Range| match range {
+        Range::Read(r) => (
+            r.entries.iter().map(|e| e.id).collect::<Vec<_>>(),
+            r.floor,
+            r.cut,
+        ),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        tail(z.store.tail(&run, 9, 2).await.unwrap()),
+        (vec![3, 2], None, Some(8))
+    );
+    assert_eq!(
+        tail(z.store.tail(&floored, 9, 2).await.unwrap()),
+        (vec![3, 2], Some(9), None)
+    );
+    let (ids, _, cut) = tail(z.store.tail(&long, 7, 2).await.unwrap());
+    assert_eq!((ids.len(), cut), (scripts::TIES, Some(7)));
+    assert_eq!(z.store.tail(&z.key(9), 7, 2).await.unwrap(), Range::Missing);
 }
 
 #[tokio::test]
@@ -682,6 +704,34 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
     let mut looked_up: Vec<i64> = meta.keys().copied().collect();
     looked_up.sort_unstable();
     assert_eq!(looked_up, vec![201, 301]);
+}
+
+#[tokio::test]
+async fn clause_10_a_run_of_equal_scores_longer_than_a_read_may_take_is_left_out() {
+    use feed_service::types::WarmRead;
+    let mut z = Zsets::new().await;
+    let keys = z.store.keys().clone();
+    let inbox = keys.inbox(9);
+    assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
+    z.store.fill_following(9, 1, &[1], 3600).await.unwrap();
+    assert!(z.store.begin_state(&keys.pulled()).await.unwrap());
+    z.store.fill_pulled(&[]).await.unwrap();
+    let mut run = vec![(20, 1)];
+    run.extend((0..scripts::TIES as i64 + 10).map(|i| (7, 100 + i)));
+    z.built(&inbox, 1000, None, &entries(&run)).await;
+    // fetch 2: the run of 7 at the boundary is longer than the read may
+    // take (fetch + 1 + ties entries): nothing of 7 is kept, and the read
+    // says it holds everything above 7 only.
+    let WarmRead::Read { sources, meta } =
+        z.store.warm_read(Some(9), &inbox, None, 2).await.unwrap()
+    else {
+        panic!("a warm read");
+    };
+    let Range::Read(r) = &sources[0].1 else {
+        panic!("{sources:?}");
+    };
+    assert_eq!((r.entries.clone(), r.cut), (entries(&[(20, 1)]), Some(7)));
+    assert_eq!(meta.keys().copied().collect::<Vec<_>>(), vec![1]);
 }
 
 #[tokio::test]

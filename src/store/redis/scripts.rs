@@ -201,6 +201,34 @@ return read_source(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
     ))
 });
 
+/// TAIL: KEYS[1] a feed ZSET; ARGV[1] a score `s`, ARGV[2] how many
+/// entries of `s` the caller read (`k`), ARGV[3] `ties`. Finishes a read
+/// that stopped inside a run of equal scores, as [`RANGE`] does in one call
+/// (for a read made with plain commands, a cluster's inbox): returns the
+/// floor (read by rank, the sentinel's being 0 by clause 2, so that a
+/// page's floor reads stay one per source), the cut (`""` if the sentinel
+/// was reached, `s - 1` if the run ended, `s` if it is longer than
+/// `ties`), and the run's entries after the first `k`.
+pub static TAIL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #first == 0 or first[1] ~= '' then return {false, '', {}} end
+local s, ties = ARGV[1], tonumber(ARGV[3])
+local rest = redis.call('ZRANGE', KEYS[1], s, s, 'BYSCORE', 'REV', 'LIMIT', tonumber(ARGV[2]), ties, 'WITHSCORES')
+local cut = s
+if #rest > 0 and rest[#rest - 1] == '' then
+  cut = ''
+  rest[#rest] = nil
+  rest[#rest] = nil
+elseif #rest < 2 * ties then
+  cut = string.format('%d', tonumber(s) - 1)
+end
+return {first[2], cut, rest}
+"#,
+    )
+});
+
 /// BEGIN: KEYS[1] feed ZSET; ARGV[1] TTL in seconds. Creates a missing key
 /// in the building state (clause 5); returns 1 if this caller builds it.
 pub static BEGIN: LazyLock<Script> = LazyLock::new(|| {
@@ -443,35 +471,49 @@ return 1
     )
 });
 
+/// Entries the first read of a pulled outbox takes in a warm read ([`READ`]);
+/// the merge reads more of it (twice as many each time) only while its
+/// entries are still the newest.
+pub const OUTBOX_CHUNK: usize = 4;
+
 /// READ: KEYS[1] `following:{r}`, KEYS[2] the first source (the inbox, or
 /// for an author's page its outbox), KEYS[3] `pulled`; ARGV[1] key prefix,
-/// ARGV[2] max (`+inf` or a score), ARGV[3] entries to read per source
+/// ARGV[2] max (`+inf` or a score), ARGV[3] entries the page reads
 /// (`fetch`), ARGV[4] `home` or `author`, ARGV[5] `ties` (as [`RANGE`]).
 /// Clause 10. Returns `{status}` when the reader state is missing or being
 /// built (`missing:following`, `building:pulled`, ...), else `{'ok',
-/// sources, meta}`:
-/// - each source is `{author or '', floor or '', cut, entries}`, read as
-///   [`RANGE`] reads it: the first, then the outbox of each pulled author
-///   the reader follows (found from the smaller of the two hashes, so a
-///   page never walks every big-V there is);
-/// - the *horizon* is the highest floor or cut of all sources (any source
-///   missing or building: none is trusted). Only entries above it can be
-///   part of a page; of those, merged in feed order, the page can use the
-///   first `fetch` and the rest of the last one's score (`page_part` in
-///   `types/source.rs`). Each source's entries are only those (as member,
-///   score pairs), its cut raised to that part's bound, and only they are
-///   looked up: the reply and the lookups follow the page, not sources ×
-///   window;
-/// - meta is a flat list of id, author (`''` if the post is not cached),
-///   `1` if deleted (else `''`), 1 if its author is followed (else 0), for
-///   each entry returned, once.
+/// sources, meta}`.
+///
+/// The sources are the first, then the outbox of each pulled author the
+/// reader follows (found from the smaller of the two hashes, so a page
+/// never walks every big-V there is). Their floors are read first; one
+/// missing or building ends the read there (the engine rebuilds it or
+/// answers from PostgreSQL). Then the script merges them newest first, in
+/// feed order, reading each lazily from `max` down: the first source
+/// `fetch + 1` entries first, an outbox [`OUTBOX_CHUNK`], each read twice as
+/// many as the one before (a pulled
+/// outbox rarely holds much of a page, and every score read costs Redis
+/// its formatting). The merge stops at the highest floor, or once it holds
+/// `fetch` distinct entries and the rest of the last one's score (the
+/// page's part, `page_part` in `types/source.rs`; a run of equal scores at
+/// the boundary is read through, so it costs no second read), or when a
+/// source has given `fetch + 1 + ties` entries (then nothing at or below
+/// its last score is kept).
+///
+/// Each source is returned as `{author or '', floor or '', cut,
+/// entries}`: the entries of the part it gave (member, score pairs), and
+/// its cut: `''` if it was read to its end, else the score above which it
+/// gave every entry. Only the part's posts are looked up: meta is a flat
+/// list of id, author (`''` if the post is not cached), `1` if deleted
+/// (else `''`), 1 if its author is followed (else 0). So the reads, the
+/// lookups and the reply follow the page, not sources × window.
 pub static READ: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        r#"{PRELUDE}{SOURCE}
+    Script::new(
+        r#"
 local prefix, max, fetch, home = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == 'home'
-local ties = tonumber(ARGV[5])
+local cap = fetch + 1 + tonumber(ARGV[5])
 local function hmget(key, fields)
-  local out = {{}}
+  local out = {}
   for from = 1, #fields, 1000 do
     local r = redis.call('HMGET', key, unpack(fields, from, math.min(from + 999, #fields)))
     for i = 1, #r do out[#out + 1] = r[i] end
@@ -483,17 +525,15 @@ local function is_followed(v)
 end
 if home then
   local f = redis.call('HGET', KEYS[1], '')
-  if not f then return {{'missing:following'}} end
-  if f == 'b' then return {{'building:following'}} end
+  if not f then return {'missing:following'} end
+  if f == 'b' then return {'building:following'} end
   local p = redis.call('HGET', KEYS[3], '')
-  if not p then return {{'missing:pulled'}} end
-  if p == 'b' then return {{'building:pulled'}} end
+  if not p then return {'missing:pulled'} end
+  if p == 'b' then return {'building:pulled'} end
 end
-local sources = {{{{'', read_source(KEYS[2], max, fetch, ties)}}}}
+local sources = {{author = '', key = KEYS[2], chunk = fetch + 1}}
 if home then
-  -- The pulled authors the reader follows, from the smaller of the two
-  -- hashes: a page costs min(pulled, followed), not every big-V there is.
-  local authors = {{}}
+  local authors = {}
   if redis.call('HLEN', KEYS[3]) <= redis.call('HLEN', KEYS[1]) then
     local pulled = redis.call('HKEYS', KEYS[3])
     local states = hmget(KEYS[1], pulled)
@@ -502,7 +542,7 @@ if home then
     end
   else
     local all = redis.call('HGETALL', KEYS[1])
-    local followed = {{}}
+    local followed = {}
     for i = 1, #all, 2 do
       if all[i] ~= '' and is_followed(all[i + 1]) then followed[#followed + 1] = all[i] end
     end
@@ -512,71 +552,98 @@ if home then
     end
   end
   for _, a in ipairs(authors) do
-    sources[#sources + 1] = {{a, read_source(prefix .. 'outbox:{{' .. a .. '}}', max, fetch, ties)}}
+    sources[#sources + 1] = {author = a, key = prefix .. 'outbox:{' .. a .. '}', chunk = OUTBOX_CHUNK}
   end
 end
-local horizon = -math.huge
-for _, s in ipairs(sources) do
-  local floor = nil
-  if s[2][1] then floor = floor_of(s[2][1]) end
-  if floor == nil then
-    horizon = math.huge
-  else
-    horizon = math.max(horizon, floor)
-    if s[2][2] ~= '' then horizon = math.max(horizon, tonumber(s[2][2])) end
+-- Floors: the merge trusts nothing at or below the highest.
+local horizon, usable = -math.huge, true
+for _, src in ipairs(sources) do
+  src.floor = redis.call('ZSCORE', src.key, '')
+  if not src.floor or src.floor == 'inf' or src.floor == '+inf' then
+    usable = false
+  elseif src.floor ~= '-inf' then
+    horizon = math.max(horizon, tonumber(src.floor))
   end
 end
--- The merged stream above the horizon, in feed order, once; then the part
--- of it a page can use (page_part in types/source.rs): the first `fetch`
--- entries and the rest of the last one's score.
-local merged, seen = {{}}, {{}}
-for _, s in ipairs(sources) do
-  local list = s[2][3]
-  for i = 1, #list, 2 do
-    local id = list[i]
-    if id ~= '' and not seen[id] then
-      local score = tonumber(list[i + 1])
-      if score > horizon then
-        seen[id] = true
-        merged[#merged + 1] = {{score, id}}
-      end
+-- Each source's next entry (its head), read a chunk at a time.
+local function advance(src)
+  src.i = src.i + 2
+  if src.i > #src.buf then
+    if src.ended then src.hs = nil return end
+    if src.read >= cap then
+      src.hs, src.capped = nil, true
+      return
     end
+    local want = math.min(src.chunk, cap - src.read)
+    src.buf = redis.call('ZREVRANGEBYSCORE', src.key, max, '-inf', 'WITHSCORES', 'LIMIT', src.read, want)
+    src.i = 1
+    src.read = src.read + #src.buf / 2
+    if #src.buf < 2 * want then src.ended = true end
+    if #src.buf == 0 then src.hs = nil return end
+    src.chunk = src.chunk * 2
   end
+  local m = src.buf[src.i]
+  if m == '' then
+    src.ended, src.hs = true, nil
+    return
+  end
+  src.hm, src.hs = m, tonumber(src.buf[src.i + 1])
 end
-local function before(x, y)
-  if x[1] ~= y[1] then return x[1] > y[1] end
-  local a, b = x[2], y[2]
-  for i = 1, math.min(#a, #b) do
-    local p, q = string.byte(a, i), string.byte(b, i)
+-- Equal scores: member bytes descending, as Redis orders them.
+local function member_after(m1, m2)
+  for i = 1, math.min(#m1, #m2) do
+    local p, q = string.byte(m1, i), string.byte(m2, i)
     if p ~= q then return p > q end
   end
-  return #a > #b
+  return #m1 > #m2
 end
-table.sort(merged, before)
-local part = nil
-if #merged > fetch then
-  local last = merged[fetch][1]
-  for i = fetch + 1, #merged do
-    if merged[i][1] ~= last then
-      part = last - 1
+local part, seen, count, last, bound = {}, {}, 0, nil, horizon
+if usable then
+  for _, src in ipairs(sources) do
+    src.buf, src.i, src.read, src.kept = {}, -1, 0, {}
+    advance(src)
+  end
+  while true do
+    local best = nil
+    for _, src in ipairs(sources) do
+      local h = src.hs
+      if h and h > horizon and (not best or h > best.hs or
+          (h == best.hs and member_after(src.hm, best.hm))) then
+        best = src
+      end
+    end
+    if not best then break end
+    if count >= fetch and best.hs ~= last then
+      bound = math.max(bound, last - 1)
+      break
+    end
+    local s, m = best.hs, best.hm
+    best.kept[#best.kept + 1] = {s, m}
+    if not seen[m] then
+      seen[m] = true
+      count = count + 1
+      part[#part + 1] = {s, m}
+    end
+    last = s
+    advance(best)
+    if best.capped then
+      bound = math.max(bound, s)
       break
     end
   end
 end
-local bound = horizon
-if part and part > bound then bound = part end
 -- The part's posts (author, tombstone), then whether their authors are
 -- followed, in one HMGET.
-local ids, posts = {{}}, {{}}
-for _, e in ipairs(merged) do
+local ids, posts = {}, {}
+for _, e in ipairs(part) do
   if e[1] > bound then
     ids[#ids + 1] = e[2]
-    posts[#posts + 1] = redis.call('HMGET', prefix .. 'post:{{' .. e[2] .. '}}', 'a', 'd')
+    posts[#posts + 1] = redis.call('HMGET', prefix .. 'post:{' .. e[2] .. '}', 'a', 'd')
   end
 end
-local follows = {{}}
+local follows = {}
 if home then
-  local authors, known = {{}}, {{}}
+  local authors, known = {}, {}
   for _, m in ipairs(posts) do
     local a = m[1]
     if a and not known[a] then
@@ -587,7 +654,7 @@ if home then
   local states = hmget(KEYS[1], authors)
   for i, a in ipairs(authors) do follows[a] = is_followed(states[i]) end
 end
-local meta = {{}}
+local meta = {}
 for i, id in ipairs(ids) do
   local a = posts[i][1] or ''
   local f = 1
@@ -597,22 +664,23 @@ for i, id in ipairs(ids) do
   meta[#meta + 1] = posts[i][2] or ''
   meta[#meta + 1] = f
 end
-local out = {{}}
-for _, s in ipairs(sources) do
-  local floor, cut, list = s[2][1], s[2][2], s[2][3]
-  local kept = {{}}
-  for i = 1, #list, 2 do
-    if list[i] ~= '' and tonumber(list[i + 1]) > bound then
-      kept[#kept + 1] = list[i]
-      kept[#kept + 1] = list[i + 1]
+local out = {}
+for _, src in ipairs(sources) do
+  local kept, cut = {}, ''
+  for _, e in ipairs(src.kept or {}) do
+    if e[1] > bound then
+      kept[#kept + 1] = e[2]
+      kept[#kept + 1] = string.format('%d', e[1])
     end
   end
-  if part and (cut == '' or tonumber(cut) < part) then
-    cut = string.format('%d', part)
+  if usable and not (src.ended and not src.hs) then
+    cut = string.format('%d', bound)
   end
-  out[#out + 1] = {{s[1], floor or '', cut, kept}}
+  out[#out + 1] = {src.author, src.floor or '', cut, kept}
 end
-return {{'ok', out, meta}}
+return {'ok', out, meta}
 "#
-    ))
+        .replace("OUTBOX_CHUNK", &OUTBOX_CHUNK.to_string())
+        .as_str(),
+    )
 });
