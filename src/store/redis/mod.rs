@@ -226,41 +226,43 @@ impl RedisStore {
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<Vec<Range>> {
-        let calls: Vec<RangeCall> = keys
-            .iter()
-            .map(|key| RangeCall {
-                key: key.clone(),
-                max,
-                fetch,
-                ties: scripts::TIES,
-            })
-            .collect();
-        self.range_calls(&calls).await
-    }
-
-    /// [`scripts::RANGE`] calls, each with its own arguments, in one round
-    /// trip (a pipeline per master on a cluster).
-    pub(super) async fn range_calls(&self, calls: &[RangeCall]) -> AppResult<Vec<Range>> {
-        if calls.is_empty() {
+        if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let invocations: Vec<_> = calls
+        let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+        let calls: Vec<_> = keys
             .iter()
-            .map(|c| {
-                let max = c.max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+            .map(|key| {
                 let mut call = scripts::RANGE.prepare_invoke();
-                call.key(&c.key).arg(max).arg(c.fetch).arg(c.ties);
-                (slot(c.key.as_bytes()), call)
+                call.key(key).arg(&max_arg).arg(fetch).arg(scripts::TIES);
+                (slot(key.as_bytes()), call)
             })
             .collect();
         let replies: Vec<(Value, Value, Value)> = self
-            .with_conn(|mut c| async move { c.invoke_all(&scripts::RANGE, &invocations).await })
+            .with_conn(|mut c| async move { c.invoke_all(&scripts::RANGE, &calls).await })
             .await?;
-        calls
-            .iter()
+        keys.iter()
             .zip(&replies)
-            .map(|(c, (floor, cut, entries))| source_of(&c.key, floor, CutBy::Script(cut), entries))
+            .map(|(key, (floor, cut, entries))| source_of(key, floor, CutBy::Script(cut), entries))
             .collect()
+    }
+
+    /// The rest of a run of equal scores `score` of which a read of `key`
+    /// holds `k` entries ([`scripts::TIES`] more at the most), as
+    /// [`scripts::TAIL`] reads it.
+    pub async fn tail(&self, key: &str, score: i64, k: usize) -> AppResult<Range> {
+        let (floor, cut, entries): (Value, Value, Value) = self
+            .with_conn(|mut c| async move {
+                scripts::TAIL
+                    .key(key)
+                    .arg(score)
+                    .arg(k)
+                    .arg(scripts::TIES)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        source_of(key, &floor, CutBy::Script(&cut), &entries)
     }
 
     /// Sends, for every key, the commands `add` puts in a pipeline: one
@@ -601,15 +603,6 @@ impl RedisStore {
         found.dedup();
         Ok(found)
     }
-}
-
-/// One [`scripts::RANGE`] call: its key, `max`, `fetch` and `ties`.
-#[derive(Debug, Clone)]
-pub(super) struct RangeCall {
-    pub key: String,
-    pub max: Option<i64>,
-    pub fetch: usize,
-    pub ties: usize,
 }
 
 /// How a source read says where its entries stop being complete.

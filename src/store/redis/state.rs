@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::{scripts, source_of, CutBy, RangeCall, RedisStore};
+use super::{scripts, source_of, CutBy, RedisStore};
 use crate::error::{AppError, AppResult, Message};
 use crate::types::{
     page_reads, CachedPost, Entry, EntryMeta, Range, SourceRead, StateKey, WarmRead,
@@ -138,20 +138,11 @@ impl RedisStore {
             .await?;
         let mut sources = vec![(None, source_of(first, &floor, CutBy::Limit(fetch), &range)?)];
         // The inbox, read with plain commands in the MULTI, is completed as
-        // RANGE completes a source: its tied tail in the next round trip.
+        // RANGE completes a source (its tied tail), beside the outboxes.
         let run = match &sources[0].1 {
             Range::Read(read) => tied_tail(read),
             Range::Missing | Range::Building => None,
         };
-        let mut calls: Vec<RangeCall> = run
-            .iter()
-            .map(|&(score, k)| RangeCall {
-                key: first.to_string(),
-                max: Some(score),
-                fetch: k + scripts::TIES - 1,
-                ties: 0,
-            })
-            .collect();
         let following = following.unwrap_or_default();
         let followed = |a: &str| following.get(a).is_some_and(|v| v.starts_with('F'));
         let mut pulled_authors = Vec::new();
@@ -172,22 +163,23 @@ impl RedisStore {
                 .map(|a| a.parse::<i64>())
                 .collect::<Result<_, _>>()
                 .map_err(bad("a pulled author"))?;
-            calls.extend(authors.iter().map(|a| RangeCall {
-                key: self.keys.outbox(*a),
-                max,
-                fetch,
-                ties: scripts::TIES,
-            }));
             pulled_authors = authors;
         }
-        let mut ranges = self.range_calls(&calls).await?.into_iter();
-        if let Some(run) = run {
-            // Its call is the first of the round.
-            if let Some(rest) = ranges.next() {
-                complete_run(&mut sources[0].1, run, rest);
+        let outboxes: Vec<String> = pulled_authors
+            .iter()
+            .map(|a| self.keys.outbox(*a))
+            .collect();
+        let tail = async {
+            match run {
+                Some((score, k)) => self.tail(first, score, k).await.map(Some),
+                None => Ok(None),
             }
+        };
+        let (tail, ranges) = futures::join!(tail, self.ranges(&outboxes, max, fetch));
+        if let Some(rest) = tail? {
+            complete_run(&mut sources[0].1, rest);
         }
-        sources.extend(pulled_authors.into_iter().map(Some).zip(ranges));
+        sources.extend(pulled_authors.into_iter().map(Some).zip(ranges?));
         let ids = page_ids(&mut sources, fetch);
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows = self
@@ -479,36 +471,19 @@ fn tied_tail(read: &SourceRead) -> Option<(i64, usize)> {
     (k >= 2 && read.entries.last().is_some_and(|e| e.score == s)).then_some((s, k))
 }
 
-/// Completes the tied tail `(s, k)` of `source` with `rest`, a read of the
-/// same ZSET from `s` down, as RANGE would have: the entries of `s` past
-/// the `k` it holds, and the cut one below `s` when the run ended (none if
-/// the sentinel was reached). If the floor moved in between (a trim), the
-/// source keeps its cut at `s`.
-fn complete_run(source: &mut Range, (s, k): (i64, usize), rest: Range) {
+/// Completes the tied tail of `source` with `rest`, the rest of its run as
+/// [`scripts::TAIL`] read it: its entries and cut, unless the floor moved
+/// in between (a trim) or the run goes on past what TAIL reads (then the
+/// source keeps its cut at the run's score).
+fn complete_run(source: &mut Range, rest: Range) {
     let (Range::Read(read), Range::Read(rest)) = (source, rest) else {
         return;
     };
-    if rest.floor != read.floor {
+    if rest.floor != read.floor || rest.cut == read.cut {
         return;
     }
-    let ended = match rest.cut {
-        None => true,
-        Some(c) => c < s || rest.entries.iter().any(|e| e.score < s),
-    };
-    if !ended {
-        return;
-    }
-    read.entries.extend(
-        rest.entries
-            .iter()
-            .filter(|e| e.score == s)
-            .skip(k)
-            .copied(),
-    );
-    read.cut = match rest.cut {
-        None if read.floor == Some(s) => None,
-        _ => Some(s - 1),
-    };
+    read.entries.extend(rest.entries);
+    read.cut = rest.cut;
 }
 
 /// As READ: the sources cut down to what the page can use
@@ -625,22 +600,24 @@ mod tests {
             unreachable!()
         };
         assert_eq!(tied_tail(r), Some((7, 2)));
-        // The run ends within the second read: the rest of it, cut below.
+        // The run ends within what TAIL reads: its rest, cut below.
         let mut done = inbox.clone();
-        let rest = read(&[(7, 5), (7, 4), (7, 3), (6, 8)], None, Some(6));
-        complete_run(&mut done, (7, 2), rest);
+        complete_run(&mut done, read(&[(7, 3)], None, Some(6)));
         assert_eq!(done, read(&[(9, 1), (7, 5), (7, 4), (7, 3)], None, Some(6)));
         // It reaches the sentinel at 7 (the floor): no cut.
         let mut floored = read(&[(9, 1), (7, 5), (7, 4)], Some(7), Some(7));
-        complete_run(&mut floored, (7, 2), read(&[(7, 5), (7, 4)], Some(7), None));
-        assert_eq!(floored, read(&[(9, 1), (7, 5), (7, 4)], Some(7), None));
-        // Longer than the second read, or the floor moved: cut at 7 still.
+        complete_run(&mut floored, read(&[(7, 3)], Some(7), None));
+        assert_eq!(
+            floored,
+            read(&[(9, 1), (7, 5), (7, 4), (7, 3)], Some(7), None)
+        );
+        // Longer than TAIL reads, or the floor moved: cut at 7 still.
         for rest in [
-            read(&[(7, 5), (7, 4), (7, 3)], None, Some(7)),
-            read(&[(7, 5), (7, 4), (7, 3)], Some(2), None),
+            read(&[(7, 3), (7, 2)], None, Some(7)),
+            read(&[(7, 3)], Some(2), Some(6)),
         ] {
             let mut kept = inbox.clone();
-            complete_run(&mut kept, (7, 2), rest);
+            complete_run(&mut kept, rest);
             assert_eq!(kept, inbox);
         }
         // A lone last score is no tied tail.
