@@ -1,7 +1,7 @@
 //! A small run of the load tool, so that it cannot rot. Its rates are
 //! printed, not asserted; what is asserted is that every figure is there
-//! and that the read scenarios read what they claim: per page, one
-//! `ZREVRANGEBYSCORE` per big-V followed plus one for the inbox, as Redis's
+//! and that the read scenarios read what they claim: per page, the floor
+//! (`ZSCORE`) of one outbox per big-V followed plus the inbox's, as Redis's
 //! `INFO commandstats` counts them (the tool fails the run otherwise too).
 
 use std::process::Command;

@@ -95,11 +95,11 @@ pub struct Goal {
 }
 
 /// How far `sources_per_page` may be from the sources a page must read
-/// (its big-Vs' outboxes and the inbox): 5 %. Only the page read issues
-/// `ZREVRANGEBYSCORE` (one per source; the service's background work,
-/// gauges and active-fan marks, uses other commands), so the count is
-/// exact unless something else uses the same Redis meanwhile; the
-/// tolerance is for that.
+/// (its big-Vs' outboxes and the inbox): 5 %. A page reads each source's
+/// floor once (`ZSCORE` of its sentinel) before any of its entries; the
+/// service's background work adds a few (an active-fan mark reads the
+/// inbox's floor, at most once per interval per reader), and anything
+/// else using the same Redis meanwhile more; the tolerance is for that.
 pub const SOURCES_TOLERANCE: f64 = 0.05;
 
 /// Redis per page of a read run (pages: its successful responses), from
@@ -109,9 +109,9 @@ pub struct PageCost {
     pub pages: usize,
     /// The sources a page must read: the cohort's big-Vs and the inbox.
     pub expected_sources: f64,
-    /// `ZREVRANGEBYSCORE` calls ÷ pages: the engine reads each source
-    /// with exactly one (`ZRANGE`s that finish a run of equal scores are
-    /// not counted here).
+    /// `ZSCORE` calls ÷ pages: a page reads each source's floor once
+    /// (its entries then take one `ZREVRANGEBYSCORE` or more, as many as
+    /// the merge needs).
     pub sources_per_page: f64,
     /// Whether `sources_per_page` is within [`SOURCES_TOLERANCE`] of
     /// `expected_sources`: the premise of the row.
@@ -150,7 +150,7 @@ impl PageCost {
         service_ms_per_page: f64,
     ) -> Self {
         let per = |n: f64| n / pages.max(1) as f64;
-        let sources_per_page = per(stats.calls("zrevrangebyscore") as f64);
+        let sources_per_page = per(stats.calls("zscore") as f64);
         let redis_cpu_usec_per_page = per(stats.cpu_usec);
         let budget = 2.0 * expected_sources * range_read_cpu_usec;
         PageCost {
@@ -185,7 +185,7 @@ impl PageCost {
     pub fn premise(&self, scenario: &str) -> Option<String> {
         (!self.sources_ok).then(|| {
             format!(
-                "{scenario}: {:.2} ZREVRANGEBYSCORE per page over {} pages, expected {} \
+                "{scenario}: {:.2} sources (floors read, ZSCORE) per page over {} pages, expected {} \
                  (its big-Vs' outboxes and the inbox) within {:.0} %: its pages do not read \
                  the sources the scenario claims",
                 self.sources_per_page,
