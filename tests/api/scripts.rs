@@ -97,6 +97,32 @@ impl Zsets {
             .unwrap()
     }
 
+    /// Builds `reader`'s copy of whom it follows and the pulled authors
+    /// (each with a big-V epoch), as a warm read needs them.
+    async fn reader_state(&self, reader: i64, follows: &[i64], pulled: &[i64]) {
+        use feed_service::store::redis::state::PulledAuthor;
+        let keys = self.store.keys();
+        assert!(self
+            .store
+            .begin_state(&keys.following(reader))
+            .await
+            .unwrap());
+        self.store
+            .fill_following(reader, 1, follows, 3600)
+            .await
+            .unwrap();
+        assert!(self.store.begin_state(&keys.pulled()).await.unwrap());
+        let pulled: Vec<PulledAuthor> = pulled
+            .iter()
+            .map(|&author| PulledAuthor {
+                author,
+                epoch: Some(1),
+                in_flight: vec![],
+            })
+            .collect();
+        self.store.fill_pulled(&pulled).await.unwrap();
+    }
+
     async fn read(&self, key: &str, fetch: usize) -> Range {
         self.store
             .ranges(&[key.to_string()], None, fetch)
@@ -611,10 +637,7 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
     let inbox = keys.inbox(9);
-    assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
-    z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
-    assert!(z.store.begin_state(&keys.pulled()).await.unwrap());
-    z.store.fill_pulled(&[]).await.unwrap();
+    z.reader_state(9, &[1, 2], &[]).await;
     // Ten entries, scores 1 to 10, the top of them in a run of three.
     let mut inbox_entries = entries(&[(10, 110), (10, 111), (10, 112)]);
     inbox_entries.extend((1..10).map(|s| Entry::new(s, 100 + s)));
@@ -649,22 +672,13 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
 
 #[tokio::test]
 async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_looked_up() {
-    use feed_service::store::redis::state::PulledAuthor;
     use feed_service::types::WarmRead;
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
     let inbox = keys.inbox(9);
-    assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
-    z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
-    assert!(z.store.begin_state(&keys.pulled()).await.unwrap());
     // More pulled authors than the reader follows (the warm read then
     // starts from whom it follows): 3 to 6 are not followed.
-    let pulled = [1, 2, 3, 4, 5, 6].map(|author| PulledAuthor {
-        author,
-        epoch: Some(1),
-        in_flight: vec![],
-    });
-    z.store.fill_pulled(&pulled).await.unwrap();
+    z.reader_state(9, &[1, 2], &[1, 2, 3, 4, 5, 6]).await;
     // Two pulled outboxes that interleave, and an older inbox.
     let outbox_1 = entries(&[(20, 201), (18, 202), (16, 203), (14, 204)]);
     let outbox_2 = entries(&[(19, 301), (17, 302), (15, 303), (13, 304)]);
@@ -712,10 +726,7 @@ async fn clause_10_a_run_of_equal_scores_longer_than_a_read_may_take_is_left_out
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
     let inbox = keys.inbox(9);
-    assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
-    z.store.fill_following(9, 1, &[1], 3600).await.unwrap();
-    assert!(z.store.begin_state(&keys.pulled()).await.unwrap());
-    z.store.fill_pulled(&[]).await.unwrap();
+    z.reader_state(9, &[1], &[]).await;
     let mut run = vec![(20, 1)];
     run.extend((0..scripts::TIES as i64 + 10).map(|i| (7, 100 + i)));
     z.built(&inbox, 1000, None, &entries(&run)).await;
