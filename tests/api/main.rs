@@ -12,7 +12,6 @@ mod health;
 mod helpers;
 mod instances;
 mod limits;
-mod load;
 mod model;
 mod openapi;
 mod pg_outage;
