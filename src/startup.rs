@@ -48,6 +48,16 @@ impl Application {
         }
         let pg = PgStore::connect(&settings.database).await?;
         let redis = RedisStore::new(&settings.redis)?;
+        match redis.adopt_layout().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                keys = n,
+                "deleted the feeds of an older Redis layout: they are rebuilt when read"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e.chain(), "could not check Redis's feed layout at startup")
+            }
+        }
         let engine = Engine::new(pg, redis, settings.feed.clone()).await?;
         let host = settings.server.host.as_str();
         let (listener, port) = bind(host, settings.server.port, "server.host/server.port")?;

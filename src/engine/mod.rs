@@ -43,7 +43,7 @@ use crate::store::pg::models::{Post, User};
 use crate::store::pg::{Deletion, EdgeChange, EntriesOf, PgStore};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
-use crate::types::{CachedPost, Cursor};
+use crate::types::{CachedPost, Cursor, Entry};
 
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
 
@@ -62,7 +62,7 @@ pub struct Page {
 /// Counters of this engine's work (tests assert read costs with them).
 #[derive(Debug, Default)]
 pub struct Stats {
-    /// Range reads of feed ZSETs (one per source per round).
+    /// Range reads of feed lists (one per source per round).
     pub range_reads: AtomicU64,
     /// Hydration queries.
     pub hydrations: AtomicU64,
@@ -72,7 +72,7 @@ pub struct Stats {
     pub rebuilds: AtomicU64,
     /// Redis failures on the read path (answered from PostgreSQL).
     pub redis_read_errors: AtomicU64,
-    /// Entries read out of feed ZSETs by pages.
+    /// Entries read out of feed lists by pages.
     pub entries_read: AtomicU64,
     /// Rows read from PostgreSQL by pages (feed rows and hydrated ones).
     pub rows_read: AtomicU64,
@@ -326,6 +326,14 @@ impl Engine {
         body: &PostBody,
         created_at_ms: i64,
     ) -> AppResult<Post> {
+        if !crate::store::redis::layout::fits(&Entry::new(created_at_ms, 0)) {
+            return Err(AppError::internal(
+                "a post's time",
+                crate::error::Message(format!(
+                    "{created_at_ms} ms is outside what a feed entry holds (2020 to 2054):                      is the clock right?"
+                )),
+            ));
+        }
         let post = self
             .inner
             .pg

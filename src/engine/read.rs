@@ -28,7 +28,7 @@ const REDIS_MAX_OFFSET: u32 = 100;
 /// need more answers from PostgreSQL).
 const MAX_FETCH: usize = 1000;
 
-/// Which feed ZSET a source is, to rebuild it when missing.
+/// Which feed list a source is, to rebuild it when missing.
 #[derive(Debug, Clone, Copy)]
 enum Source {
     Inbox(i64),

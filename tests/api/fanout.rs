@@ -13,7 +13,7 @@ use feed_service::store::redis::Fault;
 use feed_service::types::{Entry, PageRequest};
 use serde_json::json;
 
-use crate::helpers::{spawn_app, spawn_app_with, test_settings, Cleanup};
+use crate::helpers::{spawn_app, spawn_app_with, test_settings, Cleanup, T0};
 
 #[tokio::test]
 async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
@@ -32,7 +32,7 @@ async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
         followers.push(f.id);
     }
     let post = engine
-        .publish_at(author.id, &PostBody::parse("durable").unwrap(), 1_000)
+        .publish_at(author.id, &PostBody::parse("durable").unwrap(), T0 + 1_000)
         .await
         .unwrap();
     // It had claimed the job and delivered the first 60 when it died.
@@ -76,13 +76,13 @@ async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
     // Delivered by pushes, not by pulling: no job is left, and every inbox holds it.
     let mut redis = second.engine.redis().connection().await.unwrap();
     for f in &followers {
-        let score: Option<f64> = redis::cmd("ZSCORE")
-            .arg(keys.inbox(*f))
-            .arg(post.id)
-            .query_async(&mut redis)
+        let (entries, _) = crate::helpers::feed_list(&mut redis, &keys.inbox(*f))
             .await
-            .unwrap();
-        assert_eq!(score, Some(1_000.0), "follower {f}");
+            .expect("an inbox");
+        assert!(
+            entries.contains(&Entry::new(T0 + 1_000, post.id)),
+            "follower {f}"
+        );
     }
 }
 
@@ -119,7 +119,7 @@ async fn a_warm_page_makes_no_query_and_one_round_trip_whatever_the_follows() {
     for author in 4..26 {
         for i in 0..3 {
             app.engine
-                .publish_at(author, &body, 5_000 + author * 10 + i)
+                .publish_at(author, &body, T0 + 5_000 + author * 10 + i)
                 .await
                 .unwrap();
         }
@@ -188,7 +188,7 @@ async fn with_fan_out_stalled_every_feed_is_still_complete() {
     for i in 0..4 {
         posts.push(
             engine
-                .publish_at(star.id, &body, 10_000 + i)
+                .publish_at(star.id, &body, T0 + 10_000 + i)
                 .await
                 .unwrap()
                 .id,
@@ -204,7 +204,7 @@ async fn with_fan_out_stalled_every_feed_is_still_complete() {
     for i in 4..8 {
         posts.push(
             engine
-                .publish_at(star.id, &body, 10_000 + i)
+                .publish_at(star.id, &body, T0 + 10_000 + i)
                 .await
                 .unwrap()
                 .id,
@@ -271,7 +271,7 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
     for i in 0..3 {
         posts.push(
             engine
-                .publish_at(author, &body, 1_000 + i)
+                .publish_at(author, &body, T0 + 1_000 + i)
                 .await
                 .unwrap()
                 .id,
@@ -308,23 +308,19 @@ async fn redis_conn(engine: &Engine) -> feed_service::store::redis::Conn {
     engine.redis().connection().await.unwrap()
 }
 
-/// Every member of a ZSET but the sentinel.
+/// The ids of every entry of a feed list.
 async fn members(engine: &Engine, key: &str) -> Vec<String> {
     let mut conn = redis_conn(engine).await;
-    let members: Vec<String> = redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut conn)
+    let (entries, _) = crate::helpers::feed_list(&mut conn, key)
         .await
-        .unwrap();
-    members.into_iter().filter(|m| !m.is_empty()).collect()
+        .unwrap_or_default();
+    entries.iter().map(|e| e.id.to_string()).collect()
 }
 
 #[tokio::test]
 async fn a_backfill_too_big_for_one_redis_call_is_split_and_finishes() {
     // A Redis call may take 100 ms. A demoted author's 1,000 posts to a
-    // batch of 200 inboxes are 200,000 ZADDs: far more than one call can
+    // batch of 200 inboxes are 200,000 entry writes: far more than one call can
     // make in that time. (A pipeline waits behind the other one in flight,
     // so 100 ms leaves a loaded machine room for two.)
     let mut settings = test_settings();
@@ -344,7 +340,7 @@ async fn a_backfill_too_big_for_one_redis_call_is_split_and_finishes() {
         .unwrap();
     diesel::sql_query(
         "INSERT INTO posts (author_id, body, created_at_ms, pulled) \
-         SELECT $1, 'p', 5000 + g, TRUE FROM generate_series(1, 1000) g",
+         SELECT $1, 'p', 1764500005000 + g, TRUE FROM generate_series(1, 1000) g",
     )
     .bind::<BigInt, _>(star.id)
     .execute(&mut conn)
@@ -366,7 +362,7 @@ async fn a_job_whose_batches_keep_timing_out_counts_them_and_gives_up_losing_not
     let (engine, _settings, _cleanup) = idle_instance().await;
     let (author, readers) = author_with_followers(&engine, 4).await;
     let post = engine
-        .publish_at(author, &PostBody::parse("slow").unwrap(), 9_000)
+        .publish_at(author, &PostBody::parse("slow").unwrap(), T0 + 9_000)
         .await
         .unwrap();
     let max = engine.tuning().fanout_max_attempts;
@@ -546,7 +542,7 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
     let _cleanup = Cleanup::of(&settings);
     let (author, mut followers) = author_with_followers(&engine, 230).await;
     let post = engine
-        .publish_at(author, &PostBody::parse("p").unwrap(), 9_000)
+        .publish_at(author, &PostBody::parse("p").unwrap(), T0 + 9_000)
         .await
         .unwrap();
     let mut lease = engine.claim(0).await.unwrap().expect("the delivery");

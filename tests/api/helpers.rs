@@ -554,3 +554,40 @@ pub fn conforms(doc: &Value, method: &Method, path: &str, res: &TestResponse) {
         panic!("{method} {path} {status}: the body does not match its schema: {e}\n{body}");
     }
 }
+
+/// A time for posts published at chosen times (a feed entry holds times
+/// from 2020 on).
+pub const T0: i64 = 1_764_500_000_000;
+
+/// A feed list as an `LRANGE key 0 -1` returns it: its entries, newest
+/// first, and its floor as stored (`-inf`, `inf` or a score); `None` for a
+/// missing key.
+pub fn feed_from(reply: &redis::Value) -> Option<(Vec<feed_service::types::Entry>, String)> {
+    use feed_service::store::redis::layout;
+    let members: Vec<Vec<u8>> = redis::from_redis_value_ref(reply).unwrap();
+    let (floor, entries) = members.split_last()?;
+    let entries = entries
+        .iter()
+        .map(|m| layout::unpack(m).expect("an entry before the sentinel"))
+        .collect();
+    assert!(
+        layout::unpack(floor).is_none(),
+        "the last element is the sentinel"
+    );
+    Some((entries, String::from_utf8(floor.clone()).unwrap()))
+}
+
+/// The feed list `key`, read on `conn` (see [`feed_from`]).
+pub async fn feed_list(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &str,
+) -> Option<(Vec<feed_service::types::Entry>, String)> {
+    let reply: redis::Value = redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .unwrap();
+    feed_from(&reply)
+}

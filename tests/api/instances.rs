@@ -223,7 +223,7 @@ async fn two_instances_share_the_jobs_the_settings_and_one_scroll() {
         .await;
     assert_eq!(page["items"].as_array().unwrap().len(), 3);
     let mut c = redis.connection().await.unwrap();
-    let held: i64 = redis::cmd("ZCARD")
+    let held: i64 = redis::cmd("LLEN")
         .arg(&inbox)
         .query_async(&mut c)
         .await

@@ -1112,7 +1112,7 @@ impl World {
                 ));
             }
         }
-        self.check_zsets().await?;
+        self.check_feeds().await?;
         for r in 0..USERS {
             let feed = Feed::Home(r);
             let initial = self
@@ -1146,32 +1146,30 @@ impl World {
     /// done: nothing below its floor, and above it every entry it should
     /// hold (an outbox: its author's posts; an inbox: the posts of every
     /// followed author that is not big-V).
-    async fn check_zsets(&mut self) -> Outcome {
+    async fn check_feeds(&mut self) -> Outcome {
         let mut conn = self.redis.connection().await.map_err(|e| e.chain())?;
         let keys = self.redis.keys().clone();
         for u in 0..USERS {
             let id = self.model.ids[u];
             for (key, inbox) in [(keys.inbox(id), true), (keys.outbox(id), false)] {
-                let members: Vec<(String, f64)> = redis::cmd("ZRANGE")
-                    .arg(&key)
-                    .arg(0)
-                    .arg(-1)
-                    .arg("WITHSCORES")
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(fail("ZRANGE"))?;
-                let Some(pos) = members.iter().position(|(m, _)| m.is_empty()) else {
+                let Some((entries, floor)) = crate::helpers::feed_list(&mut conn, &key).await
+                else {
                     continue;
                 };
-                let floor = members[pos].1;
-                if floor == f64::INFINITY {
-                    continue;
+                let floor = match floor.as_str() {
+                    "inf" => continue,
+                    "-inf" => f64::NEG_INFINITY,
+                    n => n
+                        .parse::<f64>()
+                        .map_err(|e| format!("{key}: floor {n}: {e}"))?,
+                };
+                let in_order = entries.windows(2).all(|w| {
+                    feed_service::types::feed_order(&w[0], &w[1]) == std::cmp::Ordering::Less
+                });
+                if !in_order || entries.iter().any(|e| (e.score as f64) < floor) {
+                    return Err(format!("{key}: entries out of order or below the floor"));
                 }
-                if pos != 0 {
-                    return Err(format!("{key}: the sentinel has rank {pos}"));
-                }
-                let held: BTreeSet<i64> =
-                    members.iter().filter_map(|(m, _)| m.parse().ok()).collect();
+                let held: BTreeSet<i64> = entries.iter().map(|e| e.id).collect();
                 for p in &self.model.posts {
                     let owed = if inbox {
                         self.model.follows.contains(&(u, p.author)) && !self.model.big_v[p.author]

@@ -79,8 +79,12 @@ async fn an_author_page_lists_its_own_live_posts() {
     let mut mine = Vec::new();
     for i in 0..9 {
         mine.push(
-            app.publish_at(&alice, &format!("p{i}"), 1_000 + (i / 3))
-                .await,
+            app.publish_at(
+                &alice,
+                &format!("p{i}"),
+                crate::helpers::T0 + 1_000 + (i / 3),
+            )
+            .await,
         );
     }
     app.publish(&bob, "not alice").await;

@@ -128,7 +128,7 @@ pub async fn seed(settings: &Settings, conn: &mut AsyncPgConnection, n: i64) {
         let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
         redis
             .query_per_slot(&keys, |pipe, key| {
-                pipe.zadd(key, "", "-inf");
+                pipe.rpush(key, "-inf");
             })
             .await
             .unwrap();
@@ -181,20 +181,22 @@ pub async fn delivered_of(settings: &Settings, n: i64, post: i64, posts: i64) ->
         let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
         let replies = redis
             .query_per_slot(&keys, |pipe, key| {
-                pipe.zscore(key, post).zcard(key);
+                pipe.lrange(key, 0, -1);
             })
             .await
             .unwrap();
-        for pair in replies.chunks(2) {
-            if pair[0] != redis::Value::Nil {
+        for reply in &replies {
+            // A feed list always holds its sentinel: none is no key.
+            let Some((entries, _)) = crate::helpers::feed_from(reply) else {
+                d.gone += 1;
+                d.other += 1;
+                continue;
+            };
+            if entries.iter().any(|e| e.id == post) {
                 d.with_post += 1;
             }
-            if pair[1] != redis::Value::Int(posts + 1) {
+            if entries.len() as i64 != posts {
                 d.other += 1;
-            }
-            // A feed ZSET always holds its sentinel: none is no key.
-            if pair[1] == redis::Value::Int(0) {
-                d.gone += 1;
             }
         }
     }

@@ -1,9 +1,9 @@
-//! The contract of a feed ZSET (src/store/redis/scripts.rs), clause by
+//! The contract of a feed list (src/store/redis/scripts.rs), clause by
 //! clause, against the real Redis.
 
-use feed_service::store::redis::scripts;
 use feed_service::store::redis::RedisStore;
-use feed_service::types::{Entry, Range, SourceRead};
+use feed_service::store::redis::{layout, scripts};
+use feed_service::types::{feed_order, Entry, Range, SourceRead};
 use redis::aio::MultiplexedConnection;
 
 use crate::helpers::test_settings;
@@ -36,13 +36,12 @@ impl Zsets {
         self.store.keys().inbox(n * block)
     }
 
-    /// Members with scores, in Redis order (sentinel as "").
-    async fn members(&mut self, key: &str) -> Vec<(String, f64)> {
-        redis::cmd("ZRANGE")
+    /// The list's elements, sentinel included.
+    async fn members(&mut self, key: &str) -> Vec<Vec<u8>> {
+        redis::cmd("LRANGE")
             .arg(key)
             .arg(0)
             .arg(-1)
-            .arg("WITHSCORES")
             .query_async(&mut self.conn)
             .await
             .unwrap()
@@ -50,20 +49,30 @@ impl Zsets {
 
     /// Entry ids, oldest first, without the sentinel.
     async fn ids(&mut self, key: &str) -> Vec<i64> {
-        self.members(key)
+        let mut ids: Vec<i64> = self
+            .members(key)
             .await
-            .into_iter()
-            .filter_map(|(m, _)| m.parse().ok())
-            .collect()
+            .iter()
+            .filter_map(|m| layout::unpack(m))
+            .map(|e| e.id)
+            .collect();
+        ids.reverse();
+        ids
     }
 
+    /// The floor, as a score after [`T`] (or ±∞).
     async fn floor(&mut self, key: &str) -> Option<f64> {
-        redis::cmd("ZSCORE")
+        let raw: Option<String> = redis::cmd("LINDEX")
             .arg(key)
-            .arg("")
+            .arg(-1)
             .query_async(&mut self.conn)
             .await
-            .unwrap()
+            .unwrap();
+        raw.map(|r| match r.as_str() {
+            "-inf" => f64::NEG_INFINITY,
+            "inf" => f64::INFINITY,
+            n => (n.parse::<i64>().unwrap() - T) as f64,
+        })
     }
 
     async fn ttl(&mut self, key: &str) -> i64 {
@@ -74,22 +83,28 @@ impl Zsets {
             .unwrap()
     }
 
-    async fn sentinel_rank(&mut self, key: &str) -> Option<i64> {
-        redis::cmd("ZRANK")
-            .arg(key)
-            .arg("")
-            .query_async(&mut self.conn)
-            .await
-            .unwrap()
+    /// Whether the list is entries in feed order, each once, then one
+    /// sentinel (clause 2).
+    async fn in_order(&mut self, key: &str) -> bool {
+        let members = self.members(key).await;
+        let Some((sentinel, rest)) = members.split_last() else {
+            return false;
+        };
+        let entries: Vec<Entry> = rest.iter().filter_map(|m| layout::unpack(m)).collect();
+        layout::unpack(sentinel).is_none()
+            && entries.len() == rest.len()
+            && entries
+                .windows(2)
+                .all(|w| feed_order(&w[0], &w[1]) == std::cmp::Ordering::Less)
     }
 
-    /// A complete ZSET (floor `-inf`) holding `entries`.
+    /// A complete feed list (floor `-inf`, or `floor`) holding `entries`.
     async fn built(&mut self, key: &str, cap: i64, floor: Option<i64>, entries: &[Entry]) {
         assert!(self.store.begin_build(key).await.unwrap());
         assert!(self.store.fill(key, cap, floor, entries, 0).await.unwrap());
     }
 
-    /// Pushes `entries` into one ZSET.
+    /// Pushes `entries` into one feed list.
     async fn push(&self, key: &str, entries: &[Entry], cap: i64, cut: Option<i64>) -> i64 {
         self.store
             .push_same(&[key.to_string()], entries, cap, cut)
@@ -146,10 +161,19 @@ impl Drop for Zsets {
     }
 }
 
+/// The time the tests' scores count from: entries hold times after 2020.
+const T: i64 = 1_764_500_000_000;
+
+/// A score `s` ms after [`T`].
+fn at(s: i64) -> i64 {
+    T + s
+}
+
+/// Entries of scores after [`T`].
 fn entries(scores_and_ids: &[(i64, i64)]) -> Vec<Entry> {
     scores_and_ids
         .iter()
-        .map(|&(s, id)| Entry::new(s, id))
+        .map(|&(s, id)| Entry::new(at(s), id))
         .collect()
 }
 
@@ -159,8 +183,13 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
     let (complete, floored, building, missing) = (z.key(1), z.key(2), z.key(3), z.key(4));
     z.built(&complete, 10, None, &entries(&[(5, 1), (6, 2)]))
         .await;
-    z.built(&floored, 10, Some(5), &entries(&[(5, 1), (6, 2), (7, 3)]))
-        .await;
+    z.built(
+        &floored,
+        10,
+        Some(at(5)),
+        &entries(&[(5, 1), (6, 2), (7, 3)]),
+    )
+    .await;
     assert!(z.store.begin_build(&building).await.unwrap());
     assert_eq!(
         z.read(&complete, 5).await,
@@ -171,7 +200,7 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
         })
     );
     match z.read(&floored, 5).await {
-        Range::Read(r) => assert_eq!(r.floor, Some(5)),
+        Range::Read(r) => assert_eq!(r.floor, Some(at(5))),
         other => panic!("{other:?}"),
     }
     assert_eq!(z.read(&building, 5).await, Range::Building);
@@ -179,7 +208,7 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
     // A read that stops at its limit cuts at its last score; one that
     // reaches the sentinel does not cut.
     match z.read(&complete, 1).await {
-        Range::Read(r) => assert_eq!(r.cut, Some(5)),
+        Range::Read(r) => assert_eq!(r.cut, Some(at(5))),
         other => panic!("{other:?}"),
     }
     // Read together (one pipeline per node), each key keeps its answer.
@@ -202,78 +231,75 @@ async fn clause_6_a_read_stopped_inside_a_run_of_equal_scores_takes_the_whole_ru
     };
     // The limit (fetch 2: three entries) stops in the run of 9: the rest
     // of the run is read, and the read holds everything above 8.
-    assert_eq!(read(z.read(&run, 2).await), (vec![1, 5, 4, 3, 2], Some(8)));
+    assert_eq!(
+        read(z.read(&run, 2).await),
+        (vec![1, 5, 4, 3, 2], Some(at(8)))
+    );
     // Stopped on a lone score: nothing more is read.
-    assert_eq!(read(z.read(&run, 1).await), (vec![1, 5], Some(9)));
+    assert_eq!(read(z.read(&run, 1).await), (vec![1, 5], Some(at(9))));
     assert_eq!(
         read(z.read(&run, 5).await),
-        (vec![1, 5, 4, 3, 2, 6], Some(8))
+        (vec![1, 5, 4, 3, 2, 6], Some(at(8)))
     );
     // A run that reaches the sentinel (the floor at that score) reads to
     // the floor: no cut, the floor bounds it.
-    z.built(&floored, 100, Some(9), &tied).await;
+    z.built(&floored, 100, Some(at(9)), &tied).await;
     let Range::Read(r) = z.read(&floored, 2).await else {
         panic!("a read");
     };
-    assert_eq!((r.cut, r.floor, r.entries.len()), (None, Some(9), 5));
+    assert_eq!((r.cut, r.floor, r.entries.len()), (None, Some(at(9)), 5));
     // A run longer than the read may take beyond its limit: cut at it.
     let mut many = vec![(20, 1)];
     many.extend((0..scripts::TIES as i64 + 10).map(|i| (7, 100 + i)));
     z.built(&long, 1000, None, &entries(&many)).await;
     let (ids, cut) = read(z.read(&long, 2).await);
-    assert_eq!((ids.len(), cut), (3 + scripts::TIES, Some(7)));
-    // TAIL finishes a run the same way for a read made with plain
-    // commands: the rest of the run after the `k` entries held, and the
-    // same cut (and the floor, to tell a trim in between).
-    let tail = |range: Range| match range {
-        Range::Read(r) => (
-            r.entries.iter().map(|e| e.id).collect::<Vec<_>>(),
-            r.floor,
-            r.cut,
-        ),
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(
-        tail(z.store.tail(&run, 9, 2).await.unwrap()),
-        (vec![3, 2], None, Some(8))
-    );
-    assert_eq!(
-        tail(z.store.tail(&floored, 9, 2).await.unwrap()),
-        (vec![3, 2], Some(9), None)
-    );
-    let (ids, _, cut) = tail(z.store.tail(&long, 7, 2).await.unwrap());
-    assert_eq!((ids.len(), cut), (scripts::TIES, Some(7)));
-    assert_eq!(z.store.tail(&z.key(9), 7, 2).await.unwrap(), Range::Missing);
+    assert_eq!((ids.len(), cut), (3 + scripts::TIES, Some(at(7))));
 }
 
 #[tokio::test]
-async fn clause_2_the_sentinel_keeps_rank_0() {
+async fn clause_2_entries_stay_in_order_once_and_the_sentinel_last() {
     let mut z = Zsets::new().await;
     let key = z.key(1);
     // Filled with entries below its floor: they are dropped.
-    z.built(&key, 10, Some(5), &entries(&[(3, 1), (5, 2), (8, 3)]))
+    z.built(&key, 10, Some(at(5)), &entries(&[(3, 1), (5, 2), (8, 3)]))
         .await;
-    assert_eq!(z.sentinel_rank(&key).await, Some(0));
+    assert!(z.in_order(&key).await);
     assert_eq!(z.ids(&key).await, vec![2, 3]);
-    // An entry at the floor's score sorts after the sentinel.
-    z.store
-        .push(&[(key.clone(), &entries(&[(5, 9)])[..])], 10)
-        .await
-        .unwrap();
-    assert_eq!(z.sentinel_rank(&key).await, Some(0));
-    // After a cut push and after a trim, still first.
-    z.push(&key, &entries(&[(9, 4), (7, 5)]), 10, Some(7)).await;
-    assert_eq!(z.sentinel_rank(&key).await, Some(0));
+    // Pushed out of order, into the middle, at the floor's score, twice,
+    // and ties ordered by the ids' decimal bytes (9 after 10): each in its
+    // place, once.
+    for pushed in [
+        entries(&[(5, 9)]),
+        entries(&[(7, 4), (7, 10), (7, 9), (6, 5)]),
+        entries(&[(7, 4), (8, 3)]),
+    ] {
+        z.store
+            .push(&[(key.clone(), &pushed[..])], 10)
+            .await
+            .unwrap();
+        assert!(z.in_order(&key).await);
+    }
+    assert_eq!(z.ids(&key).await, vec![2, 9, 5, 10, 4, 9, 3]);
+    // Many at once (a follow's backfill), a cut push and a trim.
+    let many: Vec<Entry> = (10..30)
+        .map(|i| Entry::new(at(i % 7 + 9), 1000 + i))
+        .collect();
+    z.push(&key, &many, 100, None).await;
+    assert!(z.in_order(&key).await);
+    z.push(&key, &entries(&[(9, 4), (7, 5)]), 100, Some(at(7)))
+        .await;
+    assert!(z.in_order(&key).await);
     z.push(&key, &entries(&[(20, 6), (21, 7), (22, 8)]), 2, None)
         .await;
-    assert_eq!(z.sentinel_rank(&key).await, Some(0));
+    assert!(z.in_order(&key).await);
+    assert_eq!(z.ids(&key).await.len(), 2);
 }
 
 #[tokio::test]
-async fn clause_3_pushes_reach_only_existing_zsets_at_or_above_the_floor() {
+async fn clause_3_pushes_reach_only_existing_lists_at_or_above_the_floor() {
     let mut z = Zsets::new().await;
     let (key, missing) = (z.key(1), z.key(2));
-    z.built(&key, 100, Some(5), &entries(&[(6, 1)])).await;
+    z.built(&key, 100, Some(at(5)), &entries(&[(6, 1)])).await;
     let added = z
         .store
         .push_same(
@@ -286,9 +312,8 @@ async fn clause_3_pushes_reach_only_existing_zsets_at_or_above_the_floor() {
         .unwrap();
     assert_eq!(added, 2, "the entry below the floor is not added");
     assert_eq!(z.ids(&key).await, vec![3, 1, 4]);
-    assert_eq!(
-        z.members(&missing).await,
-        vec![],
+    assert!(
+        z.members(&missing).await.is_empty(),
         "a missing key stays missing"
     );
 }
@@ -299,7 +324,7 @@ async fn clause_3_a_cut_push_raises_the_floor_to_its_lowest_score() {
     let key = z.key(1);
     z.built(&key, 100, None, &entries(&[(2, 1), (6, 2)])).await;
     // The pusher sent the newest of a longer list, down to score 5.
-    z.push(&key, &entries(&[(8, 3), (5, 4)]), 100, Some(5))
+    z.push(&key, &entries(&[(8, 3), (5, 4)]), 100, Some(at(5)))
         .await;
     assert_eq!(z.floor(&key).await, Some(5.0));
     assert_eq!(
@@ -308,11 +333,11 @@ async fn clause_3_a_cut_push_raises_the_floor_to_its_lowest_score() {
         "below the new floor: dropped"
     );
     match z.read(&key, 10).await {
-        Range::Read(r) => assert_eq!(r.floor, Some(5)),
+        Range::Read(r) => assert_eq!(r.floor, Some(at(5))),
         other => panic!("{other:?}"),
     }
     // A cut lower than the floor does not lower it.
-    z.push(&key, &entries(&[(7, 5), (3, 6)]), 100, Some(3))
+    z.push(&key, &entries(&[(7, 5), (3, 6)]), 100, Some(at(3)))
         .await;
     assert_eq!(z.floor(&key).await, Some(5.0));
     assert!(!z.ids(&key).await.contains(&6));
@@ -325,9 +350,9 @@ async fn clause_3_a_cut_push_abandons_a_build_and_a_plain_one_lands_in_it() {
     assert!(z.store.begin_build(&plain).await.unwrap());
     assert!(z.store.begin_build(&cut).await.unwrap());
     z.push(&plain, &entries(&[(7, 1)]), 10, None).await;
-    z.push(&cut, &entries(&[(7, 1)]), 10, Some(7)).await;
+    z.push(&cut, &entries(&[(7, 1)]), 10, Some(at(7))).await;
     assert_eq!(z.ids(&plain).await, vec![1]);
-    assert_eq!(z.members(&cut).await, vec![], "the build is abandoned");
+    assert!(z.members(&cut).await.is_empty(), "the build is abandoned");
     // Its builder's fill then leaves it missing.
     assert!(!z
         .store
@@ -360,7 +385,7 @@ async fn clause_4_a_trim_keeps_the_newest_cap_and_raises_the_floor() {
     // A larger cap waits for its slack (1000: 31 over) before trimming.
     let big = z.key(2);
     z.built(&big, 1000, None, &[]).await;
-    let many: Vec<Entry> = (1..=1030).map(|i| Entry::new(i, i)).collect();
+    let many: Vec<Entry> = (1..=1030).map(|i| Entry::new(at(i), i)).collect();
     z.push(&big, &many, 1000, None).await;
     assert_eq!(z.ids(&big).await.len(), 1030);
     z.push(&big, &entries(&[(2000, 2000)]), 1000, None).await;
@@ -381,12 +406,12 @@ async fn clause_5_a_build_is_begun_once_filled_once_and_expires_if_abandoned() {
     z.push(&key, &entries(&[(9, 1), (2, 2)]), 10, None).await;
     assert!(z
         .store
-        .fill(&key, 10, Some(5), &entries(&[(5, 3), (6, 4)]), 0)
+        .fill(&key, 10, Some(at(5)), &entries(&[(5, 3), (6, 4)]), 0)
         .await
         .unwrap());
     assert_eq!(z.ids(&key).await, vec![3, 4, 1]);
     assert_eq!(z.floor(&key).await, Some(5.0));
-    assert_eq!(z.ttl(&key).await, -1, "a filled ZSET does not expire");
+    assert_eq!(z.ttl(&key).await, -1, "a filled list does not expire");
     // Filling again (a late builder) changes nothing.
     assert!(!z
         .store
@@ -574,7 +599,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         author_id: author,
         author_username: format!("u{author}"),
         body: "b".into(),
-        created_at_ms: t,
+        created_at_ms: at(t),
         deleted: false,
     };
     // A read before the reader state exists names what is missing.
@@ -640,7 +665,7 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
     z.reader_state(9, &[1, 2], &[]).await;
     // Ten entries, scores 1 to 10, the top of them in a run of three.
     let mut inbox_entries = entries(&[(10, 110), (10, 111), (10, 112)]);
-    inbox_entries.extend((1..10).map(|s| Entry::new(s, 100 + s)));
+    inbox_entries.extend((1..10).map(|s| Entry::new(at(s), 100 + s)));
     z.built(&inbox, 100, None, &inbox_entries).await;
     let read = |w: WarmRead| match w {
         WarmRead::Read { sources, meta } => {
@@ -661,12 +686,16 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
     // returned or looked up).
     assert_eq!(
         read(z.store.warm_read(Some(9), &inbox, None, 4).await.unwrap()),
-        (vec![112, 111, 110, 109], Some(8), vec![109, 110, 111, 112])
+        (
+            vec![112, 111, 110, 109],
+            Some(at(8)),
+            vec![109, 110, 111, 112]
+        )
     );
     // fetch 1: the read stops inside the run of 10 and takes all of it.
     assert_eq!(
         read(z.store.warm_read(Some(9), &inbox, None, 1).await.unwrap()),
-        (vec![112, 111, 110], Some(9), vec![110, 111, 112])
+        (vec![112, 111, 110], Some(at(9)), vec![110, 111, 112])
     );
 }
 
@@ -710,9 +739,9 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
     assert_eq!(
         got,
         vec![
-            (None, vec![], Some(18)),
-            (Some(1), vec![201], Some(18)),
-            (Some(2), vec![301], Some(18)),
+            (None, vec![], Some(at(18))),
+            (Some(1), vec![201], Some(at(18))),
+            (Some(2), vec![301], Some(at(18))),
         ]
     );
     let mut looked_up: Vec<i64> = meta.keys().copied().collect();
@@ -741,7 +770,10 @@ async fn clause_10_a_run_of_equal_scores_longer_than_a_read_may_take_is_left_out
     let Range::Read(r) = &sources[0].1 else {
         panic!("{sources:?}");
     };
-    assert_eq!((r.entries.clone(), r.cut), (entries(&[(20, 1)]), Some(7)));
+    assert_eq!(
+        (r.entries.clone(), r.cut),
+        (entries(&[(20, 1)]), Some(at(7)))
+    );
     assert_eq!(meta.keys().copied().collect::<Vec<_>>(), vec![1]);
 }
 

@@ -1,6 +1,8 @@
 //! Derived state never disagrees with PostgreSQL: a user PostgreSQL says is
 //! big-V is pulled by its followers, whatever its big-V epoch, after an
-//! upgrade from a schema that had no epochs and when flagged by hand.
+//! upgrade from a schema that had no epochs and when flagged by hand; feeds
+//! an older release left in Redis in another layout are dropped and
+//! rebuilt.
 
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
@@ -123,4 +125,62 @@ async fn a_big_v_flagged_by_sql_is_pulled_by_its_followers() {
     for r in &readers {
         assert_eq!(app.home(r, 1).await, want);
     }
+}
+
+#[tokio::test]
+async fn feeds_left_in_the_sorted_set_layout_are_dropped_at_startup_and_rebuilt() {
+    // Arrange: a reader's inbox and its author's outbox as the sorted-set
+    // layout held them (a sentinel member "" scored at the floor), and no
+    // layout recorded, as an older release left Redis.
+    let settings = test_settings();
+    let first = spawn_app_with(settings.clone()).await;
+    let author = first.create_user("author").await;
+    let reader = first.create_user("reader").await;
+    first.follow(&reader, &author).await;
+    let posts = vec![
+        first.publish(&author, "one").await,
+        first.publish(&author, "two").await,
+    ];
+    first.settle().await;
+    let redis = first.engine.redis();
+    let keys = redis.keys().clone();
+    let (inbox, outbox) = (keys.inbox(reader.id), keys.outbox(author.id));
+    let mut conn = redis.connection().await.unwrap();
+    for key in [&inbox, &outbox] {
+        let mut old = redis::pipe();
+        old.del(key).zadd(key, "", "-inf");
+        for p in &posts {
+            old.zadd(key, p.id, p.created_at_ms);
+        }
+        old.del(keys.layout());
+        let _: () = old.query_async(&mut conn).await.unwrap();
+    }
+
+    // Act: today's binary starts on that Redis.
+    let second = spawn_app_with(settings).await;
+
+    // Assert: the old feeds are gone, the layout is recorded, and the
+    // reader scrolls both posts from feeds rebuilt in the new layout.
+    async fn kind(conn: &mut feed_service::store::redis::Conn, key: &str) -> String {
+        redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
+    }
+    assert_eq!(kind(&mut conn, &inbox).await, "none");
+    assert_eq!(kind(&mut conn, &outbox).await, "none");
+    let recorded: String = redis::cmd("GET")
+        .arg(keys.layout())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(recorded, feed_service::store::redis::layout::NAME);
+    let want: Vec<i64> = ids(&posts).into_iter().rev().collect();
+    assert_eq!(second.home(&reader, 1).await, want);
+    let own = second
+        .scroll(
+            &format!("/api/v1/users/{}/posts", author.id),
+            &reader.token,
+            1,
+        )
+        .await;
+    assert_eq!(ids(&own), want);
+    assert_eq!(kind(&mut conn, &inbox).await, "list");
 }

@@ -96,10 +96,9 @@ pub struct Goal {
 
 /// How far `sources_per_page` may be from the sources a page must read
 /// (its big-Vs' outboxes and the inbox): 5 %. A page reads each source's
-/// floor once (`ZSCORE` of its sentinel) before any of its entries; the
-/// service's background work adds a few (an active-fan mark reads the
-/// inbox's floor, at most once per interval per reader), and anything
-/// else using the same Redis meanwhile more; the tolerance is for that.
+/// length once (`LLEN`) before any of its entries; the service's
+/// background work adds a few, and anything else using the same Redis
+/// meanwhile more; the tolerance is for that.
 pub const SOURCES_TOLERANCE: f64 = 0.05;
 
 /// Redis per page of a read run (pages: its successful responses), from
@@ -109,9 +108,9 @@ pub struct PageCost {
     pub pages: usize,
     /// The sources a page must read: the cohort's big-Vs and the inbox.
     pub expected_sources: f64,
-    /// `ZSCORE` calls ÷ pages: a page reads each source's floor once
-    /// (its entries then take one `ZREVRANGEBYSCORE` or more, as many as
-    /// the merge needs).
+    /// `LLEN` calls ÷ pages: a page reads each source's length once (with
+    /// its floor, `LINDEX -1`; its entries then take one `LRANGE` or more,
+    /// as many as the merge needs).
     pub sources_per_page: f64,
     /// Whether `sources_per_page` is within [`SOURCES_TOLERANCE`] of
     /// `expected_sources`: the premise of the row.
@@ -136,7 +135,7 @@ pub struct PageCost {
 }
 
 /// The commands the terminal table shows per page.
-pub const PAGE_COMMANDS: [&str; 5] = ["zrevrangebyscore", "hmget", "hget", "zscore", "evalsha"];
+pub const PAGE_COMMANDS: [&str; 6] = ["llen", "lindex", "lrange", "hmget", "hget", "evalsha"];
 
 impl PageCost {
     /// `stats` over a run of `pages` pages that each must read
@@ -150,7 +149,7 @@ impl PageCost {
         service_ms_per_page: f64,
     ) -> Self {
         let per = |n: f64| n / pages.max(1) as f64;
-        let sources_per_page = per(stats.calls("zscore") as f64);
+        let sources_per_page = per(stats.calls("llen") as f64);
         let redis_cpu_usec_per_page = per(stats.cpu_usec);
         let budget = 2.0 * expected_sources * range_read_cpu_usec;
         PageCost {
@@ -185,7 +184,7 @@ impl PageCost {
     pub fn premise(&self, scenario: &str) -> Option<String> {
         (!self.sources_ok).then(|| {
             format!(
-                "{scenario}: {:.2} sources (floors read, ZSCORE) per page over {} pages, expected {} \
+                "{scenario}: {:.2} sources (lengths read, LLEN) per page over {} pages, expected {} \
                  (its big-Vs' outboxes and the inbox) within {:.0} %: its pages do not read \
                  the sources the scenario claims",
                 self.sources_per_page,

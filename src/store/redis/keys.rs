@@ -35,12 +35,12 @@ impl Keys {
         &self.prefix
     }
 
-    /// Inbox ZSET: post id → created_at_ms, plus the floor sentinel.
+    /// Inbox: a feed list of the posts pushed to the reader (scripts.rs).
     pub fn inbox(&self, user: i64) -> String {
         format!("{}feed:{}{user}", self.prefix, reader_tag(user))
     }
 
-    /// Outbox ZSET: the author's own posts, same encoding as an inbox.
+    /// Outbox: a feed list of the author's own posts, as an inbox.
     pub fn outbox(&self, author: i64) -> String {
         format!("{}outbox:{{{author}}}", self.prefix)
     }
@@ -70,6 +70,19 @@ impl Keys {
     /// Marker that rate-limits recording a reader as an active fan.
     pub fn active_mark(&self, reader: i64) -> String {
         format!("{}active_mark:{}{reader}", self.prefix, reader_tag(reader))
+    }
+
+    /// The layout the feeds of this prefix are in (`layout.rs`).
+    pub fn layout(&self) -> String {
+        format!("{}layout", self.prefix)
+    }
+
+    /// Patterns matching every inbox and outbox of this prefix.
+    pub fn feed_patterns(&self) -> [String; 2] {
+        [
+            format!("{}feed:*", self.prefix),
+            format!("{}outbox:*", self.prefix),
+        ]
     }
 
     /// Pattern matching every key of this prefix (for clean-up and tests).

@@ -1,9 +1,10 @@
-//! The Redis store: feed ZSETs (inboxes, outboxes) and active fans.
+//! The Redis store: feed lists (inboxes, outboxes) and active fans.
 //! Everything here is derived from PostgreSQL and may vanish at any time.
 
 mod conn;
 pub mod faults;
 pub mod keys;
+pub mod layout;
 pub mod scripts;
 pub mod state;
 
@@ -39,14 +40,14 @@ const PIPELINES_IN_FLIGHT: usize = 2;
 /// once per this many followers.
 const KEYS_PER_CALL: usize = 100;
 
-/// ZADDs one PUSH call may make: a push of many entries (a backfill, a
+/// Entry writes one PUSH call may make: a push of many entries (a backfill, a
 /// follow) goes to fewer keys per call, so that every call stays short.
-const ZADDS_PER_CALL: usize = 1000;
+const WRITES_PER_CALL: usize = 1000;
 
-/// ZADDs of a cluster fan-out's round (its "pipeline"), at most: a round
+/// Entry writes of a cluster fan-out's round (its "pipeline"), at most: a round
 /// goes as one pipeline per master, so a master's share of a round spread
-/// over three makes no more ZADDs than a single node's pipeline.
-const CLUSTER_ZADDS_PER_ROUND: usize = CALLS_PER_PIPELINE * KEYS_PER_CALL * 3;
+/// over three makes no more writes than a single node's pipeline.
+const CLUSTER_WRITES_PER_ROUND: usize = CALLS_PER_PIPELINE * KEYS_PER_CALL * 3;
 
 thread_local! {
     /// Whether this thread uses [`RedisStore`]'s connections apart.
@@ -56,7 +57,7 @@ thread_local! {
 /// Active fans read per Redis call.
 const FANS_PER_CALL: usize = 5000;
 
-/// How long a ZSET may stay in the building state before it expires.
+/// How long a feed list may stay in the building state before it expires.
 const BUILD_TTL_SECS: u64 = 30;
 
 #[derive(Clone)]
@@ -216,7 +217,7 @@ impl RedisStore {
         .await
     }
 
-    /// Reads `fetch` entries of each ZSET from `max` down (and the rest of
+    /// Reads `fetch` entries of each feed from `max` down (and the rest of
     /// a run of equal scores the limit cuts), each floor with its range in
     /// one [`scripts::RANGE`] call: all in one pipeline on a single node,
     /// one pipeline per master on a cluster (one round trip).
@@ -243,26 +244,8 @@ impl RedisStore {
             .await?;
         keys.iter()
             .zip(&replies)
-            .map(|(key, (floor, cut, entries))| source_of(key, floor, CutBy::Script(cut), entries))
+            .map(|(key, (floor, cut, entries))| source_of(key, floor, cut, entries))
             .collect()
-    }
-
-    /// The rest of a run of equal scores `score` of which a read of `key`
-    /// holds `k` entries ([`scripts::TIES`] more at the most), as
-    /// [`scripts::TAIL`] reads it.
-    pub async fn tail(&self, key: &str, score: i64, k: usize) -> AppResult<Range> {
-        let (floor, cut, entries): (Value, Value, Value) = self
-            .with_conn(|mut c| async move {
-                scripts::TAIL
-                    .key(key)
-                    .arg(score)
-                    .arg(k)
-                    .arg(scripts::TIES)
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        source_of(key, &floor, CutBy::Script(&cut), &entries)
     }
 
     /// Sends, for every key, the commands `add` puts in a pipeline: one
@@ -309,7 +292,7 @@ impl RedisStore {
         Ok(out.into_iter().map(|v| v.unwrap_or(Value::Nil)).collect())
     }
 
-    /// Starts building a missing ZSET; true if this caller must fill it.
+    /// Starts building a missing feed list; true if this caller must fill it.
     pub async fn begin_build(&self, key: &str) -> AppResult<bool> {
         self.begin(&scripts::BEGIN, key).await
     }
@@ -354,7 +337,7 @@ impl RedisStore {
         .await
     }
 
-    /// Pushes each target's entries into its ZSET if it exists, one
+    /// Pushes each target's entries into its feed list if it exists, one
     /// pipeline for all (scripts.rs, clauses 3 and 4). Returns how many
     /// entries were added.
     pub async fn push(&self, targets: &[(String, &[Entry])], cap: i64) -> AppResult<i64> {
@@ -375,7 +358,7 @@ impl RedisStore {
         .await
     }
 
-    /// Pushes the same entries into many ZSETs (fan-out): PUSH calls of as
+    /// Pushes the same entries into many feed lists (fan-out): PUSH calls of as
     /// many keys as keep a call short, a few calls per pipeline, each
     /// pipeline bounded by the timeout. `cut`: the entries are the newest of
     /// a longer list, and this is their lowest score (clause 3). Returns how
@@ -390,7 +373,7 @@ impl RedisStore {
         if keys.is_empty() || entries.is_empty() {
             return Ok(0);
         }
-        let group = (ZADDS_PER_CALL / entries.len()).clamp(1, KEYS_PER_CALL);
+        let group = (WRITES_PER_CALL / entries.len()).clamp(1, KEYS_PER_CALL);
         // One call's keys share a slot: on a cluster, grouped by slot (a
         // batch's followers, read in id order, share their block's slot:
         // keys.rs).
@@ -404,9 +387,11 @@ impl RedisStore {
             })
             .collect();
         let rounds: Vec<&[Vec<String>]> = if self.topology().is_cluster() {
-            // A round holds as many ZADDs as a single node's pipeline, for
+            // A round holds as many writes as a single node's pipeline, for
             // each master.
-            by_weight(&calls, CLUSTER_ZADDS_PER_ROUND, |c| c.len() * entries.len())
+            by_weight(&calls, CLUSTER_WRITES_PER_ROUND, |c| {
+                c.len() * entries.len()
+            })
         } else {
             calls.chunks(CALLS_PER_PIPELINE).collect()
         };
@@ -443,13 +428,16 @@ impl RedisStore {
         .await
     }
 
-    /// Removes posts from feed ZSETs, one pipeline for all keys.
-    pub async fn remove(&self, keys: &[String], ids: &[i64]) -> AppResult<()> {
-        if keys.is_empty() || ids.is_empty() {
+    /// Removes entries from feed lists, one pipeline for all keys.
+    pub async fn remove(&self, keys: &[String], entries: &[Entry]) -> AppResult<()> {
+        if keys.is_empty() || entries.is_empty() {
             return Ok(());
         }
+        let packed: Vec<Vec<u8>> = entries.iter().map(layout::pack).collect();
         self.query_per_slot(keys, |pipe, key| {
-            pipe.zrem(key, ids);
+            for e in &packed {
+                pipe.lrem(key, 1, e);
+            }
         })
         .await?;
         Ok(())
@@ -551,6 +539,47 @@ impl RedisStore {
         .await
     }
 
+    /// Deletes the feeds an older layout left (sorted sets where feed lists
+    /// now live; they are derived, so they are rebuilt when next read), once
+    /// per Redis: a marker key records the layout. Instances of the older
+    /// layout must be stopped first: both cannot share one Redis. Returns
+    /// how many keys it deleted.
+    pub async fn adopt_layout(&self) -> AppResult<u64> {
+        let marker = self.keys.layout();
+        let marker = &marker;
+        let current: Option<String> = self
+            .bounded(|mut c| async move { c.get(marker).await })
+            .await?;
+        if current.as_deref() == Some(layout::NAME) {
+            return Ok(0);
+        }
+        let mut old = Vec::new();
+        for pattern in self.keys.feed_patterns() {
+            let keys = self.scan(&pattern).await?;
+            for chunk in keys.chunks(1000) {
+                let types = self
+                    .query_per_slot(chunk, |pipe, key| {
+                        pipe.cmd("TYPE").arg(key);
+                    })
+                    .await?;
+                for (key, kind) in chunk.iter().zip(types) {
+                    if kind == Value::SimpleString("zset".into()) {
+                        old.push(key.clone());
+                    }
+                }
+            }
+        }
+        for chunk in old.chunks(1000) {
+            self.query_per_slot(chunk, |pipe, key| {
+                pipe.unlink(key);
+            })
+            .await?;
+        }
+        self.bounded(|mut c| async move { c.set::<_, _, ()>(marker, layout::NAME).await })
+            .await?;
+        Ok(old.len() as u64)
+    }
+
     /// Deletes every key of this store's prefix (tests and operators).
     pub async fn delete_all(&self) -> AppResult<u64> {
         // A second try: on a cluster, the first call from a runtime other
@@ -605,20 +634,14 @@ impl RedisStore {
     }
 }
 
-/// How a source read says where its entries stop being complete.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum CutBy<'a> {
-    /// As [`scripts::RANGE`] returns it: `""` (the floor was reached) or
-    /// a score.
-    Script(&'a Value),
-    /// A plain `ZREVRANGEBYSCORE … LIMIT 0 fetch + 1`: cut at its last
-    /// score unless it reached the sentinel.
-    Limit(usize),
-}
-
-/// One ZSET's floor (the sentinel's score), cut and entries (member, score
-/// pairs), as read together (clause 6).
-pub(super) fn source_of(key: &str, floor: &Value, cut: CutBy, entries: &Value) -> AppResult<Range> {
+/// One feed's floor (its sentinel), cut and entries (packed), as read
+/// together (clause 6).
+pub(super) fn source_of(
+    key: &str,
+    floor: &Value,
+    cut: &Value,
+    entries: &Value,
+) -> AppResult<Range> {
     let bad = |e: redis::ParsingError| AppError::internal(format!("reading {key}"), e);
     let floor: Option<String> = redis::from_redis_value_ref(floor).map_err(bad)?;
     let floor = match floor.as_deref() {
@@ -627,34 +650,25 @@ pub(super) fn source_of(key: &str, floor: &Value, cut: CutBy, entries: &Value) -
         Some("-inf") => None,
         Some(text) => Some(parse_score(text)?),
     };
-    let raw: Vec<(String, f64)> = redis::from_redis_value_ref(entries).map_err(bad)?;
-    let mut reached_sentinel = false;
-    let mut parsed = Vec::with_capacity(raw.len());
-    for (member, score) in &raw {
-        if member.is_empty() {
-            reached_sentinel = true;
-            continue;
-        }
-        let id = member
-            .parse::<i64>()
-            .map_err(|e| AppError::internal(format!("bad member {member:?} in {key}"), e))?;
-        parsed.push(Entry::new(*score as i64, id));
-    }
-    let cut = match cut {
-        CutBy::Script(v) => {
-            let text: String = redis::from_redis_value_ref(v).map_err(bad)?;
-            match text.as_str() {
-                "" => None,
-                t => Some(parse_score(t)?),
-            }
-        }
-        CutBy::Limit(fetch) if !reached_sentinel && raw.len() > fetch => {
-            parsed.last().map(|e| e.score)
-        }
-        CutBy::Limit(_) => None,
+    let raw: Vec<Vec<u8>> = redis::from_redis_value_ref(entries).map_err(bad)?;
+    let entries = raw
+        .iter()
+        .map(|bytes| {
+            layout::unpack(bytes).ok_or_else(|| {
+                AppError::internal(
+                    format!("reading {key}"),
+                    Message(format!("{} bytes are not an entry", bytes.len())),
+                )
+            })
+        })
+        .collect::<AppResult<Vec<Entry>>>()?;
+    let cut: String = redis::from_redis_value_ref(cut).map_err(bad)?;
+    let cut = match cut.as_str() {
+        "" => None,
+        t => Some(parse_score(t)?),
     };
     Ok(Range::Read(SourceRead {
-        entries: parsed,
+        entries,
         floor,
         cut,
     }))

@@ -6,11 +6,9 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::{scripts, source_of, CutBy, RedisStore};
+use super::{scripts, source_of, RedisStore};
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{
-    page_reads, CachedPost, Entry, EntryMeta, Range, SourceRead, StateKey, WarmRead,
-};
+use crate::types::{page_reads, CachedPost, Entry, EntryMeta, Range, StateKey, WarmRead};
 
 /// A change to the pulled authors (clause 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,9 +81,9 @@ impl RedisStore {
     /// authors are read first: a delivery done before that read is in the
     /// inbox read after it, and a post still in flight keeps its author's
     /// outbox pulled. Whom the reader follows and the inbox are read
-    /// together (one slot), then the outboxes concurrently (each floor with
-    /// its range) with the rest of a run of equal scores the inbox's limit
-    /// cut, then the authors and tombstones of the page's posts.
+    /// together (one slot, one RANGE call), then the outboxes concurrently
+    /// (each floor with its range), then the authors and tombstones of the
+    /// page's posts.
     async fn warm_read_by_slot(
         &self,
         reader: Option<i64>,
@@ -112,37 +110,17 @@ impl RedisStore {
         };
         let following_key = reader.map(|r| self.keys.following(r));
         let first_key = first.to_string();
-        let (following, floor, range): (Option<HashMap<String, String>>, Value, Value) = self
-            .with_conn(|mut c| async move {
-                let mut pipe = redis::pipe();
-                pipe.atomic();
-                match &following_key {
-                    Some(key) => pipe.hgetall(key),
-                    None => pipe.cmd("ECHO").arg(""),
-                };
-                pipe.zscore(&first_key, "")
-                    .zrevrangebyscore_limit_withscores(
-                        &first_key,
-                        &max_arg,
-                        "-inf",
-                        0,
-                        fetch as isize + 1,
-                    );
-                let (f, floor, range): (Value, Value, Value) = pipe.query_async(&mut c).await?;
-                let f = match f {
-                    Value::Map(_) | Value::Array(_) => Some(redis::from_redis_value(f)?),
-                    _ => None,
-                };
-                Ok((f, floor, range))
+        let (floor, cut, range, following): (Value, Value, Value, Option<HashMap<String, String>>) =
+            self.with_conn(|mut c| async move {
+                let mut call = scripts::RANGE.key(&first_key);
+                if let Some(key) = &following_key {
+                    call.key(key);
+                }
+                call.arg(&max_arg).arg(fetch).arg(scripts::TIES);
+                call.invoke_async(&mut c).await
             })
             .await?;
-        let mut sources = vec![(None, source_of(first, &floor, CutBy::Limit(fetch), &range)?)];
-        // The inbox, read with plain commands in the MULTI, is completed as
-        // RANGE completes a source (its tied tail), beside the outboxes.
-        let run = match &sources[0].1 {
-            Range::Read(read) => tied_tail(read),
-            Range::Missing | Range::Building => None,
-        };
+        let mut sources = vec![(None, source_of(first, &floor, &cut, &range)?)];
         let following = following.unwrap_or_default();
         let followed = |a: &str| following.get(a).is_some_and(|v| v.starts_with('F'));
         let mut pulled_authors = Vec::new();
@@ -169,16 +147,7 @@ impl RedisStore {
             .iter()
             .map(|a| self.keys.outbox(*a))
             .collect();
-        let tail = async {
-            match run {
-                Some((score, k)) => self.tail(first, score, k).await.map(Some),
-                None => Ok(None),
-            }
-        };
-        let (tail, ranges) = futures::join!(tail, self.ranges(&outboxes, max, fetch));
-        if let Some(rest) = tail? {
-            complete_run(&mut sources[0].1, rest);
-        }
+        let ranges = self.ranges(&outboxes, max, fetch).await;
         sources.extend(pulled_authors.into_iter().map(Some).zip(ranges?));
         let ids = page_ids(&mut sources, fetch);
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
@@ -458,34 +427,6 @@ impl RedisStore {
     }
 }
 
-/// A read cut at its last score `s` whose last two entries share it: the
-/// score and how many entries of it the read holds.
-fn tied_tail(read: &SourceRead) -> Option<(i64, usize)> {
-    let s = read.cut?;
-    let k = read
-        .entries
-        .iter()
-        .rev()
-        .take_while(|e| e.score == s)
-        .count();
-    (k >= 2 && read.entries.last().is_some_and(|e| e.score == s)).then_some((s, k))
-}
-
-/// Completes the tied tail of `source` with `rest`, the rest of its run as
-/// [`scripts::TAIL`] read it: its entries and cut, unless the floor moved
-/// in between (a trim) or the run goes on past what TAIL reads (then the
-/// source keeps its cut at the run's score).
-fn complete_run(source: &mut Range, rest: Range) {
-    let (Range::Read(read), Range::Read(rest)) = (source, rest) else {
-        return;
-    };
-    if rest.floor != read.floor || rest.cut == read.cut {
-        return;
-    }
-    read.entries.extend(rest.entries);
-    read.cut = rest.cut;
-}
-
 /// As READ: the sources cut down to what the page can use
 /// ([`page_reads`]), whose posts alone are looked up (none while a source
 /// is not there). Returns their ids, in feed order.
@@ -549,10 +490,7 @@ fn parse_read(reply: Value, first: &str) -> AppResult<WarmRead> {
             .map(|a| a.parse::<i64>())
             .transpose()
             .map_err(bad("an author"))?;
-        out.push((
-            author,
-            source_of(first, floor, CutBy::Script(cut), entries)?,
-        ));
+        out.push((author, source_of(first, floor, cut, entries)?));
     }
     let meta_list = items(meta, "a warm read's posts")?;
     let mut meta = HashMap::with_capacity(meta_list.len() / 4);
@@ -579,51 +517,4 @@ fn parse_read(reply: Value, first: &str) -> AppResult<WarmRead> {
         );
     }
     Ok(WarmRead::Read { sources: out, meta })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn read(entries: &[(i64, i64)], floor: Option<i64>, cut: Option<i64>) -> Range {
-        Range::Read(SourceRead {
-            entries: entries.iter().map(|&(s, id)| Entry::new(s, id)).collect(),
-            floor,
-            cut,
-        })
-    }
-
-    #[test]
-    fn a_tied_tail_is_completed_as_range_completes_it() {
-        let inbox = read(&[(9, 1), (7, 5), (7, 4)], None, Some(7));
-        let Range::Read(r) = &inbox else {
-            unreachable!()
-        };
-        assert_eq!(tied_tail(r), Some((7, 2)));
-        // The run ends within what TAIL reads: its rest, cut below.
-        let mut done = inbox.clone();
-        complete_run(&mut done, read(&[(7, 3)], None, Some(6)));
-        assert_eq!(done, read(&[(9, 1), (7, 5), (7, 4), (7, 3)], None, Some(6)));
-        // It reaches the sentinel at 7 (the floor): no cut.
-        let mut floored = read(&[(9, 1), (7, 5), (7, 4)], Some(7), Some(7));
-        complete_run(&mut floored, read(&[(7, 3)], Some(7), None));
-        assert_eq!(
-            floored,
-            read(&[(9, 1), (7, 5), (7, 4), (7, 3)], Some(7), None)
-        );
-        // Longer than TAIL reads, or the floor moved: cut at 7 still.
-        for rest in [
-            read(&[(7, 3), (7, 2)], None, Some(7)),
-            read(&[(7, 3)], Some(2), Some(6)),
-        ] {
-            let mut kept = inbox.clone();
-            complete_run(&mut kept, rest);
-            assert_eq!(kept, inbox);
-        }
-        // A lone last score is no tied tail.
-        let Range::Read(lone) = read(&[(9, 1), (7, 5)], None, Some(7)) else {
-            unreachable!()
-        };
-        assert_eq!(tied_tail(&lone), None);
-    }
 }
