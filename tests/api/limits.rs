@@ -176,14 +176,19 @@ async fn a_page_deep_in_a_run_of_equal_scores_costs_what_a_first_page_does() {
 async fn a_metrics_scrape_makes_no_query() {
     let mut settings = test_settings();
     settings.metrics.refresh_ms = 3_600_000;
+    settings.feed.settings_refresh_ms = 1_000;
     let app = spawn_app_with(settings).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = app.engine.pg().queries();
+    let started = std::time::Instant::now();
     for _ in 0..20 {
         let res = app.request(Method::GET, "/metrics", None, None).await;
         assert_eq!(res.status(), StatusCode::OK);
     }
-    assert_eq!(app.engine.pg().queries(), before);
+    // The admin settings' reload (one query a second) may fall in between.
+    let reloads = started.elapsed().as_millis() as u64 / 1_000 + 1;
+    let made = app.engine.pg().queries() - before;
+    assert!(made <= reloads, "20 scrapes: {made} queries");
 }
 
 #[tokio::test]

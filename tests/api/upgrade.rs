@@ -148,13 +148,17 @@ async fn feeds_left_in_the_sorted_set_layout_are_dropped_at_startup_and_rebuilt(
     let mut conn = redis.connection().await.unwrap();
     for key in [&inbox, &outbox] {
         let mut old = redis::pipe();
-        old.del(key).zadd(key, "", "-inf");
+        old.atomic().del(key).zadd(key, "", "-inf");
         for p in &posts {
             old.zadd(key, p.id, p.created_at_ms);
         }
-        old.del(keys.layout());
         let _: () = old.query_async(&mut conn).await.unwrap();
     }
+    let _: () = redis::cmd("DEL")
+        .arg(keys.layout())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
 
     // Act: today's binary starts on that Redis.
     let second = spawn_app_with(settings).await;

@@ -110,8 +110,8 @@ impl RedisStore {
         };
         let following_key = reader.map(|r| self.keys.following(r));
         let first_key = first.to_string();
-        let (floor, cut, range, following): (Value, Value, Value, Option<HashMap<String, String>>) =
-            self.with_conn(|mut c| async move {
+        let reply: Vec<Value> = self
+            .with_conn(|mut c| async move {
                 let mut call = scripts::RANGE.key(&first_key);
                 if let Some(key) = &following_key {
                     call.key(key);
@@ -120,8 +120,18 @@ impl RedisStore {
                 call.invoke_async(&mut c).await
             })
             .await?;
-        let mut sources = vec![(None, source_of(first, &floor, &cut, &range)?)];
-        let following = following.unwrap_or_default();
+        let [floor, cut, range, rest @ ..] = &reply[..] else {
+            return Err(bad::<Message>("a first source")(Message(format!(
+                "{reply:?}"
+            ))));
+        };
+        let mut sources = vec![(None, source_of(first, floor, cut, range)?)];
+        let following: HashMap<String, String> = match rest.first() {
+            Some(hash) => {
+                redis::from_redis_value_ref(hash).map_err(bad("whom a reader follows"))?
+            }
+            None => HashMap::new(),
+        };
         let followed = |a: &str| following.get(a).is_some_and(|v| v.starts_with('F'));
         let mut pulled_authors = Vec::new();
         if let Some((state, authors)) = pulled {
