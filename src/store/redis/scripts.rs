@@ -144,11 +144,23 @@ local function floor_of(raw)
   return tonumber(raw)
 end
 -- The first index of the list (n elements) whose score is at most max (a
--- decimal score or '+inf'); n - 1, the sentinel's, if there is none.
+-- decimal score or '+inf'); n - 1, the sentinel's, if there is none. It
+-- gallops from the head (indexes 0, 1, 3, 7, ...), then halves what is
+-- left: a cursor near the head, as most are, costs a probe or two, and a
+-- probe near the head is the cheapest.
 local function find(key, n, max)
   if max == '+inf' then return 0 end
   local m = tonumber(max)
-  local lo, hi = 0, n - 1
+  local lo, hi, i, step = 0, n - 1, 0, 1
+  while i < n - 1 do
+    if score_of(redis.call('LINDEX', key, i)) <= m then
+      hi = i
+      break
+    end
+    lo = i + 1
+    i = i + step
+    step = step * 2
+  end
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     if score_of(redis.call('LINDEX', key, mid)) <= m then hi = mid else lo = mid + 1 end
@@ -711,7 +723,12 @@ local function advance(src)
     src.chunk = src.chunk * 2
   end
   local m = src.buf[src.i]
-  src.hm, src.hs = m, score_of(m)
+  src.hm, src.hs, src.ht = m, score_of(m), nil
+end
+-- A head's id in decimal, for ties (read once per head).
+local function head_text(src)
+  if not src.ht then src.ht = id_text(src.hm) end
+  return src.ht
 end
 local part, seen, count, last, bound = {{}}, {{}}, 0, nil, horizon
 if usable then
@@ -721,11 +738,15 @@ if usable then
     advance(src)
   end
   while true do
-    local best = nil
+    local best, bs = nil, horizon
     for _, src in ipairs(sources) do
       local h = src.hs
-      if h and h > horizon and (not best or newer(h, src.hm, best.hs, best.hm)) then
-        best = src
+      if h and h >= bs then
+        if h > bs then
+          best, bs = src, h
+        elseif best and bytes_after(head_text(src), head_text(best)) then
+          best = src
+        end
       end
     end
     if not best then break end
@@ -738,7 +759,7 @@ if usable then
     if not seen[m] then
       seen[m] = true
       count = count + 1
-      part[#part + 1] = {{s, id_text(m)}}
+      part[#part + 1] = {{s, head_text(best)}}
     end
     last = s
     advance(best)
