@@ -208,36 +208,44 @@ local function insert(key, s, e)
   redis.call('LINSERT', key, 'BEFORE', at, e)
   return 1
 end
--- Many entries at once: the list rewritten in order, its TTL kept.
+-- Many entries at once: the list rewritten in order, its TTL kept. The
+-- entries (sorted first unless they come in feed order, as a backfill's
+-- do) are merged with the list's in one pass.
 local function merge(key, list)
+  for k = 2, #list do
+    if not newer(list[k - 1][1], list[k - 1][2], list[k][1], list[k][2]) then
+      table.sort(list, function(a, b) return newer(a[1], a[2], b[1], b[2]) end)
+      break
+    end
+  end
   local have = redis.call('LRANGE', key, 0, -1)
   local sentinel = table.remove(have)
-  local seen, all, added = {}, {}, 0
-  for _, e in ipairs(have) do
-    seen[e] = true
-    all[#all + 1] = {score_of(e), e}
-  end
-  for _, x in ipairs(list) do
-    if not seen[x[2]] then
-      seen[x[2]] = true
-      all[#all + 1] = x
-      added = added + 1
+  local out, added, i, j = {}, 0, 1, 1
+  local e, es = have[1], have[1] and score_of(have[1])
+  while e or list[j] do
+    local x = list[j]
+    if x and x[2] == e then
+      j = j + 1
+    elseif x and (not e or newer(x[1], x[2], es, e)) then
+      if out[#out] ~= x[2] then
+        out[#out + 1] = x[2]
+        added = added + 1
+      end
+      j = j + 1
+    else
+      out[#out + 1] = e
+      i = i + 1
+      e = have[i]
+      es = e and score_of(e)
     end
   end
   if added == 0 then return 0 end
-  table.sort(all, function(a, b) return newer(a[1], a[2], b[1], b[2]) end)
   local ttl = redis.call('PTTL', key)
   redis.call('DEL', key)
-  local chunk = {}
-  for _, x in ipairs(all) do
-    chunk[#chunk + 1] = x[2]
-    if #chunk == 1000 then
-      redis.call('RPUSH', key, unpack(chunk))
-      chunk = {}
-    end
+  for from = 1, #out, 1000 do
+    redis.call('RPUSH', key, unpack(out, from, math.min(from + 999, #out)))
   end
-  chunk[#chunk + 1] = sentinel
-  redis.call('RPUSH', key, unpack(chunk))
+  redis.call('RPUSH', key, sentinel)
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
   return added
 end
