@@ -122,3 +122,39 @@ async fn a_token_for_a_user_that_does_not_exist_cannot_publish() {
         (StatusCode::NOT_FOUND, "not_found".into())
     );
 }
+
+#[tokio::test]
+async fn only_post_times_a_feed_entry_holds_are_recorded() {
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    let app = spawn_app().await;
+    let alice = app.create_user("alice").await;
+    // The engine refuses a time before 2020 (a clock gone wrong)...
+    let body = feed_service::domain::PostBody::parse("old").unwrap();
+    assert!(app.engine.publish_at(alice.id, &body, 5_000).await.is_err());
+    // ...and so do the records, whoever writes them.
+    let mut conn = AsyncPgConnection::establish(app.database_url())
+        .await
+        .unwrap();
+    let refused = diesel::sql_query(
+        "INSERT INTO posts (author_id, body, created_at_ms) VALUES ($1, 'old', 5000)",
+    )
+    .bind::<diesel::sql_types::BigInt, _>(alice.id)
+    .execute(&mut conn)
+    .await
+    .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("posts_created_at_in_feed_range"),
+        "{refused}"
+    );
+    assert!(app.home(&alice, 5).await.is_empty());
+    let own = app
+        .scroll(
+            &format!("/api/v1/users/{}/posts", alice.id),
+            &alice.token,
+            5,
+        )
+        .await;
+    assert!(own.is_empty(), "nothing was recorded");
+}
