@@ -12,10 +12,8 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use feed_service::store::redis::Conn;
+use feed_service::store::redis::{Conn, RedisStore};
 use serde::Serialize;
-
-use crate::target::Target;
 
 type R<T> = Result<T, String>;
 
@@ -53,21 +51,23 @@ impl Stats {
     }
 }
 
-/// Runs `run` between a reset of `target`'s command statistics and their
-/// reading; returns its output and what Redis did meanwhile.
-pub async fn around<T>(target: &Target, run: impl Future<Output = T>) -> R<(T, Stats)> {
-    let mut conn = connection(target).await?;
-    let nodes = conn
-        .masters()
-        .await
-        .map_err(|e| format!("{}: {e}", target.name))?;
+/// Runs `run` between a reset of the command statistics of `store`'s Redis
+/// (`name` in errors) and their reading; returns its output and what Redis
+/// did meanwhile.
+pub async fn around<T>(
+    store: &RedisStore,
+    name: &str,
+    run: impl Future<Output = T>,
+) -> R<(T, Stats)> {
+    let mut conn = connection(store, name).await?;
+    let nodes = conn.masters().await.map_err(|e| format!("{name}: {e}"))?;
     for node in &nodes {
         query::<()>(&mut conn, node, redis::cmd("CONFIG").arg("RESETSTAT")).await?;
     }
     let before = cpu_secs(&mut conn, &nodes).await?;
     drop(conn);
     let out = run.await;
-    let mut conn = connection(target).await?;
+    let mut conn = connection(store, name).await?;
     let mut commands = BTreeMap::new();
     for node in &nodes {
         let text: String = query(&mut conn, node, redis::cmd("INFO").arg("commandstats")).await?;
@@ -87,12 +87,11 @@ pub async fn around<T>(target: &Target, run: impl Future<Output = T>) -> R<(T, S
 /// A node of `Conn::masters`: `None` is the single node.
 type Node = Option<(String, u16)>;
 
-async fn connection(target: &Target) -> R<Conn> {
-    target
-        .store
+async fn connection(store: &RedisStore, name: &str) -> R<Conn> {
+    store
         .connection()
         .await
-        .map_err(|e| format!("{}: {}", target.name, e.chain()))
+        .map_err(|e| format!("{name}: {}", e.chain()))
 }
 
 async fn query<T: redis::FromRedisValue>(conn: &mut Conn, node: &Node, cmd: &redis::Cmd) -> R<T> {

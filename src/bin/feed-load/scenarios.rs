@@ -357,7 +357,7 @@ impl Run<'_> {
         let pid = service.child.id();
         let before = Cpu::now(pid);
         let closed = reads(client, base, &tokens, o.concurrency, o.seconds, &label);
-        let (closed, redis) = redis_stats::around(target, closed).await?;
+        let (closed, redis) = redis_stats::around(&target.store, target.name, closed).await?;
         let cpu = before.per(Cpu::now(pid), pages(&closed) as f64);
         let rate = (closed.per_sec / 2.0).max(1.0);
         let open_label = format!("{label}, open loop {rate:.0}/s");

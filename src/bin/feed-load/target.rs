@@ -229,7 +229,7 @@ impl Target {
                 "baseline: redis-benchmark ZREVRANGEBYSCORE",
             )
         };
-        let (per_sec, stats) = redis_stats::around(self, read).await?;
+        let (per_sec, stats) = redis_stats::around(&self.store, self.name, read).await?;
         self.delete(&format!("{prefix}bench:*")).await?;
         let reads = stats.calls("zrevrangebyscore").max(1) as f64;
         Ok(ReadBaseline {
