@@ -445,7 +445,7 @@ impl Engine {
             (_, JobKind::Follow | JobKind::Unfollow) => match job.follower_id {
                 Some(f) => {
                     self.redis()
-                        .delete_many(&[keys.following(f), keys.inbox(f)])
+                        .delete_many(&[keys.following(f), keys.followees(f), keys.inbox(f)])
                         .await
                 }
                 None => Ok(()),

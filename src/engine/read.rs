@@ -347,10 +347,9 @@ impl Engine {
     /// Rebuilds the reader state a warm read missed, from PostgreSQL; false
     /// if someone else is building it.
     async fn rebuild_state(&self, state: StateKey, reader: Option<i64>) -> AppResult<bool> {
-        let keys = self.inner.redis.keys();
         let built = match (state, reader) {
             (StateKey::Following, Some(r)) => {
-                if !self.inner.redis.begin_state(&keys.following(r)).await? {
+                if !self.inner.redis.begin_following(r).await? {
                     return Ok(false);
                 }
                 let (seq, followees) = self.inner.pg.following_state(r).await?;
@@ -361,7 +360,7 @@ impl Engine {
                     .await?
             }
             (StateKey::Pulled, _) => {
-                if !self.inner.redis.begin_state(&keys.pulled()).await? {
+                if !self.inner.redis.begin_pulled().await? {
                     return Ok(false);
                 }
                 let mut by_author: BTreeMap<i64, PulledAuthor> = BTreeMap::new();

@@ -483,13 +483,14 @@ async fn an_idle_reader_s_inbox_expires_and_is_rebuilt_complete_on_return() {
     // Reading built the reader's keys with the admin's idle TTL.
     let keys = app.engine.redis().keys().clone();
     let (inbox, following) = (keys.inbox(reader.id), keys.following(reader.id));
-    for key in [&inbox, &following] {
+    let followees = keys.followees(reader.id);
+    for key in [&inbox, &following, &followees] {
         let ttl = pttl(&app, key).await;
         assert!((3_500_000..=3_600_000).contains(&ttl), "{key}: {ttl} ms");
     }
     // The reader stays away until its keys expire (here: at once).
     let mut conn = app.engine.redis().connection().await.unwrap();
-    for key in [&inbox, &following] {
+    for key in [&inbox, &following, &followees] {
         let _: i64 = redis::cmd("PEXPIRE")
             .arg(key)
             .arg(1)

@@ -88,13 +88,18 @@ enum KeyDrop {
     Outbox(u8),
     /// A big-V's record of its active fans.
     ActiveFans(u8),
-    /// The copy of whom a reader follows.
+    /// The copy of whom a reader follows (its HASH: the SET of names is
+    /// left, half a state).
     Following(u8),
+    /// The SET of whom a reader follows (the HASH is left).
+    Followees(u8),
     /// An idle reader's keys expire: its inbox, its copy of whom it
-    /// follows and its active mark, together.
+    /// follows (both keys) and its active mark, together.
     Idle(u8),
-    /// The pulled authors.
+    /// The pulled authors (the HASH; the SET of names is left).
     Pulled,
+    /// The SET of the pulled authors' names (the HASH is left).
+    PulledAuthors,
     /// A cached post (the `pick`-th, modulo how many there are).
     Post(u16),
     /// One key of the prefix, whatever it is.
@@ -241,8 +246,10 @@ fn op() -> impl Strategy<Value = Op> {
         2 => user().prop_map(KeyDrop::Outbox),
         2 => user().prop_map(KeyDrop::ActiveFans),
         3 => user().prop_map(KeyDrop::Following),
+        2 => user().prop_map(KeyDrop::Followees),
         2 => user().prop_map(KeyDrop::Idle),
         4 => Just(KeyDrop::Pulled),
+        2 => Just(KeyDrop::PulledAuthors),
         2 => any::<u16>().prop_map(KeyDrop::Post),
         2 => any::<u16>().prop_map(KeyDrop::Any),
     ];
@@ -712,13 +719,20 @@ impl World {
                         self.redis.delete(&keys.active_fans(self.id(u))).await
                     }
                     KeyDrop::Following(u) => self.redis.delete(&keys.following(self.id(u))).await,
+                    KeyDrop::Followees(u) => self.redis.delete(&keys.followees(self.id(u))).await,
                     KeyDrop::Idle(u) => {
                         let r = self.id(u);
                         self.redis
-                            .delete_many(&[keys.inbox(r), keys.following(r), keys.active_mark(r)])
+                            .delete_many(&[
+                                keys.inbox(r),
+                                keys.following(r),
+                                keys.followees(r),
+                                keys.active_mark(r),
+                            ])
                             .await
                     }
                     KeyDrop::Pulled => self.redis.delete(&keys.pulled()).await,
+                    KeyDrop::PulledAuthors => self.redis.delete(&keys.pulled_authors()).await,
                     KeyDrop::Post(pick) => match self.model.posts.len() {
                         0 => Ok(()),
                         n => {

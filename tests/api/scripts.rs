@@ -116,17 +116,12 @@ impl Zsets {
     /// (each with a big-V epoch), as a warm read needs them.
     async fn reader_state(&self, reader: i64, follows: &[i64], pulled: &[i64]) {
         use feed_service::store::redis::state::PulledAuthor;
-        let keys = self.store.keys();
-        assert!(self
-            .store
-            .begin_state(&keys.following(reader))
-            .await
-            .unwrap());
+        assert!(self.store.begin_following(reader).await.unwrap());
         self.store
             .fill_following(reader, 1, follows, 3600)
             .await
             .unwrap();
-        assert!(self.store.begin_state(&keys.pulled()).await.unwrap());
+        assert!(self.store.begin_pulled().await.unwrap());
         let pulled: Vec<PulledAuthor> = pulled
             .iter()
             .map(|&author| PulledAuthor {
@@ -280,6 +275,14 @@ async fn clause_2_entries_stay_in_order_once_and_the_sentinel_last() {
         assert!(z.in_order(&key).await);
     }
     assert_eq!(z.ids(&key).await, vec![2, 9, 5, 10, 4, 9, 3]);
+    // One entry at a time, as fan-out pushes: the head again (kept once),
+    // a tie with the head that sorts below it ("20" after "3") and one
+    // that sorts above ("40").
+    for (s, id) in [(8, 3), (8, 20), (8, 40)] {
+        z.push(&key, &entries(&[(s, id)]), 10, None).await;
+        assert!(z.in_order(&key).await);
+    }
+    assert_eq!(z.ids(&key).await, vec![2, 9, 5, 10, 4, 9, 20, 3, 40]);
     // Many at once (a follow's backfill), a cut push and a trim.
     let many: Vec<Entry> = (10..30)
         .map(|i| Entry::new(at(i % 7 + 9), 1000 + i))
@@ -391,6 +394,14 @@ async fn clause_4_a_trim_keeps_the_newest_cap_and_raises_the_floor() {
     z.push(&big, &entries(&[(2000, 2000)]), 1000, None).await;
     assert_eq!(z.ids(&big).await.len(), 1000);
     assert_eq!(z.floor(&big).await, Some(31.0));
+    // A list being built is not trimmed, however many new heads it gets.
+    let building = z.key(3);
+    assert!(z.store.begin_build(&building).await.unwrap());
+    for i in 1..=8 {
+        z.push(&building, &entries(&[(i, i)]), 4, None).await;
+    }
+    assert_eq!(z.ids(&building).await.len(), 8);
+    assert_eq!(z.floor(&building).await, Some(f64::INFINITY));
 }
 
 #[tokio::test]
@@ -423,6 +434,17 @@ async fn clause_5_a_build_is_begun_once_filled_once_and_expires_if_abandoned() {
 }
 
 impl Zsets {
+    /// A SET's names, sorted.
+    async fn names(&mut self, key: &str) -> Vec<String> {
+        let mut m: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(key)
+            .query_async(&mut self.conn)
+            .await
+            .unwrap();
+        m.sort();
+        m
+    }
+
     async fn hash(&mut self, key: &str) -> std::collections::BTreeMap<String, String> {
         redis::cmd("HGETALL")
             .arg(key)
@@ -438,6 +460,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     let reader = 7;
     let inbox = z.store.keys().inbox(reader);
     let following = z.store.keys().following(reader);
+    let followees = z.store.keys().followees(reader);
     z.built(&inbox, 10, None, &[]).await;
     // Missing: a change does nothing to the copy (it is rebuilt later)...
     assert!(!z
@@ -449,7 +472,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // ...but the inbox gets the posts.
     assert_eq!(z.ids(&inbox).await, vec![30]);
     // Built at sequence 4, following 1 and 2.
-    assert!(z.store.begin_state(&following).await.unwrap());
+    assert!(z.store.begin_following(reader).await.unwrap());
     assert!(z
         .store
         .fill_following(reader, 4, &[1, 2], 3600)
@@ -471,6 +494,8 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
         (h["1"].as_str(), h["2"].as_str(), h["3"].as_str()),
         ("U9", "F4", "F8")
     );
+    // The SET of names follows the HASH: the followed authors, and 0.
+    assert_eq!(z.names(&followees).await, ["0", "2", "3"]);
     // An unfollow that applies takes the author's posts out of the inbox;
     // one that does not, leaves them.
     z.store
@@ -485,9 +510,28 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
         .await
         .unwrap());
     assert_eq!(z.ids(&inbox).await, vec![30]);
+    // Half a state (the SET lost) is no state: a change drops the rest,
+    // and a build starts over, whichever half is left.
+    z.store.delete(&followees).await.unwrap();
+    assert!(!z
+        .store
+        .set_follow(reader, 4, 12, true, 10, None, &[])
+        .await
+        .unwrap());
+    assert!(z.hash(&following).await.is_empty());
+    assert!(z.store.begin_following(reader).await.unwrap());
+    assert!(z
+        .store
+        .fill_following(reader, 12, &[2, 4], 3600)
+        .await
+        .unwrap());
+    z.store.delete(&followees).await.unwrap();
+    assert!(z.store.begin_following(reader).await.unwrap());
+    assert_eq!(z.hash(&following).await[""], "b");
+    assert_eq!(z.names(&followees).await, ["0"]);
     // A change during a build abandons it; the fill then finds nothing.
     z.store.delete(&following).await.unwrap();
-    assert!(z.store.begin_state(&following).await.unwrap());
+    assert!(z.store.begin_following(reader).await.unwrap());
     z.store
         .set_follow(reader, 1, 11, true, 10, None, &[])
         .await
@@ -498,6 +542,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
         .await
         .unwrap());
     assert!(z.hash(&following).await.is_empty());
+    assert!(z.names(&followees).await.is_empty());
 }
 
 #[tokio::test]
@@ -505,6 +550,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     use feed_service::store::redis::state::{PulledAuthor, PulledChange};
     let mut z = Zsets::new().await;
     let pulled = z.store.keys().pulled();
+    let names = z.store.keys().pulled_authors();
     // Missing: changes do nothing (the copy is rebuilt later).
     z.store
         .pulled_change(5, PulledChange::Add(50))
@@ -512,7 +558,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
         .unwrap();
     assert!(z.hash(&pulled).await.is_empty());
     // During a build changes land, and the fill merges.
-    assert!(z.store.begin_state(&pulled).await.unwrap());
+    assert!(z.store.begin_pulled().await.unwrap());
     z.store
         .pulled_change(5, PulledChange::Add(51))
         .await
@@ -551,6 +597,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
         ),
         ("c", ";50,51", "3;", "0;")
     );
+    assert_eq!(z.names(&names).await, ["0", "5", "6", "7"]);
     // Its demotion settles epoch 0 like any other.
     z.store
         .pulled_change(7, PulledChange::Demoted(0))
@@ -588,6 +635,15 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
         .await
         .unwrap();
     assert!(!z.hash(&pulled).await.contains_key("6"));
+    assert_eq!(z.names(&names).await, ["0"]);
+    // Half a state is no state: a change drops the rest.
+    z.store.delete(&names).await.unwrap();
+    z.store
+        .pulled_change(8, PulledChange::Promote(4))
+        .await
+        .unwrap();
+    assert!(z.hash(&pulled).await.is_empty());
+    assert!(z.store.begin_pulled().await.unwrap());
 }
 
 #[tokio::test]
@@ -606,13 +662,13 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     let inbox = keys.inbox(9);
     let read = z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap();
     assert_eq!(read, WarmRead::Missing(StateKey::Following));
-    assert!(z.store.begin_state(&keys.following(9)).await.unwrap());
+    assert!(z.store.begin_following(9).await.unwrap());
     z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
     assert_eq!(
         z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled)
     );
-    assert!(z.store.begin_state(&keys.pulled()).await.unwrap());
+    assert!(z.store.begin_pulled().await.unwrap());
     z.store.fill_pulled(&[]).await.unwrap();
     // Author 2 publishes (its outbox exists): the post is cached, pulled.
     z.built(&keys.outbox(2), 10, None, &[]).await;
@@ -642,6 +698,19 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     };
     assert!(meta[&100].deleted);
     assert_eq!(meta[&101].author, None);
+    // Either SET of names lost: the read names the state to rebuild.
+    z.store.delete(&keys.followees(9)).await.unwrap();
+    assert_eq!(
+        z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap(),
+        WarmRead::Missing(StateKey::Following)
+    );
+    z.store.delete(&keys.pulled_authors()).await.unwrap();
+    assert!(z.store.begin_following(9).await.unwrap());
+    z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
+    assert_eq!(
+        z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap(),
+        WarmRead::Missing(StateKey::Pulled)
+    );
     // A fill from PostgreSQL adds only what is missing (the tombstone stays).
     z.store.fill_posts(&[(100, post(1, 10))], 60).await.unwrap();
     assert_eq!(z.hash(&keys.post(100)).await["d"], "1");
@@ -782,6 +851,7 @@ async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
     let (inbox, following, outbox) = (keys.inbox(7), keys.following(7), keys.outbox(7));
+    let followees = keys.followees(7);
     // Built with the idle TTL; an outbox never expires.
     assert!(z.store.begin_build(&inbox).await.unwrap());
     assert!(z
@@ -790,7 +860,7 @@ async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
         .await
         .unwrap());
     z.built(&outbox, 10, None, &entries(&[(1, 1)])).await;
-    assert!(z.store.begin_state(&following).await.unwrap());
+    assert!(z.store.begin_following(7).await.unwrap());
     assert!(z.store.fill_following(7, 1, &[2], 3_600).await.unwrap());
     assert!((3_500..=3_600).contains(&z.ttl(&inbox).await));
     assert!((3_500..=3_600).contains(&z.ttl(&following).await));
@@ -802,6 +872,7 @@ async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
     assert!(z.store.touch_reader(7, &[], 1, 60, 7_200).await.unwrap());
     assert!((7_100..=7_200).contains(&z.ttl(&inbox).await));
     assert!((7_100..=7_200).contains(&z.ttl(&following).await));
+    assert!((7_100..=7_200).contains(&z.ttl(&followees).await));
     assert!(!z.store.touch_reader(7, &[], 2, 60, 9_000).await.unwrap());
     assert!(z.ttl(&inbox).await <= 7_200);
     // A key being built keeps its build TTL (an abandoned build still

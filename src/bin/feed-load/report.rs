@@ -135,7 +135,16 @@ pub struct PageCost {
 }
 
 /// The commands the terminal table shows per page.
-pub const PAGE_COMMANDS: [&str; 6] = ["llen", "lindex", "lrange", "hmget", "hget", "evalsha"];
+pub const PAGE_COMMANDS: [&str; 8] = [
+    "llen",
+    "lindex",
+    "lrange",
+    "hmget",
+    "hget",
+    "sinter",
+    "smismember",
+    "evalsha",
+];
 
 impl PageCost {
     /// `stats` over a run of `pages` pages that each must read

@@ -473,6 +473,20 @@ fn tick(b: indicatif::ProgressBar, secs: f64) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Entries an inbox holds before a fan-out scenario's post.
+const OLDER_ENTRIES: i64 = 100;
+
+/// An inbox's list of [`OLDER_ENTRIES`] posts a second apart, newest at
+/// `newest`, then its floor (the store's layout: `layout.rs`).
+fn older_entries(newest: i64) -> Vec<Vec<u8>> {
+    let mut list: Vec<Vec<u8>> = (0..OLDER_ENTRIES)
+        .map(|j| layout::pack(&Entry::new(newest - j * 1000, j + 1)))
+        .collect();
+    let floor = newest - OLDER_ENTRIES * 1000;
+    list.push(floor.to_string().into_bytes());
+    list
+}
+
 /// One post by the mega author; every follower has an inbox. Pure push
 /// (`big_v` false: nobody is big-V) or big-V to active fans (the mega
 /// author alone is big-V). The thresholds are set, and their fan-out jobs
@@ -489,8 +503,11 @@ async fn fanout(
     let who = if big_v { BigVs::Mega } else { BigVs::Nobody };
     run.big_vs(target, &admin, who).await?;
     let (o, l, pg, client, keys) = (run.o, run.layout, &mut *run.pg, run.client, run.keys);
-    // Every follower has read its feed once: its inbox exists.
+    // Every follower has read its feed once: its inbox exists, and holds
+    // older posts above its floor, so the post lands on top of them as on
+    // any reader's inbox (a push's cost does not grow with the list).
     target.delete(&format!("{}feed:*", o.prefix)).await?;
+    let older = older_entries(feed_service::engine::now_ms() - 86_400_000);
     let b = bar(l.readers as u64, &format!("inboxes: {}", target.name));
     let mut from = 1;
     while from <= l.readers {
@@ -498,7 +515,7 @@ async fn fanout(
         let inboxes: Vec<String> = (from..=to).map(|i| target.store.keys().inbox(i)).collect();
         target
             .query(&inboxes, |pipe, key| {
-                pipe.rpush(key, "-inf");
+                pipe.rpush(key, &older);
             })
             .await?;
         b.set_position(to as u64);

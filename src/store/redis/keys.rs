@@ -55,10 +55,22 @@ impl Keys {
         format!("{}following:{}{reader}", self.prefix, reader_tag(reader))
     }
 
+    /// The authors a reader follows (a SET beside [`Keys::following`], of
+    /// its slot; see scripts.rs).
+    pub fn followees(&self, reader: i64) -> String {
+        format!("{}followees:{}{reader}", self.prefix, reader_tag(reader))
+    }
+
     /// The authors every follower pulls right now (one HASH for all: big-Vs
     /// and authors with deliveries in flight; see scripts.rs).
     pub fn pulled(&self) -> String {
-        format!("{}pulled", self.prefix)
+        format!("{}pulled:{{pulled}}", self.prefix)
+    }
+
+    /// The pulled authors' names (a SET beside [`Keys::pulled`], of its
+    /// slot; see scripts.rs).
+    pub fn pulled_authors(&self) -> String {
+        format!("{}pulled_authors:{{pulled}}", self.prefix)
     }
 
     /// A post as readers see it (HASH: author, username, body, time, and a
@@ -104,7 +116,8 @@ mod tests {
         assert_eq!(k.active_fans(7), "t1:active_fans:{7}");
         assert_eq!(k.active_mark(42), "t1:active_mark:{r0}42");
         assert_eq!(k.following(42), "t1:following:{r0}42");
-        assert_eq!(k.pulled(), "t1:pulled");
+        assert_eq!(k.followees(42), "t1:followees:{r0}42");
+        assert_eq!(k.pulled(), "t1:pulled:{pulled}");
         assert_eq!(k.post(9), "t1:post:{9}");
         assert_eq!(k.pattern(), "t1:*");
     }
@@ -116,6 +129,8 @@ mod tests {
         let at = |key: String| slot(key.as_bytes());
         assert_eq!(at(k.inbox(1024)), at(k.inbox(2047)));
         assert_eq!(at(k.inbox(1024)), at(k.following(1500)));
+        assert_eq!(at(k.following(1500)), at(k.followees(1500)));
+        assert_eq!(at(k.pulled()), at(k.pulled_authors()));
         assert_eq!(at(k.inbox(1024)), at(k.active_mark(2000)));
         assert_ne!(at(k.inbox(1023)), at(k.inbox(1024)));
         assert_ne!(at(k.inbox(1)), at(k.outbox(1)));

@@ -294,19 +294,19 @@ impl RedisStore {
 
     /// Starts building a missing feed list; true if this caller must fill it.
     pub async fn begin_build(&self, key: &str) -> AppResult<bool> {
-        self.begin(&scripts::BEGIN, key).await
+        self.begin(&scripts::BEGIN, &[key]).await
     }
 
     /// Runs a begin script (`BEGIN`, `BEGIN_STATE`) on `key`: true if this
     /// caller created the key in the building state and must fill it.
-    async fn begin(&self, script: &redis::Script, key: &str) -> AppResult<bool> {
+    async fn begin(&self, script: &redis::Script, keys: &[&str]) -> AppResult<bool> {
         let started: i64 = self
             .with_conn(|mut c| async move {
-                script
-                    .key(key)
-                    .arg(BUILD_TTL_SECS)
-                    .invoke_async(&mut c)
-                    .await
+                let mut inv = script.prepare_invoke();
+                for key in keys {
+                    inv.key(*key);
+                }
+                inv.arg(BUILD_TTL_SECS).invoke_async(&mut c).await
             })
             .await?;
         Ok(started == 1)
@@ -471,12 +471,14 @@ impl RedisStore {
         let mark = self.keys.active_mark(reader);
         let inbox = self.keys.inbox(reader);
         let following = self.keys.following(reader);
+        let followees = self.keys.followees(reader);
         let touched: i64 = self
             .with_conn(|mut c| async move {
                 scripts::TOUCH
                     .key(&mark)
                     .key(&inbox)
                     .key(&following)
+                    .key(&followees)
                     .arg(now_ms)
                     .arg(interval_secs.max(1))
                     .arg(idle_ttl_secs)

@@ -66,7 +66,10 @@
 //!    applied only if its `seq` is newer than the build and than the field,
 //!    so changes applied in any order leave the state of the newest; a change
 //!    reaching a copy being built abandons the build. An author is followed
-//!    iff its field starts with `F`. A missing key is unknown: rebuild it.
+//!    iff its field starts with `F`. Beside the HASH, `followees:{r}` (a
+//!    SET, of the same slot) names the followed authors and `0` (a mark
+//!    that it is there); the scripts change both at once. A missing key,
+//!    or one of the two without the other, is unknown: rebuild both.
 //!    A follow also pushes the author's newest posts into the inbox (as a
 //!    push, clause 3); an unfollow that applies removes its posts.
 //! 8. **The pulled authors** (`pulled`, one HASH): `""` is `c` once built
@@ -78,7 +81,9 @@
 //!    [`PUBLISH`]) before its publish returns and removed once its
 //!    delivery is done; a demotion clears only the epoch it ended. Changes
 //!    during a build land in it, and the fill merges (epochs by max, ids by
-//!    union). A missing key is unknown: rebuild it.
+//!    union). Beside it, `pulled_authors` (a SET, of the same slot) names
+//!    the authors with a field, and `0`, as `followees:{r}` does. A missing
+//!    key, or one of the two without the other, is unknown: rebuild both.
 //! 9. **Posts** (`post:{id}`, a HASH with a TTL): `a` author, `u` username,
 //!    `b` body, `t` time, and `d` = 1 once deleted. A tombstone is written
 //!    whether or not the rest is there; a fill from PostgreSQL adds only
@@ -120,23 +125,39 @@ local function score_of(e)
   local a, b, c, d, f = string.byte(e, 1, 5)
   return EPOCH + (((a * 256 + b) * 256 + c) * 256 + d) * 256 + f
 end
-local function id_text(e)
-  local v = 0
-  for i = 6, #e do v = v * 256 + string.byte(e, i) end
-  return string.format('%d', v)
+local function id_of(e)
+  local a, b, c, d, f, g = string.byte(e, 6, -1)
+  local v = ((a * 256 + b) * 256 + c) * 256 + d
+  if g then v = (v * 256 + f) * 256 + g end
+  return v
 end
--- Equal scores: decimal id bytes descending.
-local function bytes_after(m1, m2)
-  for i = 1, math.min(#m1, #m2) do
-    local p, q = string.byte(m1, i), string.byte(m2, i)
-    if p ~= q then return p > q end
-  end
-  return #m1 > #m2
+local function id_text(e)
+  return string.format('%d', id_of(e))
+end
+-- Equal scores go by the ids' decimal bytes, descending. An id's place
+-- there as numbers: its digits read as a 15-digit fraction, then how many
+-- digits it has (a prefix comes first): `tie_after` of two such keys is
+-- the byte order of the two decimal texts, with no text made.
+local TEN = {}
+do
+  local p = 1
+  for k = 1, 16 do TEN[k], p = p, p * 10 end
+end
+local function tie_key(id)
+  local n = 1
+  while n < 15 and id >= TEN[n + 1] do n = n + 1 end
+  return id * TEN[16 - n], n
+end
+local function tie_after(k1, n1, k2, n2)
+  if k1 ~= k2 then return k1 > k2 end
+  return n1 > n2
 end
 -- Whether entry e1 (score s1) comes before e2 (score s2) in feed order.
 local function newer(s1, e1, s2, e2)
   if s1 ~= s2 then return s1 > s2 end
-  return bytes_after(id_text(e1), id_text(e2))
+  local k1, n1 = tie_key(id_of(e1))
+  local k2, n2 = tie_key(id_of(e2))
+  return tie_after(k1, n1, k2, n2)
 end
 local function floor_of(raw)
   if raw == 'inf' or raw == '+inf' then return nil end
@@ -181,12 +202,16 @@ end
 
 /// Shared Lua: trimming and one key's push (clauses 2 to 4).
 const PRELUDE: &str = r#"
+-- Whether a list of n entries (the sentinel not counted) is past the trim.
+local function over(n, cap)
+  return n > cap + math.max(1, math.floor(cap / 32)) - 1
+end
+local function cut_to_cap(key, cap)
+  local top = redis.call('LINDEX', key, cap)
+  cut_at(key, cap, string.format('%d', score_of(top)))
+end
 local function trim(key, cap)
-  local n = redis.call('LLEN', key) - 1
-  if n > cap + math.max(1, math.floor(cap / 32)) - 1 then
-    local top = redis.call('LINDEX', key, cap)
-    cut_at(key, cap, string.format('%d', score_of(top)))
-  end
+  if over(redis.call('LLEN', key) - 1, cap) then cut_to_cap(key, cap) end
 end
 -- One entry into its place; 1 if it was not there.
 local function insert(key, s, e)
@@ -258,9 +283,27 @@ local function packed(from)
   end
   return list
 end
+-- The fan-out's usual case, one entry newer than the head (so above the
+-- floor): one LPUSH, whose reply tells whether to trim, and the floor read
+-- only then (a building list is not trimmed). 0 for a missing key; nil
+-- when the entry is not newer than an entry at the head.
+local function push_newest(key, cap, s, e)
+  local head = redis.call('LINDEX', key, 0)
+  if not head then return 0 end
+  if #head ~= 9 and #head ~= 11 then return nil end
+  if not newer(s, e, score_of(head), head) then return nil end
+  if over(redis.call('LPUSH', key, e) - 1, cap) then
+    if floor_of(redis.call('LINDEX', key, -1)) ~= nil then cut_to_cap(key, cap) end
+  end
+  return 1
+end
 -- Pushes that many entries rewrite the list; fewer go one by one.
 local MERGE_FROM = 8
 local function push(key, cap, cut, list)
+  if cut == '' and #list == 1 then
+    local added = push_newest(key, cap, list[1][1], list[1][2])
+    if added then return added end
+  end
   local raw = redis.call('LINDEX', key, -1)
   if not raw then return 0 end
   local floor = floor_of(raw)
@@ -430,18 +473,28 @@ local function later(a, b)
   if b == nil then return a end
   return math.max(a, b)
 end
-local function store_pulled(key, a, epoch, ids)
+-- Whether a state's SET of names is there ('0' marks it while it is).
+local function named(set)
+  return redis.call('SISMEMBER', set, '0') == 1
+end
+local function store_pulled(key, set, a, epoch, ids)
   local list = {}
   for id in pairs(ids) do list[#list + 1] = id end
   if epoch == nil and #list == 0 then
     redis.call('HDEL', key, a)
+    redis.call('SREM', set, a)
   else
     table.sort(list)
     redis.call('HSET', key, a, (epoch or '') .. ';' .. table.concat(list, ','))
+    redis.call('SADD', set, a)
   end
 end
-local function pulled_change(key, op, a, x)
+local function pulled_change(key, set, op, a, x)
   if not redis.call('HGET', key, '') then return 0 end
+  if not named(set) then
+    redis.call('DEL', key, set)
+    return 0
+  end
   local cur = redis.call('HGET', key, a)
   local epoch, ids = nil, {}
   if cur then epoch, ids = parse_pulled(cur) end
@@ -451,41 +504,55 @@ local function pulled_change(key, op, a, x)
   elseif op == 'demoted' then
     if epoch == tonumber(x) then epoch = nil end
   end
-  store_pulled(key, a, epoch, ids)
+  store_pulled(key, set, a, epoch, ids)
   return 1
 end
 "#;
 
-/// BEGIN_STATE: KEYS[1] a state HASH; ARGV[1] TTL. Creates a missing key in
-/// the building state (clauses 7 and 8); returns 1 if this caller builds it.
+/// BEGIN_STATE: KEYS[1] a state HASH, KEYS[2] its SET of names; ARGV[1]
+/// TTL. Creates a missing state in the building state (clauses 7 and 8;
+/// half a state, one key without the other, is missing); returns 1 if
+/// this caller builds it.
 pub static BEGIN_STATE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('SISMEMBER', KEYS[2], '0') == 1 then
+  return 0
+end
+redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], '', 'b')
+redis.call('SADD', KEYS[2], '0')
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
 return 1
 "#,
     )
 });
 
-/// FILL_FOLLOWING: KEYS[1] `following:{r}`; ARGV[1] the reader's follow
-/// seq; ARGV[2] the idle TTL in seconds; ARGV[3..] followee ids. Completes
-/// a build (clause 7); 0 if the key is no longer building.
+/// FILL_FOLLOWING: KEYS[1] `following:{r}`, KEYS[2] `followees:{r}`;
+/// ARGV[1] the reader's follow seq; ARGV[2] the idle TTL in seconds;
+/// ARGV[3..] followee ids. Completes a build (clause 7); 0 if the state is
+/// no longer building.
 pub static FILL_FOLLOWING: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-if redis.call('HGET', KEYS[1], '') ~= 'b' then return 0 end
+if redis.call('HGET', KEYS[1], '') ~= 'b' or redis.call('SISMEMBER', KEYS[2], '0') == 0 then
+  return 0
+end
 for i = 3, #ARGV do redis.call('HSET', KEYS[1], ARGV[i], 'F' .. ARGV[1]) end
+for from = 3, #ARGV, 1000 do
+  redis.call('SADD', KEYS[2], unpack(ARGV, from, math.min(from + 999, #ARGV)))
+end
 redis.call('HSET', KEYS[1], '', ARGV[1])
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
 return 1
 "#,
     )
 });
 
 /// TOUCH: KEYS[1] the reader's active mark, KEYS[2] its inbox, KEYS[3] its
-/// `following:{r}` (one slot); ARGV[1] the mark's time, ARGV[2] the mark
+/// `following:{r}`, KEYS[4] its `followees:{r}` (one slot); ARGV[1] the mark's time, ARGV[2] the mark
 /// interval in seconds, ARGV[3] the idle TTL in seconds. At most once per
 /// interval (the mark): the reader's built keys get the idle TTL again
 /// (clause 11); one being built keeps its build TTL. Returns 1 if it did.
@@ -500,13 +567,15 @@ end
 local state = redis.call('HGET', KEYS[3], '')
 if state and state ~= 'b' then
   redis.call('EXPIRE', KEYS[3], tonumber(ARGV[3]))
+  redis.call('EXPIRE', KEYS[4], tonumber(ARGV[3]))
 end
 return 1
 "#,
     )
 });
 
-/// SET_FOLLOW: KEYS[1] `following:{r}`, KEYS[2] the reader's inbox; ARGV[1]
+/// SET_FOLLOW: KEYS[1] `following:{r}`, KEYS[2] the reader's inbox,
+/// KEYS[3] `followees:{r}`; ARGV[1]
 /// author, ARGV[2] seq, ARGV[3] `F` (follow) or `U` (unfollow), ARGV[4]
 /// inbox cap, ARGV[5] cut (`""` or a score), ARGV[6..] the author's
 /// newest entries (score, id pairs). Clause 7: a follow pushes the
@@ -517,13 +586,18 @@ pub static SET_FOLLOW: LazyLock<Script> = LazyLock::new(|| {
         r#"{LAYOUT}{PRELUDE}{STATE}
 local state = redis.call('HGET', KEYS[1], '')
 local applied = 0
-if state == 'b' then
-  redis.call('DEL', KEYS[1])
+if state == 'b' or (state and not named(KEYS[3])) then
+  redis.call('DEL', KEYS[1], KEYS[3])
 elseif state then
   local seq = tonumber(ARGV[2])
   local cur = redis.call('HGET', KEYS[1], ARGV[1])
   if seq > tonumber(state) and (not cur or seq_of(cur) < seq) then
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. seq)
+    if ARGV[3] == 'F' then
+      redis.call('SADD', KEYS[3], ARGV[1])
+    else
+      redis.call('SREM', KEYS[3], ARGV[1])
+    end
     applied = 1
   end
 end
@@ -538,39 +612,40 @@ return applied
     ))
 });
 
-/// PULLED: KEYS[1] `pulled`; ARGV[1] `add` / `done` (ARGV[3] a post id),
+/// PULLED: KEYS[1] `pulled`, KEYS[2] `pulled_authors`; ARGV[1] `add` / `done` (ARGV[3] a post id),
 /// `promote` / `demoted` (ARGV[3] an epoch); ARGV[2] the author. Clause 8.
 pub static PULLED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r#"{STATE}
-return pulled_change(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+return pulled_change(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 "#
     ))
 });
 
-/// FILL_PULLED: KEYS[1] `pulled`; ARGV triples (author, epoch or `""` if
+/// FILL_PULLED: KEYS[1] `pulled`, KEYS[2] `pulled_authors`; ARGV triples (author, epoch or `""` if
 /// none, ids joined by commas). Completes a build, merging what landed meanwhile (clause 8).
 pub static FILL_PULLED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r#"{STATE}
-if redis.call('HGET', KEYS[1], '') ~= 'b' then return 0 end
+if redis.call('HGET', KEYS[1], '') ~= 'b' or not named(KEYS[2]) then return 0 end
 for i = 1, #ARGV, 3 do
   local cur = redis.call('HGET', KEYS[1], ARGV[i])
   local epoch, ids = nil, {{}}
   if cur then epoch, ids = parse_pulled(cur) end
   epoch = later(epoch, tonumber(ARGV[i + 1]))
   for id in string.gmatch(ARGV[i + 2], '[^,]+') do ids[id] = true end
-  store_pulled(KEYS[1], ARGV[i], epoch, ids)
+  store_pulled(KEYS[1], KEYS[2], ARGV[i], epoch, ids)
 end
 redis.call('HSET', KEYS[1], '', 'c')
 redis.call('PERSIST', KEYS[1])
+redis.call('PERSIST', KEYS[2])
 return 1
 "#
     ))
 });
 
 /// PUBLISH: KEYS[1] the author's outbox, KEYS[2] `post:{id}`, KEYS[3]
-/// `pulled`; ARGV[1] outbox cap, ARGV[2] post id, ARGV[3] score, ARGV[4]
+/// `pulled`, KEYS[4] `pulled_authors`; ARGV[1] outbox cap, ARGV[2] post id, ARGV[3] score, ARGV[4]
 /// author, ARGV[5] username, ARGV[6] body, ARGV[7] post TTL. The post into
 /// its outbox (clause 3), its cache entry (clause 9) and its delivery in
 /// flight (clause 8), at once.
@@ -581,7 +656,7 @@ local score = tonumber(ARGV[3])
 push(KEYS[1], tonumber(ARGV[1]), '', {{{{score, pack(score, tonumber(ARGV[2]))}}}})
 redis.call('HSET', KEYS[2], 'a', ARGV[4], 'u', ARGV[5], 'b', ARGV[6], 't', ARGV[3])
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[7]))
-pulled_change(KEYS[3], 'add', ARGV[4], ARGV[2])
+pulled_change(KEYS[3], KEYS[4], 'add', ARGV[4], ARGV[2])
 return 1
 "#
     ))
@@ -622,7 +697,8 @@ return 1
 pub const OUTBOX_CHUNK: usize = 4;
 
 /// READ: KEYS[1] `following:{r}`, KEYS[2] the first source (the inbox, or
-/// for an author's page its outbox), KEYS[3] `pulled`; ARGV[1] key prefix,
+/// for an author's page its outbox), KEYS[3] `pulled`, KEYS[4]
+/// `followees:{r}`, KEYS[5] `pulled_authors`; ARGV[1] key prefix,
 /// ARGV[2] max (`+inf` or a score), ARGV[3] entries the page reads
 /// (`fetch`), ARGV[4] `home` or `author`, ARGV[5] `ties` (as [`RANGE`]).
 /// Clause 10. Returns `{status}` when the reader state is missing or being
@@ -630,8 +706,9 @@ pub const OUTBOX_CHUNK: usize = 4;
 /// sources, meta}`.
 ///
 /// The sources are the first, then the outbox of each pulled author the
-/// reader follows (found from the smaller of the two hashes, so a page
-/// never walks every big-V there is). Their lengths and floors are read
+/// reader follows (one `SINTER` of the two SETs of names: Redis walks the
+/// smaller, and only the authors both hold come back, so a page never
+/// walks every big-V there is). Their lengths and floors are read
 /// first; one missing or building ends the read there (the engine rebuilds
 /// it or answers from PostgreSQL). Then the script merges them newest
 /// first, in feed order, reading each lazily from `max` down: the first
@@ -649,24 +726,13 @@ pub const OUTBOX_CHUNK: usize = 4;
 /// if it was read to its end, else the score above which it gave every
 /// entry. Only the part's posts are looked up: meta is a flat list of id,
 /// author (`''` if the post is not cached), `1` if deleted (else `''`), 1
-/// if its author is followed (else 0). So the reads, the lookups and the
+/// if its author is followed (else 0, from `followees:{r}`). So the reads, the lookups and the
 /// reply follow the page, not sources × window.
 pub static READ: LazyLock<Script> = LazyLock::new(|| {
     script(&format!(
         r#"{LAYOUT}
 local prefix, max, fetch, home = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == 'home'
 local cap = fetch + 1 + tonumber(ARGV[5])
-local function hmget(key, fields)
-  local out = {{}}
-  for from = 1, #fields, 1000 do
-    local r = redis.call('HMGET', key, unpack(fields, from, math.min(from + 999, #fields)))
-    for i = 1, #r do out[#out + 1] = r[i] end
-  end
-  return out
-end
-local function is_followed(v)
-  return v and string.sub(v, 1, 1) == 'F'
-end
 if home then
   local f = redis.call('HGET', KEYS[1], '')
   if not f then return {{'missing:following'}} end
@@ -677,24 +743,17 @@ if home then
 end
 local sources = {{{{author = '', key = KEYS[2], chunk = fetch + 1}}}}
 if home then
-  local authors = {{}}
-  if redis.call('HLEN', KEYS[3]) <= redis.call('HLEN', KEYS[1]) then
-    local pulled = redis.call('HKEYS', KEYS[3])
-    local states = hmget(KEYS[1], pulled)
-    for i, a in ipairs(pulled) do
-      if a ~= '' and is_followed(states[i]) then authors[#authors + 1] = a end
-    end
-  else
-    local all = redis.call('HGETALL', KEYS[1])
-    local followed = {{}}
-    for i = 1, #all, 2 do
-      if all[i] ~= '' and is_followed(all[i + 1]) then followed[#followed + 1] = all[i] end
-    end
-    local states = hmget(KEYS[3], followed)
-    for i, a in ipairs(followed) do
-      if states[i] then authors[#authors + 1] = a end
-    end
+  -- The pulled authors the reader follows: the two SETs of names
+  -- intersected, each holding '0' while it is there.
+  local authors, named = {{}}, false
+  for _, a in ipairs(redis.call('SINTER', KEYS[4], KEYS[5])) do
+    if a == '0' then named = true else authors[#authors + 1] = a end
   end
+  if not named then
+    if redis.call('SISMEMBER', KEYS[4], '0') == 0 then return {{'missing:following'}} end
+    return {{'missing:pulled'}}
+  end
+  table.sort(authors)
   for _, a in ipairs(authors) do
     sources[#sources + 1] = {{author = a, key = prefix .. 'outbox:{{' .. a .. '}}', chunk = OUTBOX_CHUNK}}
   end
@@ -731,12 +790,12 @@ local function advance(src)
     src.chunk = src.chunk * 2
   end
   local m = src.buf[src.i]
-  src.hm, src.hs, src.ht = m, score_of(m), nil
+  src.hm, src.hs, src.tk = m, score_of(m), nil
 end
--- A head's id in decimal, for ties (read once per head).
-local function head_text(src)
-  if not src.ht then src.ht = id_text(src.hm) end
-  return src.ht
+-- A head's place among equal scores (found once per head).
+local function head_key(src)
+  if not src.tk then src.tk, src.tn = tie_key(id_of(src.hm)) end
+  return src.tk, src.tn
 end
 local part, seen, count, last, bound = {{}}, {{}}, 0, nil, horizon
 if usable then
@@ -752,8 +811,10 @@ if usable then
       if h and h >= bs then
         if h > bs then
           best, bs = src, h
-        elseif best and bytes_after(head_text(src), head_text(best)) then
-          best = src
+        elseif best then
+          local k1, n1 = head_key(src)
+          local k2, n2 = head_key(best)
+          if tie_after(k1, n1, k2, n2) then best = src end
         end
       end
     end
@@ -767,7 +828,7 @@ if usable then
     if not seen[m] then
       seen[m] = true
       count = count + 1
-      part[#part + 1] = {{s, head_text(best)}}
+      part[#part + 1] = {{s, id_text(m)}}
     end
     last = s
     advance(best)
@@ -796,8 +857,10 @@ if home then
       authors[#authors + 1] = a
     end
   end
-  local states = hmget(KEYS[1], authors)
-  for i, a in ipairs(authors) do follows[a] = is_followed(states[i]) end
+  if #authors > 0 then
+    local states = redis.call('SMISMEMBER', KEYS[4], unpack(authors))
+    for i, a in ipairs(authors) do follows[a] = states[i] == 1 end
+  end
 end
 local meta = {{}}
 for i, id in ipairs(ids) do

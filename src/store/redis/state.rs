@@ -50,11 +50,14 @@ impl RedisStore {
         if self.is_cluster() {
             return self.warm_read_by_slot(reader, first, max, fetch).await;
         }
-        let following = match reader {
-            Some(r) => self.keys.following(r),
-            None => format!("{}unused", self.keys.prefix()),
+        let (following, followees) = match reader {
+            Some(r) => (self.keys.following(r), self.keys.followees(r)),
+            None => {
+                let unused = format!("{}unused", self.keys.prefix());
+                (unused.clone(), unused)
+            }
         };
-        let pulled = self.keys.pulled();
+        let (pulled, pulled_authors) = (self.keys.pulled(), self.keys.pulled_authors());
         let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
         let prefix = self.keys.prefix().to_string();
         let mode = if reader.is_some() { "home" } else { "author" };
@@ -64,6 +67,8 @@ impl RedisStore {
                     .key(&following)
                     .key(first)
                     .key(&pulled)
+                    .key(&followees)
+                    .key(&pulled_authors)
                     .arg(&prefix)
                     .arg(&max)
                     .arg(fetch)
@@ -191,10 +196,18 @@ impl RedisStore {
         Ok(WarmRead::Read { sources, meta })
     }
 
-    /// Starts building a state HASH (clauses 7 and 8); true if this caller
-    /// must fill it.
-    pub async fn begin_state(&self, key: &str) -> AppResult<bool> {
-        self.begin(&scripts::BEGIN_STATE, key).await
+    /// Starts building whom `reader` follows (clause 7); true if this
+    /// caller must fill it.
+    pub async fn begin_following(&self, reader: i64) -> AppResult<bool> {
+        let (hash, names) = (self.keys.following(reader), self.keys.followees(reader));
+        self.begin(&scripts::BEGIN_STATE, &[&hash, &names]).await
+    }
+
+    /// Starts building the pulled authors (clause 8); true if this caller
+    /// must fill them.
+    pub async fn begin_pulled(&self) -> AppResult<bool> {
+        let (hash, names) = (self.keys.pulled(), self.keys.pulled_authors());
+        self.begin(&scripts::BEGIN_STATE, &[&hash, &names]).await
     }
 
     /// Completes the build of whom `reader` follows, as of `seq`, with the
@@ -207,10 +220,11 @@ impl RedisStore {
         idle_ttl_secs: u64,
     ) -> AppResult<bool> {
         let key = self.keys.following(reader);
+        let names = self.keys.followees(reader);
         let filled: i64 = self
             .with_conn(|mut c| async move {
                 let mut inv = scripts::FILL_FOLLOWING.key(&key);
-                inv.arg(seq).arg(idle_ttl_secs);
+                inv.key(&names).arg(seq).arg(idle_ttl_secs);
                 for f in followees {
                     inv.arg(f);
                 }
@@ -236,10 +250,12 @@ impl RedisStore {
     ) -> AppResult<bool> {
         let following = self.keys.following(reader);
         let inbox = self.keys.inbox(reader);
+        let names = self.keys.followees(reader);
         let applied: i64 = self
             .with_conn(|mut c| async move {
                 let mut inv = scripts::SET_FOLLOW.key(&following);
                 inv.key(&inbox)
+                    .key(&names)
                     .arg(author)
                     .arg(seq)
                     .arg(if follow { "F" } else { "U" })
@@ -256,7 +272,7 @@ impl RedisStore {
 
     /// Changes the pulled authors (clause 8).
     pub async fn pulled_change(&self, author: i64, change: PulledChange) -> AppResult<()> {
-        let key = self.keys.pulled();
+        let (key, names) = (self.keys.pulled(), self.keys.pulled_authors());
         let (op, x) = match change {
             PulledChange::Add(id) => ("add", id),
             PulledChange::Done(id) => ("done", id),
@@ -266,6 +282,7 @@ impl RedisStore {
         self.with_conn(|mut c| async move {
             let _: i64 = scripts::PULLED
                 .key(&key)
+                .key(&names)
                 .arg(op)
                 .arg(author)
                 .arg(x)
@@ -278,10 +295,11 @@ impl RedisStore {
 
     /// Completes the build of the pulled authors.
     pub async fn fill_pulled(&self, authors: &[PulledAuthor]) -> AppResult<bool> {
-        let key = self.keys.pulled();
+        let (key, names) = (self.keys.pulled(), self.keys.pulled_authors());
         let filled: i64 = self
             .with_conn(|mut c| async move {
                 let mut inv = scripts::FILL_PULLED.key(&key);
+                inv.key(&names);
                 for a in authors {
                     let ids: Vec<String> = a.in_flight.iter().map(i64::to_string).collect();
                     let epoch = a.epoch.map_or_else(String::new, |e| e.to_string());
@@ -304,7 +322,7 @@ impl RedisStore {
     ) -> AppResult<()> {
         let outbox = self.keys.outbox(post.author_id);
         let cached = self.keys.post(id);
-        let pulled = self.keys.pulled();
+        let (pulled, names) = (self.keys.pulled(), self.keys.pulled_authors());
         if self.is_cluster() {
             // Three slots, so three calls, in the order that keeps readers
             // right in between: the post is cached, then its delivery is
@@ -339,6 +357,7 @@ impl RedisStore {
                 .key(&outbox)
                 .key(&cached)
                 .key(&pulled)
+                .key(&names)
                 .arg(outbox_cap)
                 .arg(id)
                 .arg(post.created_at_ms)
