@@ -1,5 +1,7 @@
 //! `feed-service` runs the service; `feed-service token --user 42 [--admin]`
-//! prints a bearer token signed with the configured secret (for curl).
+//! prints a bearer token signed with the configured secret (for curl);
+//! `feed-service config check` prints the effective configuration, secrets
+//! redacted, and fails on any setting out of its range.
 
 use std::process::ExitCode;
 
@@ -13,7 +15,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage:
   feed-service [serve]                                  run the service
-  feed-service token --user ID [--admin] [--ttl SECS]   print a bearer token";
+  feed-service token --user ID [--admin] [--ttl SECS]   print a bearer token
+  feed-service config check                             print the effective configuration
+                                                        (secrets redacted); exit 2 if invalid";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,6 +31,19 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         None | Some("serve") => serve(settings),
         Some("token") => token(&settings, &args[1..]),
+        Some("config") if args.get(1).map(String::as_str) == Some("check") && args.len() == 2 => {
+            match serde_json::to_string_pretty(&settings) {
+                Ok(text) => {
+                    println!("{text}");
+                    eprintln!("configuration: valid");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("cannot print the configuration: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Some("-h") | Some("--help") | Some("help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize, Serializer};
 
 /// The JWT secret shipped in `config/default.toml`: accepted only while the
 /// service binds a loopback address, and never when `auth.allow_dev_secret`
@@ -20,7 +20,27 @@ pub const DEV_JWT_SECRET: &str = "feed-service-development-secret-not-for-deploy
 /// The shortest JWT secret accepted (HS256 wants 256 bits).
 pub const MIN_SECRET_BYTES: usize = 32;
 
-#[derive(Debug, Clone, Deserialize)]
+/// HS256 secrets printed in public places (this project's development
+/// configuration, jwt.io's examples): a token signed with one of them can
+/// be minted by anyone, so the production profile refuses each of them as
+/// the current and as the previous secret.
+pub const PUBLIC_SECRETS: &[&str] = &[DEV_JWT_SECRET, "a-string-secret-at-least-256-bits-long"];
+
+/// The longest statement timeout: half the life of a Redis build mark
+/// (`store::redis`), so a fill never completes a newer build.
+pub const MAX_STATEMENT_TIMEOUT_MS: u64 = 15_000;
+
+/// The longest active-mark interval: half the shortest inbox idle TTL an
+/// admin may set (`engine::policy`), so reads keep a reader's inbox alive.
+pub const MAX_ACTIVE_MARK_INTERVAL_SECS: u64 = 1800;
+
+/// The shortest post-cache TTL (tombstones live as long).
+pub const MIN_POST_CACHE_TTL_SECS: u64 = 60;
+
+/// Redis connections of a single node's pool when `redis.pool_size` is unset.
+pub const DEFAULT_REDIS_POOL: usize = 32;
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     pub server: ServerSettings,
@@ -33,7 +53,7 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSettings {
     /// Address to bind.
@@ -46,10 +66,11 @@ pub struct ServerSettings {
     pub shutdown_timeout_secs: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatabaseSettings {
     /// PostgreSQL URL of the service's database.
+    #[serde(serialize_with = "url_redacted")]
     pub url: SecretString,
     /// Create the database named in `url` when it does not exist: for
     /// development (the production profile turns it off, so that a wrong URL
@@ -63,25 +84,34 @@ pub struct DatabaseSettings {
     pub statement_timeout_ms: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSettings {
     /// Redis URL of a single node (used when `cluster_urls` is empty).
+    #[serde(serialize_with = "url_redacted")]
     pub url: SecretString,
     /// Redis Cluster seed nodes, comma-separated (`FEED_REDIS__CLUSTER_URLS`);
     /// when set, the service runs on the cluster and `url` is unused.
-    #[serde(default)]
+    #[serde(default, serialize_with = "url_redacted")]
     pub cluster_urls: SecretString,
     /// Prepended to every key; lets several deployments (or tests) share one
     /// Redis. No `{` or `}`: they would change the keys' hash tags.
     pub key_prefix: String,
-    /// Connections in the pool.
-    pub pool_size: usize,
+    /// Connections in a single node's pool (default [`DEFAULT_REDIS_POOL`]).
+    /// A cluster runs on one multiplexed connection, so setting it there is
+    /// refused rather than ignored.
+    #[serde(default)]
+    pub pool_size: Option<usize>,
     /// Timeout for getting a connection and for each command (ms).
     pub timeout_ms: u64,
 }
 
 impl RedisSettings {
+    /// Connections of a single node's pool.
+    pub fn single_pool_size(&self) -> usize {
+        self.pool_size.unwrap_or(DEFAULT_REDIS_POOL)
+    }
+
     /// The cluster's seed node URLs; empty for a single node.
     pub fn cluster_nodes(&self) -> Vec<String> {
         self.cluster_urls
@@ -95,7 +125,7 @@ impl RedisSettings {
 }
 
 /// Tuning of the feed engine that is not admin-tunable at run time.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineSettings {
     /// Followers per keyset page in fan-out, checkpointed once (its pushes
@@ -122,15 +152,16 @@ pub struct EngineSettings {
     pub body_cache_posts: usize,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSettings {
     /// HS256 secret shared with the app servers that mint tokens (at least
     /// 32 bytes). New tokens are signed with it.
+    #[serde(serialize_with = "redacted")]
     pub jwt_secret: SecretString,
     /// The secret being rotated out: tokens signed with it are still
     /// accepted. Empty: none.
-    #[serde(default)]
+    #[serde(default, serialize_with = "maybe_redacted")]
     pub previous_jwt_secret: Option<SecretString>,
     /// Whether the development secret is accepted (with a warning, and only
     /// on a loopback address).
@@ -156,7 +187,7 @@ impl AuthSettings {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitSettings {
     /// Per-user limits (a user is a token's `sub`; admin tokens are exempt).
@@ -178,14 +209,14 @@ pub struct LimitSettings {
     pub trusted_proxy_header: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSettings {
     /// Port of a listener that serves only `/metrics` (on `server.host`);
     /// 0 serves it on the main port.
     pub port: u16,
     /// If set, `/metrics` requires `Authorization: Bearer <token>`.
-    #[serde(default)]
+    #[serde(default, serialize_with = "maybe_redacted")]
     pub token: Option<SecretString>,
     /// How often the gauges read from PostgreSQL are refreshed (ms); a
     /// scrape itself makes no query.
@@ -202,7 +233,7 @@ impl MetricsSettings {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetrySettings {
     /// `tracing` filter, e.g. `info` or `feed_service=debug,info`; `RUST_LOG` wins.
@@ -220,6 +251,52 @@ pub enum SettingsError {
         setting: &'static str,
         problem: String,
     },
+}
+
+/// A secret as `config check` prints it.
+const REDACTED: &str = "[redacted]";
+
+fn redacted<S: Serializer>(_: &SecretString, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(REDACTED)
+}
+
+fn maybe_redacted<S: Serializer>(v: &Option<SecretString>, s: S) -> Result<S::Ok, S::Error> {
+    match v
+        .as_ref()
+        .map(|v| v.expose_secret())
+        .filter(|v| !v.is_empty())
+    {
+        Some(_) => s.serialize_str(REDACTED),
+        None => s.serialize_none(),
+    }
+}
+
+/// URLs with their passwords (`user:password@`) redacted, the rest shown.
+fn url_redacted<S: Serializer>(v: &SecretString, s: S) -> Result<S::Ok, S::Error> {
+    let shown: Vec<String> = v
+        .expose_secret()
+        .split(',')
+        .map(|url| match (url.find("://"), url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme + 3 && url[scheme + 3..at].contains(':') => {
+                let user = url[scheme + 3..at].split(':').next().unwrap_or_default();
+                format!("{}{user}:{REDACTED}{}", &url[..scheme + 3], &url[at..])
+            }
+            _ => url.to_string(),
+        })
+        .collect();
+    s.serialize_str(&shown.join(","))
+}
+
+/// `value` of `setting` within `lo..=hi`.
+fn within(setting: &'static str, value: u64, lo: u64, hi: u64) -> Result<(), SettingsError> {
+    if (lo..=hi).contains(&value) {
+        Ok(())
+    } else {
+        Err(invalid(
+            setting,
+            format!("must be from {lo} to {hi}, got {value}"),
+        ))
+    }
 }
 
 fn invalid(setting: &'static str, problem: impl Into<String>) -> SettingsError {
@@ -278,93 +355,104 @@ impl Settings {
         Ok(settings)
     }
 
-    fn validate(&self) -> Result<(), SettingsError> {
-        if self.server.host.trim().is_empty() {
+    /// Every setting's range or rule; the error names the first one broken.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        let (srv, db, redis, feed) = (&self.server, &self.database, &self.redis, &self.feed);
+        if srv.host.trim().is_empty() {
             return Err(invalid("server.host", "must not be empty"));
         }
-        if self.database.url.expose_secret().trim().is_empty() {
+        within("server.workers", srv.workers as u64, 0, 1024)?;
+        within(
+            "server.shutdown_timeout_secs",
+            srv.shutdown_timeout_secs,
+            1,
+            3600,
+        )?;
+        if db.url.expose_secret().trim().is_empty() {
             return Err(invalid("database.url", "must not be empty"));
         }
-        if !self.database.url.expose_secret().starts_with("postgres") {
+        if !db.url.expose_secret().starts_with("postgres") {
             return Err(invalid("database.url", "must be a postgres:// URL"));
         }
-        if self.database.pool_size == 0 {
-            return Err(invalid("database.pool_size", "must be at least 1"));
-        }
-        if self.redis.pool_size == 0 {
-            return Err(invalid("redis.pool_size", "must be at least 1"));
-        }
-        if !self.redis.url.expose_secret().starts_with("redis") {
+        within("database.pool_size", db.pool_size as u64, 1, 1000)?;
+        within("database.pool_timeout_ms", db.pool_timeout_ms, 1, 60_000)?;
+        // A fill's snapshot must not outlive the build it completes.
+        within(
+            "database.statement_timeout_ms",
+            db.statement_timeout_ms,
+            1,
+            MAX_STATEMENT_TIMEOUT_MS,
+        )?;
+        if !redis.url.expose_secret().starts_with("redis") {
             return Err(invalid("redis.url", "must be a redis:// URL"));
         }
-        for url in self.redis.cluster_nodes() {
-            if !url.starts_with("redis") {
-                return Err(invalid(
-                    "redis.cluster_urls",
-                    "must be a comma-separated list of redis:// URLs",
-                ));
-            }
+        let cluster = redis.cluster_nodes();
+        if cluster.iter().any(|url| !url.starts_with("redis")) {
+            return Err(invalid(
+                "redis.cluster_urls",
+                "must be a comma-separated list of redis:// URLs",
+            ));
         }
-        if self.redis.key_prefix.contains(['{', '}']) {
+        match redis.pool_size {
+            Some(_) if !cluster.is_empty() => {
+                return Err(invalid(
+                    "redis.pool_size",
+                    "applies to a single node only: a cluster runs on one multiplexed \
+                     connection; leave it unset",
+                ))
+            }
+            Some(n) => within("redis.pool_size", n as u64, 1, 1000)?,
+            None => {}
+        }
+        if redis.key_prefix.contains(['{', '}']) {
             return Err(invalid(
                 "redis.key_prefix",
                 "must not contain `{` or `}` (they would change the keys' cluster hash tags)",
             ));
         }
-        if self.redis.timeout_ms == 0 {
-            return Err(invalid("redis.timeout_ms", "must be at least 1"));
+        within("redis.timeout_ms", redis.timeout_ms, 1, 60_000)?;
+        let batch = u64::try_from(feed.fanout_batch_size).unwrap_or(0);
+        within("feed.fanout_batch_size", batch, 1, 100_000)?;
+        within("feed.fanout_workers", feed.fanout_workers as u64, 1, 64)?;
+        if !(0..=19).contains(&feed.fanout_nice) {
+            return Err(invalid("feed.fanout_nice", "must be from 0 to 19"));
         }
-        if self.feed.fanout_batch_size < 1 {
-            return Err(invalid("feed.fanout_batch_size", "must be at least 1"));
-        }
-        if !(0..=19).contains(&self.feed.fanout_nice) {
-            return Err(invalid("feed.fanout_nice", "must be between 0 and 19"));
-        }
-        if self.feed.fanout_workers == 0 {
-            return Err(invalid("feed.fanout_workers", "must be at least 1"));
-        }
-        if self.feed.fanout_max_attempts < 1 {
-            return Err(invalid("feed.fanout_max_attempts", "must be at least 1"));
-        }
-        if self.feed.settings_refresh_ms == 0 || self.feed.settings_refresh_ms > 1000 {
+        // Below a few seconds workers take over leases that are alive.
+        within("feed.fanout_lease_secs", feed.fanout_lease_secs, 2, 3600)?;
+        if !(1..=1000).contains(&feed.fanout_max_attempts) {
             return Err(invalid(
-                "feed.settings_refresh_ms",
-                "must be between 1 and 1000 (admin changes are live within 1 s)",
+                "feed.fanout_max_attempts",
+                "must be from 1 to 1000",
             ));
         }
-        let secret = self.auth.jwt_secret.expose_secret();
-        if secret.len() < MIN_SECRET_BYTES {
-            return Err(invalid(
-                "auth.jwt_secret",
-                format!("must be at least {MIN_SECRET_BYTES} bytes"),
-            ));
-        }
-        let previous = self.auth.previous_secret().unwrap_or_default();
-        if !previous.is_empty() && previous.len() < MIN_SECRET_BYTES {
-            return Err(invalid(
-                "auth.previous_jwt_secret",
-                format!("must be at least {MIN_SECRET_BYTES} bytes"),
-            ));
-        }
-        if secret == DEV_JWT_SECRET && !self.auth.allow_dev_secret {
-            return Err(invalid(
-                "auth.jwt_secret",
-                "the development secret is refused in this profile: set FEED_AUTH__JWT_SECRET",
-            ));
-        }
-        if secret == DEV_JWT_SECRET && !is_loopback(&self.server.host) {
-            return Err(invalid(
-                "auth.jwt_secret",
-                format!(
-                    "the development secret is accepted only on a loopback address, and \
-                     server.host is {:?}: set FEED_AUTH__JWT_SECRET",
-                    self.server.host
-                ),
-            ));
-        }
-        if self.auth.leeway_secs > 600 {
-            return Err(invalid("auth.leeway_secs", "must be at most 600"));
-        }
+        // A reader who reads must be touched well before its inbox expires.
+        within(
+            "feed.active_mark_interval_secs",
+            feed.active_mark_interval_secs,
+            1,
+            MAX_ACTIVE_MARK_INTERVAL_SECS,
+        )?;
+        within(
+            "feed.settings_refresh_ms",
+            feed.settings_refresh_ms,
+            1,
+            1000,
+        )?;
+        // Tombstones live as long as the cache: `EXPIRE 0` would delete them.
+        within(
+            "feed.post_cache_ttl_secs",
+            feed.post_cache_ttl_secs,
+            MIN_POST_CACHE_TTL_SECS,
+            366 * 24 * 3600,
+        )?;
+        within(
+            "feed.body_cache_posts",
+            feed.body_cache_posts as u64,
+            0,
+            10_000_000,
+        )?;
+        self.validate_secrets()?;
+        within("auth.leeway_secs", self.auth.leeway_secs, 0, 600)?;
         let l = &self.limits;
         for (name, rate, burst) in [
             (
@@ -385,11 +473,74 @@ impl Settings {
         if l.ip_per_sec > 0 && l.ip_burst == 0 {
             return Err(invalid("limits.ip_burst", "must be at least 1"));
         }
-        if self.metrics.refresh_ms == 0 {
-            return Err(invalid("metrics.refresh_ms", "must be at least 1"));
+        let header = &l.trusted_proxy_header;
+        if !header.is_empty()
+            && actix_web::http::header::HeaderName::try_from(header.as_str()).is_err()
+        {
+            return Err(invalid(
+                "limits.trusted_proxy_header",
+                "must be a header name",
+            ));
+        }
+        within("metrics.refresh_ms", self.metrics.refresh_ms, 1, 3_600_000)?;
+        if self.metrics.port != 0 && self.metrics.port == srv.port {
+            return Err(invalid(
+                "metrics.port",
+                "must differ from server.port (or be 0)",
+            ));
+        }
+        if let Some(token) = self.metrics.token() {
+            if token.len() < 16 {
+                return Err(invalid("metrics.token", "must be at least 16 bytes"));
+            }
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.telemetry.level).is_err() {
+            return Err(invalid(
+                "telemetry.level",
+                "must be a tracing filter (e.g. info)",
+            ));
         }
         if !matches!(self.telemetry.format.as_str(), "text" | "json") {
             return Err(invalid("telemetry.format", "must be \"text\" or \"json\""));
+        }
+        Ok(())
+    }
+
+    /// The current and the previous JWT secret: long enough, and no public
+    /// one where the profile refuses them (the development secret only on a
+    /// loopback address).
+    fn validate_secrets(&self) -> Result<(), SettingsError> {
+        let current = Some(self.auth.jwt_secret.expose_secret());
+        for (name, secret) in [
+            ("auth.jwt_secret", current),
+            ("auth.previous_jwt_secret", self.auth.previous_secret()),
+        ] {
+            let Some(secret) = secret else { continue };
+            if secret.len() < MIN_SECRET_BYTES {
+                return Err(invalid(
+                    name,
+                    format!("must be at least {MIN_SECRET_BYTES} bytes"),
+                ));
+            }
+            let public = PUBLIC_SECRETS.contains(&secret);
+            let dev = secret == DEV_JWT_SECRET;
+            if public && !(dev && self.auth.allow_dev_secret) {
+                return Err(invalid(
+                    name,
+                    "a publicly known secret is refused in this profile: anyone could sign \
+                     tokens with it; use at least 32 random bytes",
+                ));
+            }
+            if dev && !is_loopback(&self.server.host) {
+                return Err(invalid(
+                    name,
+                    format!(
+                        "the development secret is accepted only on a loopback address, and \
+                         server.host is {:?}: set FEED_AUTH__JWT_SECRET",
+                        self.server.host
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -551,5 +702,150 @@ mod tests {
         .is_ok());
         assert!(is_loopback("127.0.0.1") && is_loopback("localhost") && is_loopback("[::1]"));
         assert!(!is_loopback("0.0.0.0") && !is_loopback("example.com"));
+    }
+
+    const REAL: &str = "a-real-secret-of-thirty-two-bytes-or-more";
+
+    #[test]
+    fn production_refuses_every_public_secret_current_or_previous() {
+        for public in PUBLIC_SECRETS {
+            for (var, name, current) in [
+                ("FEED_AUTH__JWT_SECRET", "auth.jwt_secret", *public),
+                (
+                    "FEED_AUTH__PREVIOUS_JWT_SECRET",
+                    "auth.previous_jwt_secret",
+                    REAL,
+                ),
+            ] {
+                let mut vars = vec![
+                    ("FEED_ENV", "production"),
+                    ("FEED_AUTH__JWT_SECRET", current),
+                ];
+                if var != "FEED_AUTH__JWT_SECRET" {
+                    vars.push((var, public));
+                }
+                let err = Settings::load_from(&dir(), &env(&vars)).unwrap_err();
+                assert!(err.to_string().contains(name), "{public} as {name}: {err}");
+            }
+        }
+        // The development secret as the previous one is refused off loopback too.
+        let err = Settings::load_from(
+            &dir(),
+            &env(&[
+                ("FEED_SERVER__HOST", "0.0.0.0"),
+                ("FEED_AUTH__JWT_SECRET", REAL),
+                ("FEED_AUTH__PREVIOUS_JWT_SECRET", DEV_JWT_SECRET),
+            ]),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("auth.previous_jwt_secret"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn settings_that_would_break_the_service_quietly_are_refused_by_name() {
+        for (var, value, name) in [
+            (
+                "FEED_FEED__FANOUT_LEASE_SECS",
+                "0",
+                "feed.fanout_lease_secs",
+            ),
+            (
+                "FEED_DATABASE__STATEMENT_TIMEOUT_MS",
+                "0",
+                "database.statement_timeout_ms",
+            ),
+            (
+                "FEED_DATABASE__STATEMENT_TIMEOUT_MS",
+                "30000",
+                "database.statement_timeout_ms",
+            ),
+            (
+                "FEED_FEED__POST_CACHE_TTL_SECS",
+                "0",
+                "feed.post_cache_ttl_secs",
+            ),
+            (
+                "FEED_FEED__ACTIVE_MARK_INTERVAL_SECS",
+                "3600",
+                "feed.active_mark_interval_secs",
+            ),
+            (
+                "FEED_FEED__FANOUT_BATCH_SIZE",
+                "-1",
+                "feed.fanout_batch_size",
+            ),
+            ("FEED_FEED__FANOUT_WORKERS", "0", "feed.fanout_workers"),
+            (
+                "FEED_FEED__FANOUT_MAX_ATTEMPTS",
+                "0",
+                "feed.fanout_max_attempts",
+            ),
+            ("FEED_DATABASE__POOL_SIZE", "0", "database.pool_size"),
+            (
+                "FEED_DATABASE__POOL_TIMEOUT_MS",
+                "0",
+                "database.pool_timeout_ms",
+            ),
+            ("FEED_REDIS__POOL_SIZE", "0", "redis.pool_size"),
+            ("FEED_REDIS__TIMEOUT_MS", "0", "redis.timeout_ms"),
+            (
+                "FEED_SERVER__SHUTDOWN_TIMEOUT_SECS",
+                "0",
+                "server.shutdown_timeout_secs",
+            ),
+            ("FEED_AUTH__LEEWAY_SECS", "601", "auth.leeway_secs"),
+            (
+                "FEED_LIMITS__TRUSTED_PROXY_HEADER",
+                "x forwarded",
+                "limits.trusted_proxy_header",
+            ),
+            ("FEED_METRICS__PORT", "8080", "metrics.port"),
+            ("FEED_METRICS__TOKEN", "short", "metrics.token"),
+            ("FEED_TELEMETRY__LEVEL", "info,[", "telemetry.level"),
+        ] {
+            let err = Settings::load_from(&dir(), &env(&[(var, value)])).unwrap_err();
+            assert!(err.to_string().contains(name), "{var}={value}: {err}");
+        }
+        // A cluster multiplexes one connection: a pool size there is refused.
+        let cluster = ("FEED_REDIS__CLUSTER_URLS", "redis://127.0.0.1:7001");
+        assert!(Settings::load_from(&dir(), &env(&[cluster])).is_ok());
+        let err = Settings::load_from(&dir(), &env(&[cluster, ("FEED_REDIS__POOL_SIZE", "8")]))
+            .unwrap_err();
+        assert!(err.to_string().contains("redis.pool_size"), "{err}");
+    }
+
+    #[test]
+    fn the_printed_configuration_redacts_every_secret() {
+        let s = Settings::load_from(
+            &dir(),
+            &env(&[
+                (
+                    "FEED_DATABASE__URL",
+                    "postgres://app:pg-password@db:5432/feed",
+                ),
+                ("FEED_REDIS__URL", "redis://:redis-password@cache:6379/"),
+                ("FEED_AUTH__PREVIOUS_JWT_SECRET", REAL),
+                ("FEED_METRICS__TOKEN", "a-metrics-token-of-some-length"),
+            ]),
+        )
+        .unwrap();
+        let text = serde_json::to_string(&s).unwrap();
+        for secret in [
+            DEV_JWT_SECRET,
+            REAL,
+            "pg-password",
+            "redis-password",
+            "a-metrics-token",
+        ] {
+            assert!(!text.contains(secret), "{secret} printed: {text}");
+        }
+        assert!(
+            text.contains("postgres://app:[redacted]@db:5432/feed"),
+            "{text}"
+        );
+        assert!(text.contains("\"fanout_lease_secs\":30"), "{text}");
     }
 }

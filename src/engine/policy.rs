@@ -16,6 +16,8 @@ pub const MAX_ACTIVE_WINDOW_SECS: i64 = 366 * 24 * 3600;
 /// reads refresh it) to a year.
 pub const MIN_INBOX_IDLE_TTL_SECS: i64 = 3600;
 pub const MAX_INBOX_IDLE_TTL_SECS: i64 = 366 * 24 * 3600;
+const _: () =
+    assert!(crate::settings::MAX_ACTIVE_MARK_INTERVAL_SECS * 2 <= MIN_INBOX_IDLE_TTL_SECS as u64);
 
 /// Whether an author with `followers` followers changes state: it becomes
 /// big-V at `big_v_threshold` followers and ordinary again below

@@ -45,7 +45,9 @@ pub fn test_settings() -> Settings {
     settings.database.create_if_missing = true;
     settings.database.pool_size = 8;
     settings.redis.key_prefix = format!("test:{tag}:");
-    settings.redis.pool_size = 8;
+    if settings.redis.cluster_nodes().is_empty() {
+        settings.redis.pool_size = Some(8);
+    }
     settings.server.port = 0;
     settings.server.workers = 1;
     settings.feed.fanout_workers = 2;

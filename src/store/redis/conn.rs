@@ -435,6 +435,9 @@ impl ConnectionLike for Conn {
     }
 }
 
+/// Connections of the cluster pool: the process uses one (multiplexed).
+const CLUSTER_POOL: usize = 2;
+
 impl Topology {
     pub(super) fn new(settings: &RedisSettings, timeout: Duration) -> AppResult<Self> {
         let nodes = settings.cluster_nodes();
@@ -442,7 +445,7 @@ impl Topology {
             let builder = Config::from_url(settings.url.expose_secret())
                 .builder()
                 .map_err(|e| AppError::internal("redis.url", e))?;
-            let pool = bounded(builder, settings.pool_size, timeout)
+            let pool = bounded(builder, settings.single_pool_size(), timeout)
                 .build()
                 .map_err(|e| AppError::internal("building the Redis pool", e))?;
             return Ok(Topology::Single(pool));
@@ -450,7 +453,8 @@ impl Topology {
         let builder = cluster::Config::from_urls(nodes)
             .builder()
             .map_err(|e| AppError::internal("redis.cluster_urls", e))?;
-        let pool = bounded(builder, settings.pool_size, timeout)
+        // One connection at a time is taken from it (and replaced when it fails).
+        let pool = bounded(builder, CLUSTER_POOL, timeout)
             .build()
             .map_err(|e| AppError::internal("building the Redis Cluster pool", e))?;
         Ok(Topology::Cluster {

@@ -59,6 +59,7 @@ const FANS_PER_CALL: usize = 5000;
 
 /// How long a feed list may stay in the building state before it expires.
 const BUILD_TTL_SECS: u64 = 30;
+const _: () = assert!(crate::settings::MAX_STATEMENT_TIMEOUT_MS * 2 <= BUILD_TTL_SECS * 1000);
 
 #[derive(Clone)]
 pub struct RedisStore {
