@@ -121,6 +121,27 @@ impl PageQuery {
     }
 }
 
+/// A request's method as a metric label: the standard ones by name, any
+/// other as `other`, so that a client cannot mint new series.
+fn method_label(method: &actix_web::http::Method) -> &'static str {
+    use actix_web::http::Method as M;
+    const KNOWN: [(M, &str); 9] = [
+        (M::GET, "GET"),
+        (M::HEAD, "HEAD"),
+        (M::POST, "POST"),
+        (M::PUT, "PUT"),
+        (M::DELETE, "DELETE"),
+        (M::PATCH, "PATCH"),
+        (M::OPTIONS, "OPTIONS"),
+        (M::CONNECT, "CONNECT"),
+        (M::TRACE, "TRACE"),
+    ];
+    KNOWN
+        .iter()
+        .find(|(m, _)| m == method)
+        .map_or("other", |(_, name)| name)
+}
+
 /// One log line per request, with a request id (also sent back as
 /// `x-request-id`). Headers, and so tokens, are never logged.
 pub async fn log_request(
@@ -144,11 +165,12 @@ pub async fn log_request(
         .match_pattern()
         .unwrap_or_else(|| "unmatched".to_string());
     let elapsed = started.elapsed();
+    let label = method_label(&method);
     crate::metrics::HTTP_REQUESTS
-        .with_label_values(&[route.as_str(), method.as_str(), res.status().as_str()])
+        .with_label_values(&[route.as_str(), label, res.status().as_str()])
         .inc();
     crate::metrics::HTTP_LATENCY
-        .with_label_values(&[route.as_str(), method.as_str()])
+        .with_label_values(&[route.as_str(), label])
         .observe(elapsed.as_secs_f64());
     tracing::info!(
         request_id = %request_id,

@@ -98,3 +98,35 @@ async fn instances_starting_together_on_a_new_database_all_start() {
         }
     }
 }
+
+#[tokio::test]
+async fn unknown_methods_do_not_mint_metric_series() {
+    let app = spawn_app().await;
+    let size = || async {
+        let res = app.request(Method::GET, "/metrics", None, None).await;
+        res.text().await.unwrap()
+    };
+    let before = size().await.len();
+    for i in 1..=300 {
+        let method = Method::from_bytes(format!("M{i}").as_bytes()).unwrap();
+        let res = app
+            .client
+            .request(method, app.url("/healthz"))
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_client_error(), "M{i}: {}", res.status());
+    }
+    let after = size().await;
+    assert!(!after.contains("method=\"M1\""), "a series per method");
+    assert!(
+        after.contains("method=\"other\""),
+        "unknown methods are counted"
+    );
+    // Other tests of this process add their own (bounded) series meanwhile.
+    assert!(
+        after.len() < before + 64 * 1024,
+        "/metrics grew from {before} to {} bytes",
+        after.len()
+    );
+}
