@@ -71,18 +71,22 @@ impl Limits {
         }
     }
 
-    /// The client address of a request: the trusted proxy's header, else
-    /// the peer.
+    /// The client a request is charged to: the address the trusted proxy's
+    /// header gives, else (header missing or not an address) the peer's,
+    /// so that no request goes uncharged. An IPv6 client is its /64, the
+    /// block one subscriber holds: rotating addresses inside it is one
+    /// client, and the buckets stay as many as the clients.
     fn address(&self, req: &ServiceRequest) -> Option<IpAddr> {
-        if let Some(name) = &self.proxy_header {
-            return req
-                .headers()
+        let proxied = self.proxy_header.as_ref().and_then(|name| {
+            req.headers()
                 .get(name.as_str())
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.rsplit(',').next())
-                .and_then(|v| v.trim().parse().ok());
-        }
-        req.peer_addr().map(|a| a.ip())
+                .and_then(|v| v.trim().parse::<IpAddr>().ok())
+        });
+        proxied
+            .or_else(|| req.peer_addr().map(|a| a.ip()))
+            .map(client_of)
     }
 
     /// Forgets buckets that are full again, so memory follows active
@@ -96,6 +100,21 @@ impl Limits {
             l.retain_recent();
             l.shrink_to_fit();
         }
+    }
+}
+
+/// An address as a rate-limit key: IPv4 whole (or mapped in IPv6), IPv6
+/// as its /64.
+fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
     }
 }
 
@@ -134,5 +153,65 @@ pub async fn shrink_forever(limits: web::Data<Limits>) {
     loop {
         tokio::time::sleep(Duration::from_secs(60)).await;
         limits.shrink();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::TestRequest;
+
+    fn limits(header: &str) -> Limits {
+        Limits::new(&LimitSettings {
+            enabled: true,
+            user_reads_per_sec: 1,
+            user_read_burst: 1,
+            user_writes_per_sec: 1,
+            user_write_burst: 1,
+            ip_per_sec: 1,
+            ip_burst: 1,
+            trusted_proxy_header: header.into(),
+        })
+    }
+
+    fn request(header: Option<&str>) -> ServiceRequest {
+        let mut req = TestRequest::default().peer_addr("10.0.0.9:4000".parse().unwrap());
+        if let Some(v) = header {
+            req = req.insert_header(("x-forwarded-for", v));
+        }
+        req.to_srv_request()
+    }
+
+    #[test]
+    fn a_request_the_proxy_header_cannot_place_is_charged_to_its_peer() {
+        let l = limits("x-forwarded-for");
+        let peer: IpAddr = "10.0.0.9".parse().unwrap();
+        for garbage in [
+            None,
+            Some("not an address"),
+            Some(""),
+            Some("1.2.3.4, nonsense"),
+        ] {
+            assert_eq!(l.address(&request(garbage)), Some(peer), "{garbage:?}");
+        }
+        let proxied = l.address(&request(Some("192.0.2.1, 198.51.100.7")));
+        assert_eq!(proxied, Some("198.51.100.7".parse().unwrap()));
+    }
+
+    #[test]
+    fn rotating_ipv6_addresses_inside_one_64_are_one_client() {
+        let l = limits("x-forwarded-for");
+        let keys: std::collections::HashSet<_> = (0..1000)
+            .map(|i| l.address(&request(Some(&format!("2001:db8:1:2:{i:x}::{i:x}")))))
+            .collect();
+        assert_eq!(keys.len(), 1);
+        let other = l.address(&request(Some("2001:db8:1:3::1")));
+        assert!(!keys.contains(&other));
+        // Past its burst, the /64 is refused whichever address it uses.
+        let limiter = l.addresses.as_ref().unwrap();
+        let key = l.address(&request(Some("2001:db8:1:2::1"))).unwrap();
+        assert!(charge(limiter, &key, "requests").is_ok());
+        let next = l.address(&request(Some("2001:db8:1:2:ffff::2"))).unwrap();
+        assert!(charge(limiter, &next, "requests").is_err());
     }
 }
