@@ -103,7 +103,8 @@ impl AppError {
     }
 }
 
-/// PostgreSQL failures: pool exhaustion and lost connections are `unavailable`.
+/// PostgreSQL failures: pool exhaustion, lost connections and statement
+/// timeouts are `unavailable`.
 impl From<diesel::result::Error> for AppError {
     #[track_caller]
     fn from(err: diesel::result::Error) -> Self {
@@ -115,6 +116,10 @@ impl From<diesel::result::Error> for AppError {
                     what: "PostgreSQL",
                     source: err.into(),
                 }
+            }
+            // `statement_timeout`: PostgreSQL is saturated (or waiting on a lock).
+            E::DatabaseError(_, ref info) if info.message().contains("statement timeout") => {
+                AppError::TimedOut { what: "PostgreSQL" }
             }
             other => AppError::internal("PostgreSQL query failed", other),
         }

@@ -154,3 +154,44 @@ async fn with_postgresql_down_warm_pages_are_served_and_writes_wait() {
         ids(&app.scroll("/api/v1/feed", &reader.token, 5).await)[1..]
     );
 }
+
+#[tokio::test]
+async fn a_statement_timeout_answers_503_not_500() {
+    use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+    let mut settings = test_settings();
+    settings.database.statement_timeout_ms = 300;
+    let app = spawn_app_with(settings).await;
+    let alice = app.create_user("alice").await;
+    // Another client holds the users table: reading a user waits past the
+    // statement timeout.
+    let mut holder = AsyncPgConnection::establish(app.database_url())
+        .await
+        .unwrap();
+    holder
+        .batch_execute("BEGIN; LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/users/{}", alice.id),
+            Some(&alice.token),
+            None,
+        )
+        .await;
+    let (status, code) = error_code(res).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+    );
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/users/{}", alice.id),
+            Some(&alice.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+}
