@@ -258,3 +258,34 @@ async fn a_hung_redis_does_not_hang_requests() {
     app.settle().await;
     assert_eq!(app.home(&reader, 5).await.len(), 2);
 }
+
+#[tokio::test]
+async fn deleting_a_deleted_post_answers_404_while_redis_is_down() {
+    let mut redis = OwnRedis::start().await;
+    let app = app_on(&redis).await;
+    let author = app.create_user("author").await;
+    let post = app.publish(&author, "short-lived").await;
+    redis.down();
+    let first = app.delete_post(&author, post.id).await;
+    assert_eq!(
+        first.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "hiding it is queued"
+    );
+    let (status, code) = error_code(app.delete_post(&author, post.id).await).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    redis.up().await;
+    app.settle().await;
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/posts/{}", post.id),
+            Some(&author.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+}

@@ -58,3 +58,40 @@ async fn concurrent_mutual_follows_do_not_deadlock() {
         assert_eq!(v["following_count"], 5);
     }
 }
+
+#[tokio::test]
+async fn unfollowing_ids_never_followed_leaves_the_readers_state_as_it_is() {
+    let app = spawn_app().await;
+    let reader = app.create_user("reader").await;
+    let author = app.create_user("author").await;
+    let stranger = app.create_user("stranger").await;
+    // The reader's copy is built, then takes one follow change.
+    app.home(&reader, 5).await;
+    app.follow(&reader, &author).await;
+    let key = app.engine.redis().keys().following(reader.id);
+    let fields = || async {
+        let mut conn = app.engine.redis().connection().await.unwrap();
+        let n: i64 = redis::cmd("HLEN")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        n
+    };
+    let before = fields().await;
+    assert!(before >= 2, "the copy holds its mark and the author");
+    for unknown in (1_000_000..1_000_050).chain([stranger.id]) {
+        let path = format!("/api/v1/users/{}/following/{unknown}", reader.id);
+        let res = app
+            .request(Method::DELETE, &path, Some(&reader.token), None)
+            .await;
+        assert_eq!(res.status(), StatusCode::NO_CONTENT, "{path}");
+    }
+    assert_eq!(fields().await, before, "unfollows of nobody grew {key}");
+    // A real unfollow still applies, and its repeat is harmless.
+    app.unfollow(&reader, &author).await;
+    app.unfollow(&reader, &author).await;
+    app.publish(&author, "unseen").await;
+    app.settle().await;
+    assert!(app.home(&reader, 5).await.is_empty());
+}

@@ -270,6 +270,22 @@ impl RedisStore {
         Ok(applied == 1)
     }
 
+    /// Whether `reader`'s copy of whom it follows has `author` followed:
+    /// `None` when the copy has no word of it (no field, or no copy).
+    pub async fn followed_in_copy(&self, reader: i64, author: i64) -> AppResult<Option<bool>> {
+        let key = self.keys.following(reader);
+        let field: Option<String> = self
+            .with_conn(|mut c| async move {
+                redis::cmd("HGET")
+                    .arg(&key)
+                    .arg(author)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(field.map(|f| f.starts_with('F')))
+    }
+
     /// Changes the pulled authors (clause 8).
     pub async fn pulled_change(&self, author: i64, change: PulledChange) -> AppResult<()> {
         let (key, names) = (self.keys.pulled(), self.keys.pulled_authors());
