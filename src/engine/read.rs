@@ -432,7 +432,11 @@ impl Engine {
     /// active fan of the big-Vs it follows.
     fn note_active(&self, reader: i64, big_vs: Vec<i64>) {
         let interval = self.inner.tuning.active_mark_interval_secs;
-        let ttl = self.settings().inbox_idle_ttl_secs as u64;
+        let live = self.settings();
+        let ttls = (
+            live.inbox_idle_ttl_secs as u64,
+            live.active_window_secs as u64,
+        );
         let now = now_ms();
         {
             let mut marked = match self.inner.marked.lock() {
@@ -455,7 +459,7 @@ impl Engine {
             if let Err(e) = engine
                 .inner
                 .redis
-                .touch_reader(reader, &big_vs, now, interval, ttl)
+                .touch_reader(reader, &big_vs, now, interval, ttls)
                 .await
             {
                 tracing::debug!(error = %e.chain(), "could not record an active fan");

@@ -869,19 +869,47 @@ async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
     z.push(&inbox, &entries(&[(2, 2)]), 10, None).await;
     assert!((3_500..=3_600).contains(&z.ttl(&inbox).await));
     // A read renews both, once per mark interval.
-    assert!(z.store.touch_reader(7, &[], 1, 60, 7_200).await.unwrap());
+    assert!(z
+        .store
+        .touch_reader(7, &[], 1, 60, (7_200, 86_400))
+        .await
+        .unwrap());
     assert!((7_100..=7_200).contains(&z.ttl(&inbox).await));
     assert!((7_100..=7_200).contains(&z.ttl(&following).await));
     assert!((7_100..=7_200).contains(&z.ttl(&followees).await));
-    assert!(!z.store.touch_reader(7, &[], 2, 60, 9_000).await.unwrap());
+    assert!(!z
+        .store
+        .touch_reader(7, &[], 2, 60, (9_000, 86_400))
+        .await
+        .unwrap());
     assert!(z.ttl(&inbox).await <= 7_200);
     // A key being built keeps its build TTL (an abandoned build still
     // expires soon), and a missing one stays missing.
     let other = keys.inbox(8);
     assert!(z.store.begin_build(&other).await.unwrap());
-    assert!(z.store.touch_reader(8, &[3], 1, 60, 7_200).await.unwrap());
+    assert!(z
+        .store
+        .touch_reader(8, &[3], 1, 60, (7_200, 86_400))
+        .await
+        .unwrap());
     assert!(z.ttl(&other).await <= 30);
     assert_eq!(z.ttl(&keys.following(8)).await, -2);
     // ...and the reader is an active fan of the big-Vs it read.
     assert_eq!(z.store.active_fans(3, 0).await.unwrap(), vec![8]);
+    let fans = keys.active_fans(3);
+    assert!((86_300..=86_400).contains(&z.ttl(&fans).await));
+    // An active-fans set keeps only its window, and expires after it.
+    let later = 1 + 86_400_000 + 1;
+    assert!(z
+        .store
+        .touch_reader(9, &[3], later, 60, (7_200, 86_400))
+        .await
+        .unwrap());
+    assert_eq!(z.store.active_fans(3, 0).await.unwrap(), vec![9]);
+    assert!(z
+        .store
+        .touch_reader(10, &[3], later, 60, (7_200, 100))
+        .await
+        .unwrap());
+    assert!((1..=100).contains(&z.ttl(&fans).await));
 }

@@ -460,14 +460,17 @@ impl RedisStore {
     /// Notes a read by `reader`, at most once per `interval_secs` (a marker
     /// key rate-limits it): its inbox and copy of whom it follows get the
     /// idle TTL again (scripts.rs, clause 11), and it is recorded as an
-    /// active fan of `authors`. Returns whether it did.
+    /// active fan of `authors`. An active-fans set keeps only the fans of
+    /// the last `active_window_secs` and expires that long after its last
+    /// fan (an author pulled only while a delivery was in flight leaves
+    /// nothing behind). Returns whether it did.
     pub async fn touch_reader(
         &self,
         reader: i64,
         authors: &[i64],
         now_ms: i64,
         interval_secs: u64,
-        idle_ttl_secs: u64,
+        (idle_ttl_secs, active_window_secs): (u64, u64),
     ) -> AppResult<bool> {
         let mark = self.keys.active_mark(reader);
         let inbox = self.keys.inbox(reader);
@@ -491,8 +494,12 @@ impl RedisStore {
             return Ok(false);
         }
         let fans: Vec<String> = authors.iter().map(|a| self.keys.active_fans(*a)).collect();
+        let window = active_window_secs.max(1);
+        let stale = format!("({}", now_ms - window as i64 * 1000);
         self.query_per_slot(&fans, |pipe, key| {
-            pipe.zadd(key, reader, now_ms);
+            pipe.zadd(key, reader, now_ms)
+                .zrembyscore(key, "-inf", &stale)
+                .expire(key, window as i64);
         })
         .await?;
         Ok(true)
