@@ -30,6 +30,16 @@ pub enum AppError {
         message: String,
         retry_after_secs: u64,
     },
+    /// The client took too long to send its request.
+    #[error("{0}")]
+    RequestTimeout(String),
+    /// The service refuses new work until a backlog drains; the client may
+    /// retry after this many seconds.
+    #[error("{message}")]
+    Overloaded {
+        message: String,
+        retry_after_secs: u64,
+    },
     /// A dependency is down or saturated; the client may retry.
     #[error("{what} is unavailable")]
     Unavailable {
@@ -63,7 +73,10 @@ impl AppError {
             AppError::PayloadTooLarge(_) => "payload_too_large",
             AppError::Unprocessable(_) => "unprocessable",
             AppError::RateLimited { .. } => "rate_limited",
-            AppError::Unavailable { .. } | AppError::TimedOut { .. } => "unavailable",
+            AppError::RequestTimeout(_) => "request_timeout",
+            AppError::Unavailable { .. }
+            | AppError::TimedOut { .. }
+            | AppError::Overloaded { .. } => "unavailable",
             AppError::Internal { .. } => "internal",
         }
     }

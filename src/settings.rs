@@ -64,6 +64,15 @@ pub struct ServerSettings {
     pub workers: usize,
     /// Seconds given to in-flight requests and fan-out batches on SIGTERM.
     pub shutdown_timeout_secs: u64,
+    /// A client has this long to send a request's head (ms); then 408.
+    pub request_head_timeout_ms: u64,
+    /// A request has this long from its head to its response, its body
+    /// included (s): a client sending its body slowly gets 408.
+    pub request_timeout_secs: u64,
+    /// An idle kept-alive connection is closed after this long (s).
+    pub keep_alive_secs: u64,
+    /// Open connections per worker thread at most; more wait to be accepted.
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -150,6 +159,9 @@ pub struct EngineSettings {
     /// Posts kept in each instance's own cache of bodies (immutable, so
     /// every instance's copy stays true; deletions are read from Redis).
     pub body_cache_posts: usize,
+    /// Bytes of bodies and usernames that cache holds at most (the oldest
+    /// leave first).
+    pub body_cache_bytes: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -368,6 +380,21 @@ impl Settings {
             1,
             3600,
         )?;
+        within(
+            "server.request_head_timeout_ms",
+            srv.request_head_timeout_ms,
+            100,
+            60_000,
+        )?;
+        within(
+            "server.request_timeout_secs",
+            srv.request_timeout_secs,
+            1,
+            600,
+        )?;
+        within("server.keep_alive_secs", srv.keep_alive_secs, 1, 3600)?;
+        let connections = srv.max_connections as u64;
+        within("server.max_connections", connections, 1, 1_000_000)?;
         if db.url.expose_secret().trim().is_empty() {
             return Err(invalid("database.url", "must not be empty"));
         }
@@ -451,6 +478,8 @@ impl Settings {
             0,
             10_000_000,
         )?;
+        let bytes = feed.body_cache_bytes as u64;
+        within("feed.body_cache_bytes", bytes, 0, 1 << 40)?;
         self.validate_secrets()?;
         within("auth.leeway_secs", self.auth.leeway_secs, 0, 600)?;
         let l = &self.limits;

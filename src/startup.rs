@@ -72,6 +72,9 @@ impl Application {
         let workers = settings.server.workers;
         let app_limits = limits.clone();
         let app_token = metrics_token.clone();
+        let deadline = web::Data::new(http::Deadline(Duration::from_secs(
+            settings.server.request_timeout_secs,
+        )));
         let mut server = HttpServer::new(move || {
             App::new()
                 .into_utoipa_app()
@@ -88,10 +91,17 @@ impl Application {
                 .service(http::openapi::service(api.clone()))
                 .configure(http::openapi::docs_alias)
                 .default_service(web::to(errors::unmatched))
+                .app_data(deadline.clone())
+                .wrap(middleware::from_fn(http::deadline))
                 .wrap(middleware::from_fn(http::limits::per_address))
                 .wrap(middleware::from_fn(http::log_request))
         })
         .disable_signals()
+        .client_request_timeout(Duration::from_millis(
+            settings.server.request_head_timeout_ms,
+        ))
+        .keep_alive(Duration::from_secs(settings.server.keep_alive_secs))
+        .max_connections(settings.server.max_connections)
         .shutdown_timeout(settings.server.shutdown_timeout_secs);
         if workers > 0 {
             server = server.workers(workers);

@@ -21,6 +21,7 @@
 //! - [`fanout`]: the jobs that deliver posts into inboxes;
 //! - `read`: the page read path.
 
+mod bodies;
 pub mod cut;
 pub mod fanout;
 pub mod merge;
@@ -109,9 +110,15 @@ struct Inner {
     /// When this instance last recorded each reader as an active fan, so
     /// that most reads skip the Redis round trip (cleared when it grows).
     marked: Mutex<HashMap<i64, i64>>,
-    /// Posts' bodies, authors and times (never change; cleared when full).
-    bodies: Mutex<HashMap<i64, Post>>,
+    /// Posts' bodies, authors and times (never change; bounded by posts
+    /// and bytes, oldest out first).
+    bodies: Mutex<bodies::Bodies>,
+    /// Fan-out jobs not dead, as last counted (see `refresh_gauges_forever`).
+    backlog: std::sync::atomic::AtomicI64,
 }
+
+/// Seconds a publish refused for the backlog asks its client to wait.
+const BACKLOG_RETRY_SECS: u64 = 5;
 
 /// Readers remembered in `Inner::marked` before it is cleared.
 const MARKED_READERS: usize = 100_000;
@@ -130,13 +137,17 @@ impl Engine {
             inner: Arc::new(Inner {
                 pg,
                 redis,
-                tuning,
                 live: RwLock::new(live),
                 wake: Notify::new(),
                 job_done: Notify::new(),
                 stats: Stats::default(),
                 marked: Mutex::new(HashMap::new()),
-                bodies: Mutex::new(HashMap::new()),
+                bodies: Mutex::new(bodies::Bodies::new(
+                    tuning.body_cache_posts,
+                    tuning.body_cache_bytes,
+                )),
+                tuning,
+                backlog: Default::default(),
             }),
         })
     }
@@ -335,6 +346,19 @@ impl Engine {
         body: &PostBody,
         created_at_ms: i64,
     ) -> AppResult<Post> {
+        let (backlog, max) = (
+            self.inner.backlog.load(Ordering::Relaxed),
+            self.settings().max_fanout_backlog,
+        );
+        if backlog >= max {
+            return Err(AppError::Overloaded {
+                message: format!(
+                    "{backlog} deliveries are waiting (the limit is {max}): retry in \
+                     {BACKLOG_RETRY_SECS} s"
+                ),
+                retry_after_secs: BACKLOG_RETRY_SECS,
+            });
+        }
         if !crate::store::redis::layout::fits(&Entry::new(created_at_ms, 0)) {
             return Err(AppError::internal(
                 "a post's time",
@@ -378,11 +402,8 @@ impl Engine {
             Ok(b) => b,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if bodies.len() + posts.len() > self.tuning().body_cache_posts {
-            bodies.clear();
-        }
         for p in posts {
-            bodies.insert(p.id, p.clone());
+            bodies.insert(p);
         }
     }
 
@@ -393,7 +414,7 @@ impl Engine {
             Err(poisoned) => poisoned.into_inner(),
         };
         ids.iter()
-            .filter_map(|id| bodies.get(id).map(|p| (*id, p.clone())))
+            .filter_map(|id| bodies.get(*id).map(|p| (*id, p.clone())))
             .collect()
     }
 
@@ -516,6 +537,9 @@ impl Engine {
             self.keep_job_table_small().await;
             match self.inner.pg.job_counts().await {
                 Ok((pending, running, dead)) => {
+                    self.inner
+                        .backlog
+                        .store(pending + running, Ordering::Relaxed);
                     let jobs = &crate::metrics::FANOUT_JOBS;
                     jobs.with_label_values(&["pending"]).set(pending);
                     jobs.with_label_values(&["running"]).set(running);

@@ -11,6 +11,8 @@ pub type FeedSettings = SettingsRow;
 
 /// Bounds of the admin settings.
 pub const MAX_CAP: i64 = 100_000;
+pub const MAX_FOLLOWS: i64 = 1_000_000;
+pub const MAX_FANOUT_BACKLOG: i64 = 100_000_000;
 pub const MAX_ACTIVE_WINDOW_SECS: i64 = 366 * 24 * 3600;
 /// Bounds of the inbox idle TTL: an hour (far above the interval at which
 /// reads refresh it) to a year.
@@ -75,6 +77,13 @@ pub struct SettingsPatch {
     /// PostgreSQL when its reader returns.
     #[schema(minimum = 3600, maximum = 31622400)]
     pub inbox_idle_ttl_secs: Option<i64>,
+    /// Follows per user at most: a follow beyond answers 422.
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub max_follows: Option<i64>,
+    /// Pending fan-out deliveries past which publishes answer 503 with
+    /// `Retry-After`.
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub max_fanout_backlog: Option<i64>,
 }
 
 impl SettingsPatch {
@@ -93,6 +102,10 @@ impl SettingsPatch {
             inbox_idle_ttl_secs: self
                 .inbox_idle_ttl_secs
                 .unwrap_or(current.inbox_idle_ttl_secs),
+            max_follows: self.max_follows.unwrap_or(current.max_follows),
+            max_fanout_backlog: self
+                .max_fanout_backlog
+                .unwrap_or(current.max_fanout_backlog),
         };
         if new.big_v_threshold < 1 {
             return Err("big_v_threshold must be at least 1".into());
@@ -116,12 +129,18 @@ impl SettingsPatch {
                 "inbox_idle_ttl_secs must be from {MIN_INBOX_IDLE_TTL_SECS} to {MAX_INBOX_IDLE_TTL_SECS}"
             ));
         }
-        for (name, value) in [
-            ("inbox_max_len", new.inbox_max_len),
-            ("outbox_max_len", new.outbox_max_len),
+        for (name, value, max) in [
+            ("inbox_max_len", new.inbox_max_len, MAX_CAP),
+            ("outbox_max_len", new.outbox_max_len, MAX_CAP),
+            ("max_follows", new.max_follows, MAX_FOLLOWS),
+            (
+                "max_fanout_backlog",
+                new.max_fanout_backlog,
+                MAX_FANOUT_BACKLOG,
+            ),
         ] {
-            if !(1..=MAX_CAP).contains(&value) {
-                return Err(format!("{name} must be from 1 to {MAX_CAP}"));
+            if !(1..=max).contains(&value) {
+                return Err(format!("{name} must be from 1 to {max}"));
             }
         }
         Ok(new)
@@ -140,6 +159,8 @@ mod tests {
             inbox_max_len: 1_000,
             outbox_max_len: 1_000,
             inbox_idle_ttl_secs: 2_592_000,
+            max_follows: 10_000,
+            max_fanout_backlog: 100_000,
         }
     }
 
@@ -189,6 +210,14 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(p.apply(&d).unwrap().inbox_idle_ttl_secs, 3_600);
+        for (follows, backlog) in [(0, 1), (1_000_001, 1), (1, 0), (1, 100_000_001)] {
+            let p = SettingsPatch {
+                max_follows: Some(follows),
+                max_fanout_backlog: Some(backlog),
+                ..Default::default()
+            };
+            assert!(p.apply(&d).is_err(), "{follows} {backlog}");
+        }
         assert_eq!(SettingsPatch::default().apply(&d).unwrap(), d);
     }
 }

@@ -35,6 +35,7 @@ pub enum ErrorCode {
     PayloadTooLarge,
     Unprocessable,
     RateLimited,
+    RequestTimeout,
     Unavailable,
     Internal,
 }
@@ -51,9 +52,10 @@ impl ResponseError for AppError {
             AppError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            AppError::Unavailable { .. } | AppError::TimedOut { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            AppError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            AppError::Unavailable { .. }
+            | AppError::TimedOut { .. }
+            | AppError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -72,6 +74,9 @@ impl ResponseError for AppError {
                 response.insert_header(("WWW-Authenticate", "Bearer"));
             }
             AppError::RateLimited {
+                retry_after_secs, ..
+            }
+            | AppError::Overloaded {
                 retry_after_secs, ..
             } => {
                 response.insert_header(("Retry-After", retry_after_secs.to_string()));
@@ -93,6 +98,11 @@ fn json_error(err: JsonPayloadError, _req: &HttpRequest) -> actix_web::Error {
         }
         JsonPayloadError::ContentType => {
             AppError::BadRequest("Content-Type must be application/json".into())
+        }
+        JsonPayloadError::Payload(PayloadError::Io(e))
+            if e.kind() == std::io::ErrorKind::TimedOut =>
+        {
+            AppError::RequestTimeout("the request body did not arrive in time".into())
         }
         JsonPayloadError::Deserialize(e) => AppError::BadRequest(format!("invalid JSON body: {e}")),
         other => AppError::BadRequest(format!("invalid request body: {other}")),

@@ -121,6 +121,64 @@ impl PageQuery {
     }
 }
 
+/// The longest a request's body may take to arrive
+/// (`server.request_timeout_secs`).
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub std::time::Duration);
+
+/// Gives a request's body its deadline: a client trickling its body gets
+/// 408 `request_timeout` (its extractor fails, see `errors.rs`) and holds
+/// nothing longer. Handlers themselves are never cut short.
+pub async fn deadline(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let Some(limit) = req.app_data::<web::Data<Deadline>>().map(|d| d.0) else {
+        return next.call(req).await;
+    };
+    let (http, payload) = req.into_parts();
+    let timed = TimedPayload {
+        inner: payload,
+        deadline: Box::pin(tokio::time::sleep(limit)),
+        expired: false,
+    };
+    let boxed: std::pin::Pin<Box<dyn futures::Stream<Item = _>>> = Box::pin(timed);
+    next.call(ServiceRequest::from_parts(http, boxed.into()))
+        .await
+}
+
+/// A body that fails with `TimedOut` once its deadline passes.
+struct TimedPayload {
+    inner: actix_web::dev::Payload,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    expired: bool,
+}
+
+impl futures::Stream for TimedPayload {
+    type Item = Result<web::Bytes, actix_web::error::PayloadError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::future::Future;
+        use std::task::Poll;
+        if self.expired {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(item) = std::pin::Pin::new(&mut self.inner).poll_next(cx) {
+            return Poll::Ready(item);
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            self.expired = true;
+            let late =
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "the body came too slowly");
+            return Poll::Ready(Some(Err(actix_web::error::PayloadError::Io(late))));
+        }
+        Poll::Pending
+    }
+}
+
 /// A request's method as a metric label: the standard ones by name, any
 /// other as `other`, so that a client cannot mint new series.
 fn method_label(method: &actix_web::http::Method) -> &'static str {

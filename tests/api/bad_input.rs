@@ -615,3 +615,87 @@ async fn bad_input_gets_a_json_error_and_changes_nothing() {
         json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000})
     );
 }
+
+/// Reads what the server sends until it closes the connection, sends
+/// `needle`, or `limit` passes.
+async fn read_until(
+    stream: &mut tokio::net::TcpStream,
+    needle: &str,
+    limit: std::time::Duration,
+) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let reading = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+            if String::from_utf8_lossy(&got).contains(needle) {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(limit, reading).await;
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test]
+async fn slow_clients_are_cut_off_with_408() {
+    use std::time::{Duration, Instant};
+    use tokio::io::AsyncWriteExt;
+    let mut settings = crate::helpers::test_settings();
+    settings.server.request_head_timeout_ms = 2000;
+    settings.server.request_timeout_secs = 1;
+    let app = crate::helpers::spawn_app_with(settings).await;
+    let alice = app.create_user("alice").await;
+    let addr = app.address.trim_start_matches("http://").to_string();
+
+    // A head that never ends.
+    let mut slow_head = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow_head
+        .write_all(b"GET /api/v1/feed HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let reply = read_until(&mut slow_head, "\r\n\r\n", Duration::from_secs(10)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        reply.is_empty() || reply.starts_with("HTTP/1.1 408"),
+        "{reply}"
+    );
+
+    // A body that trickles: 10 of its 100 bytes, then nothing.
+    let mut slow_body = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /api/v1/posts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"body\": \"",
+        alice.token
+    );
+    slow_body.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let reply = read_until(&mut slow_body, "request_timeout", Duration::from_secs(10)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("\"request_timeout\""), "{reply}");
+    // Nothing was published.
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/users/{}/posts", alice.id),
+            Some(&alice.token),
+            None,
+        )
+        .await;
+    let page: Value = res.json().await.unwrap();
+    assert_eq!(page["items"], json!([]));
+}

@@ -289,3 +289,71 @@ async fn deleting_a_deleted_post_answers_404_while_redis_is_down() {
         .await;
     assert_eq!(res.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn publishes_past_the_fan_out_backlog_answer_503_with_retry_after() {
+    let mut redis = OwnRedis::start().await;
+    let app = app_on(&redis).await;
+    app.set_settings(json!({"max_fanout_backlog": 2})).await;
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    // With Redis down, deliveries wait: each publish leaves a job behind.
+    redis.down();
+    for body in ["one", "two"] {
+        let res = app
+            .request(
+                Method::POST,
+                "/api/v1/posts",
+                Some(&author.token),
+                Some(json!({"body": body})),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::CREATED, "{body}");
+    }
+    let mut accepted = 2;
+    let refused = async {
+        loop {
+            let res = app
+                .request(
+                    Method::POST,
+                    "/api/v1/posts",
+                    Some(&author.token),
+                    Some(json!({"body": "three"})),
+                )
+                .await;
+            if res.status() != StatusCode::CREATED {
+                return res;
+            }
+            accepted += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    // The gauges are counted every 100 ms here; a post or two may pass first.
+    let res = tokio::time::timeout(Duration::from_secs(10), refused)
+        .await
+        .expect("refused");
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers()["retry-after"], "5");
+    let (_, code) = error_code(res).await;
+    assert_eq!(code, "unavailable");
+    redis.up().await;
+    app.settle().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let res = app
+        .request(
+            Method::POST,
+            "/api/v1/posts",
+            Some(&author.token),
+            Some(json!({"body": "after"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    app.settle().await;
+    let home = app.home(&reader, 10).await;
+    assert_eq!(
+        home.len(),
+        accepted + 1,
+        "every accepted post, none refused"
+    );
+}

@@ -95,3 +95,33 @@ async fn unfollowing_ids_never_followed_leaves_the_readers_state_as_it_is() {
     app.settle().await;
     assert!(app.home(&reader, 5).await.is_empty());
 }
+
+#[tokio::test]
+async fn follows_past_the_admin_cap_answer_422_and_change_nothing() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"max_follows": 2})).await;
+    let reader = app.create_user("reader").await;
+    let authors = app.users("author", 3).await;
+    app.follow(&reader, &authors[0]).await;
+    app.follow(&reader, &authors[1]).await;
+    // A repeat of a follow it has is no new follow.
+    app.follow(&reader, &authors[1]).await;
+    let path = format!("/api/v1/users/{}/following/{}", reader.id, authors[2].id);
+    let res = app
+        .request(Method::PUT, &path, Some(&reader.token), None)
+        .await;
+    let (status, code) = crate::helpers::error_code(res).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable")
+    );
+    assert_eq!(app.user(reader.id).await["following_count"], 2);
+    assert_eq!(app.user(authors[2].id).await["follower_count"], 0);
+    app.publish(&authors[2], "not followed").await;
+    app.settle().await;
+    assert!(app.home(&reader, 10).await.is_empty());
+    // Room again after an unfollow.
+    app.unfollow(&reader, &authors[0]).await;
+    app.follow(&reader, &authors[2]).await;
+    assert_eq!(app.user(reader.id).await["following_count"], 2);
+}

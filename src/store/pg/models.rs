@@ -114,7 +114,7 @@ pub struct DeliveryRow {
     serde::Deserialize,
     utoipa::ToSchema,
 )]
-#[schema(as = Settings, example = json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000}))]
+#[schema(as = Settings, example = json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000, "max_follows": 10000, "max_fanout_backlog": 100000}))]
 #[diesel(table_name = settings, check_for_backend(diesel::pg::Pg))]
 pub struct SettingsRow {
     pub big_v_threshold: i64,
@@ -124,6 +124,10 @@ pub struct SettingsRow {
     pub outbox_max_len: i64,
     /// An inbox unread for this long expires (rebuilt when its reader returns).
     pub inbox_idle_ttl_secs: i64,
+    /// Follows per user at most (a follow beyond answers 422).
+    pub max_follows: i64,
+    /// Pending fan-out jobs past which publishes answer 503.
+    pub max_fanout_backlog: i64,
 }
 
 #[derive(Debug, Insertable)]

@@ -47,6 +47,8 @@ diesel::table! {
         outbox_max_len -> Int8,
         updated_at -> Timestamptz,
         inbox_idle_ttl_secs -> Int8,
+        max_follows -> Int8,
+        max_fanout_backlog -> Int8,
     }
 }
 

@@ -120,7 +120,8 @@ impl PgStore {
                 });
             }
             let delta = if follow { 1 } else { -1 };
-            let (count, big_v, seq) = bump_counts(conn, follower, followee, delta).await?;
+            let (count, big_v, (seq, following)) =
+                bump_counts(conn, follower, followee, delta).await?;
             let kind = if follow {
                 JobKind::Follow
             } else {
@@ -133,6 +134,13 @@ impl PgStore {
                 .select(SettingsRow::as_select())
                 .first(conn)
                 .await?;
+            if follow && following > live.max_follows {
+                // The transaction rolls back: nothing changed.
+                return Err(AppError::Unprocessable(format!(
+                    "user {follower} follows {} accounts already, the most allowed",
+                    live.max_follows
+                )));
+            }
             let promoted = match rule(count, big_v, &live) {
                 Some(change) => record_big_v(conn, followee, change, now_ms).await?,
                 None => None,
@@ -212,23 +220,27 @@ impl PgStore {
 /// and the followee's follower_count by `delta`, locking the two rows in id
 /// order (no deadlock between A→B and B→A). Returns the followee's new
 /// follower_count and big-V state, and the follower's new sequence number.
+/// Bumps the follower's and the followee's counts by `delta` (rows locked
+/// in id order) and the follower's follow sequence. Returns the followee's
+/// follower count and big-V flag, and the follower's sequence and following
+/// count.
 async fn bump_counts(
     conn: &mut AsyncPgConnection,
     follower: i64,
     followee: i64,
     delta: i64,
-) -> AppResult<(i64, bool, i64)> {
-    let bump_follower = async |conn: &mut AsyncPgConnection| -> AppResult<i64> {
+) -> AppResult<(i64, bool, (i64, i64))> {
+    let bump_follower = async |conn: &mut AsyncPgConnection| -> AppResult<(i64, i64)> {
         Ok(diesel::update(users::table.find(follower))
             .set((
                 users::following_count.eq(users::following_count + delta),
                 users::follow_seq.eq(users::follow_seq + 1),
             ))
-            .returning(users::follow_seq)
+            .returning((users::follow_seq, users::following_count))
             .get_result(conn)
             .await?)
     };
-    let mut seq = 0;
+    let mut seq = (0, 0);
     if follower < followee {
         seq = bump_follower(conn).await?;
     }
