@@ -530,11 +530,52 @@ impl Engine {
         }
     }
 
+    /// Clears the deliveries the pulled authors still hold whose jobs are
+    /// gone (done): a `done` that failed, or a rebuild that merged a
+    /// delivery finished meanwhile, would otherwise keep an author pulled
+    /// by every reader for good. Redis is read first: a delivery it holds
+    /// was committed before (publish commits, then marks), so no job then
+    /// means done. Returns how many it cleared.
+    pub async fn sweep_pulled(&self) -> AppResult<usize> {
+        let held = self.inner.redis.pulled_in_flight().await?;
+        let ids: Vec<i64> = held
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .collect();
+        let owed: std::collections::HashSet<i64> = self
+            .inner
+            .pg
+            .deliveries_of(&ids)
+            .await?
+            .into_iter()
+            .collect();
+        let mut cleared = 0;
+        for (author, ids) in held {
+            for id in ids.into_iter().filter(|id| !owed.contains(id)) {
+                self.inner
+                    .redis
+                    .pulled_change(author, PulledChange::Done(id))
+                    .await?;
+                cleared += 1;
+            }
+        }
+        Ok(cleared)
+    }
+
     /// Keeps the fan-out job gauges of `/metrics` fresh, so that a scrape
-    /// makes no query (runs until aborted).
+    /// makes no query, and sweeps the pulled authors' finished deliveries
+    /// (runs until aborted).
     pub async fn refresh_gauges_forever(&self, every: Duration) {
         loop {
             self.keep_job_table_small().await;
+            match self.sweep_pulled().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    deliveries = n,
+                    "cleared finished deliveries from the pulled authors"
+                ),
+                Err(e) => tracing::debug!(error = %e.chain(), "could not sweep the pulled authors"),
+            }
             match self.inner.pg.job_counts().await {
                 Ok((pending, running, dead)) => {
                     self.inner

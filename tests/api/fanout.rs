@@ -580,3 +580,35 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
         assert_eq!(home(&engine, *f).await, vec![post.id], "follower {f}");
     }
 }
+
+#[tokio::test]
+async fn a_delivery_left_among_the_pulled_authors_is_swept_once_done() {
+    use feed_service::store::redis::state::PulledChange;
+    let app = spawn_app().await;
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    app.home(&reader, 5).await;
+    let post = app.publish(&author, "delivered").await;
+    app.settle().await;
+    let redis = app.engine.redis();
+    // A `done` that failed leaves the delivery behind: every reader of the
+    // author would pull its outbox for good.
+    redis
+        .pulled_change(author.id, PulledChange::Add(post.id))
+        .await
+        .unwrap();
+    assert_eq!(
+        redis.pulled_in_flight().await.unwrap(),
+        vec![(author.id, vec![post.id])]
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !redis.pulled_in_flight().await.unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the delivery stays pulled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.home(&reader, 5).await, vec![post.id]);
+}

@@ -392,6 +392,22 @@ impl PgStore {
     /// Redis copy): big-Vs with their epoch, authors whose big-V time is
     /// being settled (a backfill, with its epoch), and the posts whose
     /// delivery is in flight.
+    /// Which of `posts` still have a delivery job (done or not yet, dead
+    /// included: its post is still owed to the inboxes).
+    pub async fn deliveries_of(&self, posts: &[i64]) -> AppResult<Vec<i64>> {
+        if posts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn().await?;
+        let rows: Vec<Count> = diesel::sql_query(
+            "SELECT post_id AS n FROM fanout_jobs WHERE kind = 'deliver' AND post_id = ANY($1)",
+        )
+        .bind::<diesel::sql_types::Array<BigInt>, _>(posts)
+        .load(&mut conn)
+        .await?;
+        Ok(rows.into_iter().map(|r| r.n).collect())
+    }
+
     pub async fn pulled_state(&self) -> AppResult<Vec<PulledRow>> {
         let mut conn = self.conn().await?;
         Ok(diesel::sql_query(

@@ -286,6 +286,35 @@ impl RedisStore {
         Ok(field.map(|f| f.starts_with('F')))
     }
 
+    /// The deliveries in flight the pulled authors hold (clause 8), by
+    /// author; empty while the state is missing or being built.
+    pub async fn pulled_in_flight(&self) -> AppResult<Vec<(i64, Vec<i64>)>> {
+        let key = self.keys.pulled();
+        let fields: HashMap<String, String> = self
+            .with_conn(
+                |mut c| async move { redis::cmd("HGETALL").arg(&key).query_async(&mut c).await },
+            )
+            .await?;
+        if fields.get("").map(String::as_str) != Some("c") {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for (author, value) in fields.iter().filter(|(a, _)| !a.is_empty()) {
+            let author: i64 = author.parse().map_err(bad("a pulled author"))?;
+            let ids = value.split_once(';').map_or("", |(_, ids)| ids);
+            let ids: Vec<i64> = ids
+                .split(',')
+                .filter(|id| !id.is_empty())
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .map_err(bad("a delivery in flight"))?;
+            if !ids.is_empty() {
+                out.push((author, ids));
+            }
+        }
+        Ok(out)
+    }
+
     /// Changes the pulled authors (clause 8).
     pub async fn pulled_change(&self, author: i64, change: PulledChange) -> AppResult<()> {
         let (key, names) = (self.keys.pulled(), self.keys.pulled_authors());
