@@ -166,6 +166,8 @@ impl Application {
         let engine = self.engine.clone();
         let every = self.metrics_refresh;
         let gauges = tokio::spawn(async move { engine.refresh_gauges_forever(every).await });
+        let engine = self.engine.clone();
+        let heartbeat = tokio::spawn(async move { engine.heartbeat_forever().await });
         let shrink = tokio::spawn(http::limits::shrink_forever(self.limits.clone()));
         let metrics_handle = self.metrics_server.as_ref().map(|s| s.handle());
         if let Some(metrics) = self.metrics_server {
@@ -184,6 +186,7 @@ impl Application {
         {
             tracing::warn!("background work did not stop in time");
         }
+        heartbeat.abort();
         served
     }
 

@@ -102,6 +102,7 @@ impl Engine {
     }
 
     async fn worker(&self, worker: usize, mut shutdown: watch::Receiver<bool>) {
+        const IDLE_POLL: Duration = Duration::from_millis(200);
         loop {
             if *shutdown.borrow() {
                 return;
@@ -112,9 +113,11 @@ impl Engine {
             match self.claim(0).await {
                 Ok(Some(lease)) => self.run_job(worker, lease, &shutdown).await,
                 Ok(None) => {
+                    // Polled often enough to take over a dead instance's
+                    // job soon after it goes quiet.
                     tokio::select! {
                         _ = woken => {}
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = tokio::time::sleep(IDLE_POLL) => {}
                         _ = shutdown.changed() => {}
                     }
                 }

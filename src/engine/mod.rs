@@ -41,6 +41,7 @@ use crate::error::{AppError, AppResult};
 use crate::metrics;
 use crate::settings::EngineSettings;
 use crate::store::pg::models::{Post, User};
+use crate::store::pg::HEARTBEAT;
 use crate::store::pg::{Deletion, EdgeChange, EntriesOf, PgStore};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
@@ -527,6 +528,19 @@ impl Engine {
             }
             // Jobs of other instances finish without notifying this one.
             let _ = tokio::time::timeout(Duration::from_millis(100), done).await;
+        }
+    }
+
+    /// Says this instance is alive every [`HEARTBEAT`] (runs until
+    /// aborted): while it does, no other instance takes over its jobs
+    /// before their leases run out; once it stops, they do within
+    /// [`crate::store::pg::QUIET_INSTANCE`].
+    pub async fn heartbeat_forever(&self) {
+        loop {
+            if let Err(e) = self.inner.pg.heartbeat().await {
+                tracing::debug!(error = %e.chain(), "could not record this instance's heartbeat");
+            }
+            tokio::time::sleep(HEARTBEAT).await;
         }
     }
 

@@ -410,3 +410,70 @@ fn the_development_secret_does_not_start_on_a_public_address() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("32 bytes"));
 }
+
+#[derive(QueryableByName)]
+struct Holder {
+    #[diesel(sql_type = diesel::sql_types::Nullable<BigInt>)]
+    instance: Option<i64>,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    attempts: i32,
+}
+
+/// The instance holding the delivery and its attempts, while it exists.
+async fn holder(conn: &mut AsyncPgConnection) -> Option<(Option<i64>, i32)> {
+    let rows: Vec<Holder> =
+        diesel::sql_query("SELECT instance, attempts FROM fanout_jobs WHERE kind = 'deliver'")
+            .load(conn)
+            .await
+            .unwrap();
+    rows.into_iter().next().map(|h| (h.instance, h.attempts))
+}
+
+#[tokio::test]
+async fn a_killed_instances_fan_out_is_resumed_by_another_within_2_s() {
+    let settings = test_settings();
+    let _cleanup = Cleanup::of(&settings);
+    // Leases far longer than the takeover: only the heartbeats can explain it.
+    let mut first = start(&settings, 200, 60).await;
+    let mut conn = AsyncPgConnection::establish(settings.database.url.expose_secret())
+        .await
+        .unwrap();
+    seed(&settings, &mut conn, FOLLOWERS).await;
+    let post = publish(&settings, first.port).await;
+    wait_mid_way(&mut conn).await;
+    let (held_by, attempts) = holder(&mut conn).await.expect("the job runs");
+    assert_eq!(attempts, 1);
+    // A second instance, alive beside the first: it does not take the job
+    // while the first is alive.
+    let second = start(&settings, 200, 60).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    if let Some(now) = holder(&mut conn).await {
+        assert_eq!(now, (held_by, 1), "taken from a live instance");
+    }
+    first.child.kill().unwrap(); // SIGKILL
+    let killed_at = Instant::now();
+    first.child.wait().unwrap();
+    drop(first);
+    let resumed = loop {
+        match holder(&mut conn).await {
+            Some((by, _)) if by != held_by => break killed_at.elapsed(),
+            Some(_) => {}
+            None => panic!("the fan-out finished before the kill"),
+        }
+        assert!(killed_at.elapsed() < Duration::from_secs(30), "not resumed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    eprintln!("resumed {resumed:?} after the kill");
+    assert!(
+        resumed < Duration::from_secs(2),
+        "resumed {resumed:?} after the kill"
+    );
+    assert_eq!(
+        holder(&mut conn).await.map(|h| h.1),
+        Some(1),
+        "a takeover is no attempt"
+    );
+    wait_done(&mut conn).await;
+    assert_eq!(delivered(&settings, FOLLOWERS, post).await, (FOLLOWERS, 0));
+    drop(second);
+}

@@ -26,7 +26,29 @@ pub enum Claimed {
     },
 }
 
+/// How often an instance says it is alive.
+pub const HEARTBEAT: Duration = Duration::from_millis(200);
+
+/// An instance silent this long is taken for dead: its jobs are taken over
+/// (without counting an attempt) whatever their leases say.
+pub const QUIET_INSTANCE: Duration = Duration::from_millis(1200);
+
 impl PgStore {
+    /// Says this instance is alive (see [`QUIET_INSTANCE`]); forgets
+    /// instances silent for a day.
+    pub async fn heartbeat(&self) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query(
+            "WITH gone AS (DELETE FROM instances WHERE seen_at < now() - interval '1 day') \
+             INSERT INTO instances (id, seen_at) VALUES ($1, now()) \
+             ON CONFLICT (id) DO UPDATE SET seen_at = now()",
+        )
+        .bind::<BigInt, _>(self.instance)
+        .execute(&mut conn)
+        .await?;
+        Ok(())
+    }
+
     /// Claims a job whose lease has expired, for `lease`: the oldest
     /// (`pick` 0), the `pick`-th oldest, or with a negative `pick` the
     /// `-pick`-th newest (tests claim in every order). The jobs of one
@@ -42,9 +64,12 @@ impl PgStore {
         };
         let row: Option<JobRow> = diesel::sql_query(format!(
             "UPDATE fanout_jobs SET lease_until = now() + make_interval(secs => $1::float8), \
-                attempts = attempts + 1, lease = (random() * 9007199254740991)::bigint \
+                attempts = attempts + (lease_until < now())::int, instance = $3, \
+                lease = (random() * 9007199254740991)::bigint \
              WHERE id = (SELECT j.id FROM fanout_jobs j \
-                 WHERE NOT j.dead AND j.lease_until < now() \
+                 WHERE NOT j.dead AND (j.lease_until < now() OR EXISTS ( \
+                     SELECT 1 FROM instances i WHERE i.id = j.instance AND i.id <> $3 \
+                     AND i.seen_at < now() - make_interval(secs => $4::float8))) \
                  AND (j.follower_id IS NULL OR NOT EXISTS ( \
                      SELECT 1 FROM fanout_jobs o WHERE o.author_id = j.author_id \
                      AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
@@ -54,6 +79,8 @@ impl PgStore {
         ))
         .bind::<BigInt, _>(lease.as_secs() as i64)
         .bind::<BigInt, _>(skip)
+        .bind::<BigInt, _>(self.instance)
+        .bind::<diesel::sql_types::Double, _>(QUIET_INSTANCE.as_secs_f64())
         .get_result(&mut conn)
         .await
         .optional()?;
@@ -127,7 +154,7 @@ impl PgStore {
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
         diesel::sql_query(
-            "UPDATE fanout_jobs SET last_error = $3, dead = $4, \
+            "UPDATE fanout_jobs SET last_error = $3, dead = $4, instance = NULL, \
                 attempts = attempts - CASE WHEN $6 THEN 0 ELSE 1 END, \
                 lease_until = now() + make_interval(secs => $5::float8) \
              WHERE id = $1 AND lease = $2",

@@ -13,6 +13,7 @@
 
 mod feed;
 mod jobs;
+pub use jobs::{HEARTBEAT, QUIET_INSTANCE};
 pub mod models;
 mod pool;
 mod prepared;
@@ -44,6 +45,13 @@ pub struct PgStore {
     /// Connections checked out: one per query or transaction (tests count
     /// the queries a request makes with it).
     checkouts: Arc<AtomicU64>,
+    /// This instance, as its heartbeats and its leases name it.
+    instance: i64,
+}
+
+/// A random positive id for this process's store.
+fn rand_instance() -> i64 {
+    (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64
 }
 
 impl PgStore {
@@ -53,6 +61,7 @@ impl PgStore {
         Ok(PgStore {
             pool: pool::connect(settings).await?,
             checkouts: Arc::new(AtomicU64::new(0)),
+            instance: rand_instance(),
         })
     }
 

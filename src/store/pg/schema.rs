@@ -15,6 +15,14 @@ diesel::table! {
         created_at_ms -> Int8,
         lease -> Int8,
         epoch -> Nullable<Int8>,
+        instance -> Nullable<Int8>,
+    }
+}
+
+diesel::table! {
+    instances (id) {
+        id -> Int8,
+        seen_at -> Timestamptz,
     }
 }
 
@@ -67,4 +75,11 @@ diesel::table! {
 
 diesel::joinable!(posts -> users (author_id));
 
-diesel::allow_tables_to_appear_in_same_query!(fanout_jobs, follows, posts, settings, users,);
+diesel::allow_tables_to_appear_in_same_query!(
+    instances,
+    fanout_jobs,
+    follows,
+    posts,
+    settings,
+    users,
+);

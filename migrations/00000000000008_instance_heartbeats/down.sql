@@ -1,0 +1,2 @@
+ALTER TABLE fanout_jobs DROP COLUMN instance;
+DROP TABLE instances;
