@@ -195,3 +195,29 @@ async fn a_statement_timeout_answers_503_not_500() {
         .await;
     assert_eq!(res.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_connection_opened_for_another_runtime_outlives_it() {
+    use feed_service::store::pg::PgStore;
+    let mut settings = test_settings();
+    settings.database.pool_size = 1;
+    let _cleanup = crate::helpers::Cleanup::of(&settings);
+    // The pool is opened here, as the service opens it on its request runtime.
+    let pg = PgStore::connect(&settings.database).await.unwrap();
+    // The fan-out's runtime is the first to need a connection, then stops.
+    let other = pg.clone();
+    let opened_by_other = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let pid = rt.block_on(other.backend_pid()).unwrap();
+        drop(rt);
+        pid
+    })
+    .await
+    .unwrap();
+    // The same connection still serves this runtime: its driver never ran
+    // on the other one.
+    assert_eq!(pg.backend_pid().await.unwrap(), opened_by_other);
+}

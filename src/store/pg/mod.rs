@@ -75,6 +75,23 @@ impl PgStore {
         self.checkouts.load(Ordering::Relaxed)
     }
 
+    /// The PostgreSQL server process of the connection a query takes now
+    /// (operators and tests tell connections apart by it).
+    pub async fn backend_pid(&self) -> AppResult<i32> {
+        #[derive(diesel::QueryableByName)]
+        struct Pid {
+            #[diesel(sql_type = diesel::sql_types::Integer)]
+            pid: i32,
+        }
+        let mut conn = self.conn().await?;
+        let row: Pid = diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query("SELECT pg_backend_pid() AS pid"),
+            &mut conn,
+        )
+        .await?;
+        Ok(row.pid)
+    }
+
     pub async fn ping(&self) -> AppResult<()> {
         let mut conn = self.conn().await?;
         conn.batch_execute("SELECT 1").await?;

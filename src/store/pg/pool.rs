@@ -36,13 +36,25 @@ pub(super) async fn connect(settings: &DatabaseSettings) -> AppResult<Pool<Async
     // so that the first requests after a PostgreSQL outage do not fail on
     // connections it broke. Warm pages take none.
     config.recycling_method = RecyclingMethod::Verified;
+    // A connection is driven by a task of the runtime that opens it. Every
+    // one is opened on the runtime that opened the pool (the requests'),
+    // whichever runtime first needs it: one opened by the niced fan-out
+    // runtime would make the requests that later use it wait on that thread.
+    let home = tokio::runtime::Handle::current();
     config.custom_setup = Box::new(move |url| {
-        async move {
-            let mut conn = AsyncPgConnection::establish(url).await?;
+        let url = url.to_string();
+        let open = async move {
+            let mut conn = AsyncPgConnection::establish(&url).await?;
             conn.batch_execute(&format!("SET statement_timeout = {statement_timeout}"))
                 .await
                 .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?;
             Ok(conn)
+        };
+        let opened = home.spawn(open);
+        async move {
+            opened
+                .await
+                .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?
         }
         .boxed()
     });
