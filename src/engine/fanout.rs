@@ -203,6 +203,9 @@ impl Engine {
             lease.plan = Some(self.plan(&lease.job).await?);
         }
         let Lease { job, plan, ahead } = lease;
+        // Every write of this step is on the connection of this mark, or
+        // the step fails before it records anything.
+        let mark = self.redis().write_mark();
         let cap = self.settings().inbox_max_len;
         let batch = self.tuning().fanout_batch_size;
         let keys = self.redis().keys();
@@ -262,7 +265,7 @@ impl Engine {
                     crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
                     if !last_page && record {
                         // A failover must not lose a checkpointed batch.
-                        self.redis().replicated().await?;
+                        self.redis().replicated(mark).await?;
                         self.pg()
                             .checkpoint_job(job, last, self.lease_time())
                             .await?;
@@ -278,7 +281,7 @@ impl Engine {
         if !done {
             return Ok(Step::More);
         }
-        self.redis().replicated().await?;
+        self.redis().replicated(mark).await?;
         self.pg().finish_job(job.id, job.lease).await?;
         let lag_ms = now_ms() - job.created_at_ms;
         if job.kind == JobKind::Deliver {

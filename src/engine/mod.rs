@@ -267,10 +267,11 @@ impl Engine {
             }
         }
         let applied = retried(|| async {
+            let mark = self.inner.redis.write_mark();
             self.apply_follow(follower, followee, change.seq, follow)
                 .await?;
             // Its job is dropped: a failover must not lose the change.
-            self.inner.redis.replicated().await
+            self.inner.redis.replicated(mark).await
         })
         .await;
         match (applied, change.job) {
@@ -378,8 +379,9 @@ impl Engine {
         let cap = self.settings().outbox_max_len;
         let ttl = self.tuning().post_cache_ttl_secs;
         let cache = || async {
+            let mark = self.inner.redis.write_mark();
             self.inner.redis.publish(&cached, post.id, cap, ttl).await?;
-            self.inner.redis.replicated().await
+            self.inner.redis.replicated(mark).await
         };
         if let Err(e) = retried(cache).await {
             self.deferred();
@@ -451,9 +453,10 @@ impl Engine {
             }
             Deletion::Deleted { job, .. } => {
                 let hide = || async {
+                    let mark = self.inner.redis.write_mark();
                     self.inner.redis.tombstone(id, ttl).await?;
                     // Its job is dropped: a failover must not lose it.
-                    self.inner.redis.replicated().await
+                    self.inner.redis.replicated(mark).await
                 };
                 match retried(hide).await {
                     Ok(()) => {

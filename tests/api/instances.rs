@@ -234,3 +234,32 @@ async fn two_instances_share_the_jobs_the_settings_and_one_scroll() {
         "rebuilt by the other instance with the new cap (and its sentinel)"
     );
 }
+
+#[tokio::test]
+async fn replication_is_never_confirmed_across_a_replaced_connection() {
+    use feed_service::store::redis::Fault;
+    let app = crate::helpers::spawn_app().await;
+    let redis = app.engine.redis();
+    let mark = redis.write_mark();
+    redis.tombstone(1, 60).await.unwrap();
+    // A reply is lost meanwhile: on a cluster the process's connection is
+    // replaced, and a `WAIT` on the new one knows nothing of the write.
+    redis.faults().arm(1, Fault::LoseReply);
+    assert!(redis.ping().await.is_err());
+    let confirmed = redis.replicated(mark).await;
+    if redis.is_cluster() {
+        assert!(
+            confirmed.is_err(),
+            "a WAIT on another connection confirmed the write"
+        );
+    } else {
+        assert!(
+            confirmed.is_ok(),
+            "a single node acknowledges each write itself"
+        );
+    }
+    // Redone after the swap, the write is confirmed.
+    let mark = redis.write_mark();
+    redis.tombstone(1, 60).await.unwrap();
+    redis.replicated(mark).await.unwrap();
+}

@@ -33,6 +33,10 @@ pub(super) enum Topology {
         pool: cluster::Pool,
         shared: Arc<Mutex<Option<cluster::ClusterConnection>>>,
         nodes: Arc<NodeCache>,
+        /// Bumped whenever `shared` is dropped: a `WAIT` covers only the
+        /// writes of its own connection, so one sent after a swap proves
+        /// nothing of writes sent before it.
+        generation: Arc<std::sync::atomic::AtomicU64>,
     },
 }
 
@@ -461,6 +465,7 @@ impl Topology {
             pool,
             shared: Arc::new(Mutex::new(None)),
             nodes: Arc::default(),
+            generation: Arc::default(),
         })
     }
 
@@ -471,6 +476,7 @@ impl Topology {
                 pool,
                 shared,
                 nodes,
+                ..
             } => {
                 if let Some(c) = lock(shared).as_ref() {
                     return Ok(Conn::Shared(c.clone(), nodes.clone()));
@@ -494,9 +500,29 @@ impl Topology {
     /// connection caught in a failover has been seen to time out every call
     /// for good, its map still pointing at the dead master.)
     pub(super) fn reset(&self) {
-        if let Topology::Cluster { shared, nodes, .. } = self {
-            lock(shared).take();
+        if let Topology::Cluster {
+            shared,
+            nodes,
+            generation,
+            ..
+        } = self
+        {
+            let mut slot = lock(shared);
+            slot.take();
+            generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(slot);
             nodes.forget();
+        }
+    }
+
+    /// How many times the cluster connection has been replaced (0 on a
+    /// single node, where every write is acknowledged by its own call).
+    pub(super) fn generation(&self) -> u64 {
+        match self {
+            Topology::Single(_) => 0,
+            Topology::Cluster { generation, .. } => {
+                generation.load(std::sync::atomic::Ordering::SeqCst)
+            }
         }
     }
 

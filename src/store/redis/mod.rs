@@ -44,6 +44,10 @@ const KEYS_PER_CALL: usize = 100;
 /// follow) goes to fewer keys per call, so that every call stays short.
 const WRITES_PER_CALL: usize = 1000;
 
+/// Which cluster connection writes went on (see [`RedisStore::replicated`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteMark(u64);
+
 /// Entry writes of a cluster fan-out's round (its "pipeline"), at most: a round
 /// goes as one pipeline per master, so a master's share of a round spread
 /// over three makes no more writes than a single node's pipeline.
@@ -158,6 +162,8 @@ impl RedisStore {
         }
         let result = self.bounded(f).await;
         if fault == Some(Fault::LoseReply) {
+            // As after a real timeout, the cluster connection is replaced.
+            self.topology().reset();
             return Err(timed_out());
         }
         result
@@ -195,19 +201,41 @@ impl RedisStore {
     /// (`redis_unreplicated_writes_total`): availability first, since a
     /// master without a live replica cannot fail over anyway, and a replica
     /// that comes back resynchronises from it. A no-op on a single node.
-    pub async fn replicated(&self) -> AppResult<()> {
+    ///
+    /// `since` is taken before the writes: if the process's cluster
+    /// connection was replaced after it, the writes went on a connection a
+    /// `WAIT` can no longer ask about, and the call fails (the caller redoes
+    /// its writes, which are idempotent).
+    pub async fn replicated(&self, since: WriteMark) -> AppResult<()> {
         if !self.is_cluster() {
             return Ok(());
+        }
+        let swapped = || AppError::Unavailable {
+            what: "Redis",
+            source: "the cluster connection was replaced after the writes: their replication \
+                     cannot be confirmed"
+                .into(),
+        };
+        if self.topology().generation() != since.0 {
+            return Err(swapped());
         }
         let wait_ms = (self.timeout.as_millis() as u64 / 2).max(1);
         let acked = self
             .with_conn(|mut c| async move { c.replicated(wait_ms).await })
             .await?;
+        if self.topology().generation() != since.0 {
+            return Err(swapped());
+        }
         if acked == Some(0) {
             crate::metrics::REDIS_UNREPLICATED.inc();
             tracing::warn!("a Redis write is not on any replica yet: a failover now could lose it");
         }
         Ok(())
+    }
+
+    /// Marks the writes about to be made, for [`Self::replicated`].
+    pub fn write_mark(&self) -> WriteMark {
+        WriteMark(self.topology().generation())
     }
 
     pub async fn ping(&self) -> AppResult<()> {
