@@ -37,7 +37,8 @@ impl PgStore {
     /// Says this instance is alive (see [`QUIET_INSTANCE`]); forgets
     /// instances silent for a day.
     pub async fn heartbeat(&self) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        // Bookkeeping of the process, not a query of a request: uncounted.
+        let mut conn = self.uncounted_conn().await?;
         diesel::sql_query(
             "WITH gone AS (DELETE FROM instances WHERE seen_at < now() - interval '1 day') \
              INSERT INTO instances (id, seen_at) VALUES ($1, now()) \

@@ -70,6 +70,12 @@ impl PgStore {
         Ok(self.pool.get().await?)
     }
 
+    /// A connection for the process's own bookkeeping (heartbeats), left
+    /// out of [`Self::queries`].
+    async fn uncounted_conn(&self) -> AppResult<Object<AsyncPgConnection>> {
+        Ok(self.pool.get().await?)
+    }
+
     /// Queries (and transactions) run so far by this store.
     pub fn queries(&self) -> u64 {
         self.checkouts.load(Ordering::Relaxed)
