@@ -10,6 +10,7 @@ mod feed;
 mod fuzz;
 mod health;
 mod helpers;
+mod hostile;
 mod instances;
 mod limits;
 mod model;
