@@ -57,7 +57,8 @@ impl PgStore {
     /// `follow` never runs before an earlier `unfollow` of the same pair has
     /// finished.
     pub async fn claim_job(&self, lease: Duration, pick: i64) -> AppResult<Option<Claimed>> {
-        let mut conn = self.conn().await?;
+        // Idle workers poll a few times a second: bookkeeping, uncounted.
+        let mut conn = self.uncounted_conn().await?;
         let (order, skip) = if pick < 0 {
             ("DESC", -pick - 1)
         } else {

@@ -70,8 +70,8 @@ impl PgStore {
         Ok(self.pool.get().await?)
     }
 
-    /// A connection for the process's own bookkeeping (heartbeats), left
-    /// out of [`Self::queries`].
+    /// A connection for the process's own bookkeeping (heartbeats, idle
+    /// workers' polls for jobs), left out of [`Self::queries`].
     async fn uncounted_conn(&self) -> AppResult<Object<AsyncPgConnection>> {
         Ok(self.pool.get().await?)
     }
