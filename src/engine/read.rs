@@ -110,8 +110,22 @@ impl Engine {
                 .await?;
             Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
             match cut(rows.into_iter().map(slot), req, complete) {
-                Cut::Page { items, next } => return Ok(Page { items, next }),
-                // Deleted posts filled the window: read further.
+                Cut::Page { items, mut next } => {
+                    // Below `max` the rows were live ones only: the cursor
+                    // also passes the deleted posts that share the last
+                    // item's millisecond and come before it.
+                    if let (Some(c), Some(last)) = (next.as_mut(), items.last()) {
+                        if Some(c.max) != req.max {
+                            let hidden = self.inner.pg.deleted_ahead(scope, c.max, last.id).await?;
+                            c.offset = c
+                                .offset
+                                .saturating_add(u32::try_from(hidden).unwrap_or(u32::MAX));
+                        }
+                    }
+                    return Ok(Page { items, next });
+                }
+                // The run of entries scored `max` filled the window (deleted
+                // ones included): read further into it.
                 Cut::NeedMore => window *= 4,
             }
         }

@@ -4,7 +4,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, RunQueryDsl};
+use feed_service::engine::{Page, Stats};
 use feed_service::store::pg::models::Post;
+use feed_service::types::{Cursor, PageRequest, Scope};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -510,4 +512,91 @@ async fn an_idle_reader_s_inbox_expires_and_is_rebuilt_complete_on_return() {
         let ttl = pttl(&app, key).await;
         assert!((3_500_000..=3_600_000).contains(&ttl), "{key}: {ttl} ms");
     }
+}
+
+/// A page read straight from PostgreSQL, as a cold or Redis-less read gets it.
+async fn pg_page(app: &TestApp, reader: &TestUser, req: PageRequest) -> Page {
+    app.engine
+        .page_from_pg(Scope::Home(reader.id), &req)
+        .await
+        .expect("a page from PostgreSQL")
+}
+
+#[tokio::test]
+async fn pages_from_postgresql_step_over_deleted_posts_with_redis_s_cursors() {
+    // Arrange: three authors, posts ten to a millisecond, every third one
+    // deleted (so deleted posts sit inside runs of equal scores), then a
+    // long run of deleted posts between the two oldest live ones.
+    let app = spawn_app().await;
+    let authors = app.users("author", 3).await;
+    let reader = app.create_user("reader").await;
+    follow_all(&app, &reader, &authors).await;
+    let oldest = app.publish_at(&authors[0], "oldest", BASE - 5_000).await;
+    let mut run = Vec::new();
+    for i in 0..600 {
+        run.push(
+            app.publish_at(&authors[i % 3], "gone", BASE - 4_000 + i as i64)
+                .await,
+        );
+    }
+    let posts = tied_posts(&app, &authors, 60, BASE).await;
+    for p in run.iter().chain(posts.iter().step_by(3)) {
+        app.engine
+            .delete_post(p.id, Some(p.author_id))
+            .await
+            .expect("delete");
+    }
+    app.settle().await;
+    let live: Vec<i64> = posts
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 3 != 0)
+        .map(|(_, p)| p.id)
+        .collect();
+
+    // Act + assert: for every page size, PostgreSQL's pages and cursors are
+    // Redis's, step by step, to the end.
+    for size in [1, 2, 3, 7, 20] {
+        let mut req = PageRequest::first(size);
+        let mut seen = Vec::new();
+        loop {
+            let from_pg = pg_page(&app, &reader, req).await;
+            let from_redis = app.engine.home_page(reader.id, req).await.unwrap();
+            assert_eq!(
+                (ids(&from_pg.items), from_pg.next),
+                (ids(&from_redis.items), from_redis.next),
+                "page {req:?} of size {size}"
+            );
+            seen.extend(ids(&from_pg.items));
+            match from_pg.next {
+                Some(c) => req = PageRequest::after(c, size),
+                None => break,
+            }
+        }
+        let mut want = newest_first(
+            &posts
+                .iter()
+                .filter(|p| live.contains(&p.id))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        want.push(oldest.id);
+        assert_eq!(seen, want, "scroll of size {size}");
+    }
+
+    // The page that crosses the 600 deleted posts reads a window, not them.
+    let stats = app.engine.stats();
+    let rows = Stats::get(&stats.rows_read);
+    let req = PageRequest::after(
+        Cursor {
+            max: BASE,
+            offset: 10,
+        },
+        2,
+    );
+    let page = pg_page(&app, &reader, req).await;
+    assert_eq!(ids(&page.items), vec![oldest.id]);
+    assert_eq!(page.next, None);
+    let read = Stats::get(&stats.rows_read) - rows;
+    assert!(read <= 20, "the page read {read} rows");
 }

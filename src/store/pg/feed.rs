@@ -198,11 +198,15 @@ impl PgStore {
         .await?)
     }
 
-    /// The feed of `scope` from a position on: below `max` (everything when
-    /// `None`), past the first `offset` entries scored exactly `max`, at
-    /// least `window` entries where the feed has them. The rows scored `max`
-    /// are read apart from the older ones, so a deep offset costs the run
-    /// of equal scores, not the offset times every followee.
+    /// The feed of `scope` from a position on: the entries scored exactly
+    /// `max` past the first `offset` (deleted ones too: the offset counts
+    /// them), then at least `window` live entries below `max` where the feed
+    /// has them. The rows scored `max` are read apart from the older ones,
+    /// so a deep offset costs the run of equal scores, not the offset times
+    /// every followee; below `max` deleted posts are skipped by the index,
+    /// so however many lie between live ones, the read stays one window
+    /// (the cursor counts the deleted ones it needs with
+    /// [`Self::deleted_ahead`]).
     pub async fn feed(
         &self,
         scope: Scope,
@@ -230,7 +234,7 @@ impl PgStore {
                      p.created_at_ms, p.deleted_at IS NULL \
                      FROM follows f CROSS JOIN LATERAL ( \
                         SELECT id, author_id, body, created_at_ms, deleted_at FROM posts \
-                        WHERE author_id = f.followee_id AND created_at_ms < ",
+                        WHERE author_id = f.followee_id AND deleted_at IS NULL AND created_at_ms < ",
                     " ORDER BY created_at_ms DESC FETCH FIRST (",
                     ") ROWS WITH TIES) p JOIN users u ON u.id = p.author_id \
                      WHERE f.follower_id = ",
@@ -263,7 +267,7 @@ impl PgStore {
                      p.created_at_ms, p.deleted_at IS NULL \
                      FROM posts p JOIN users u ON u.id = p.author_id \
                      WHERE p.author_id = ",
-                    " AND p.created_at_ms < ",
+                    " AND p.deleted_at IS NULL AND p.created_at_ms < ",
                     " ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
                     ")",
                 ],
@@ -305,6 +309,34 @@ impl PgStore {
             rows: at_max,
             complete,
         })
+    }
+
+    /// How many deleted entries of `scope`'s feed are scored exactly
+    /// `score` and come before post `id` in feed order (their members'
+    /// bytes are greater): the hidden entries a cursor at `id` has passed.
+    pub async fn deleted_ahead(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+        let mut conn = self.conn().await?;
+        let sql = match scope {
+            Scope::Home(_) => {
+                "SELECT count(*) AS n FROM posts p \
+                 WHERE p.created_at_ms = $2 AND p.deleted_at IS NOT NULL \
+                 AND p.id::text COLLATE \"C\" > $3::text COLLATE \"C\" \
+                 AND EXISTS (SELECT 1 FROM follows f \
+                             WHERE f.follower_id = $1 AND f.followee_id = p.author_id)"
+            }
+            Scope::Author(_) => {
+                "SELECT count(*) AS n FROM posts p \
+                 WHERE p.author_id = $1 AND p.created_at_ms = $2 AND p.deleted_at IS NOT NULL \
+                 AND p.id::text COLLATE \"C\" > $3::text COLLATE \"C\""
+            }
+        };
+        Ok(diesel::sql_query(sql)
+            .bind::<BigInt, _>(scope.user())
+            .bind::<BigInt, _>(score)
+            .bind::<BigInt, _>(id)
+            .get_result::<Count>(&mut conn)
+            .await?
+            .n)
     }
 
     /// How many entries of `scope`'s feed are scored exactly `score`.
@@ -388,10 +420,6 @@ impl PgStore {
         Ok((seq, rows.into_iter().filter_map(|r| r.1).collect()))
     }
 
-    /// The authors every follower pulls, read in one snapshot (to build the
-    /// Redis copy): big-Vs with their epoch, authors whose big-V time is
-    /// being settled (a backfill, with its epoch), and the posts whose
-    /// delivery is in flight.
     /// Which of `posts` still have a delivery job (done or not yet, dead
     /// included: its post is still owed to the inboxes).
     pub async fn deliveries_of(&self, posts: &[i64]) -> AppResult<Vec<i64>> {
@@ -408,6 +436,10 @@ impl PgStore {
         Ok(rows.into_iter().map(|r| r.n).collect())
     }
 
+    /// The authors every follower pulls, read in one snapshot (to build the
+    /// Redis copy): big-Vs with their epoch, authors whose big-V time is
+    /// being settled (a backfill, with its epoch), and the posts whose
+    /// delivery is in flight.
     pub async fn pulled_state(&self) -> AppResult<Vec<PulledRow>> {
         let mut conn = self.conn().await?;
         Ok(diesel::sql_query(

@@ -1,0 +1,2 @@
+DROP INDEX posts_deleted_by_time;
+DROP INDEX posts_live_by_author;
