@@ -308,10 +308,11 @@ impl Engine {
                 Stats::bump(&self.inner.stats.hydrations, 1);
                 let rows = self.inner.pg.hydrate(&unknown, scope).await?;
                 Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
-                // Cache the live ones whole (a deleted one's body is not read).
-                let live: Vec<(i64, CachedPost)> = rows
+                // Cache them: the live ones whole, the deleted ones as
+                // tombstones (a deletion is final), so the next page over
+                // them needs no SQL either.
+                let known: Vec<(i64, CachedPost)> = rows
                     .iter()
-                    .filter(|r| r.live)
                     .map(|r| {
                         (
                             r.id,
@@ -320,7 +321,7 @@ impl Engine {
                                 author_username: r.author_username.clone(),
                                 body: r.body.clone(),
                                 created_at_ms: r.created_at_ms,
-                                deleted: false,
+                                deleted: !r.live,
                             },
                         )
                     })
@@ -328,7 +329,7 @@ impl Engine {
                 if let Err(e) = self
                     .inner
                     .redis
-                    .fill_posts(&live, self.tuning().post_cache_ttl_secs)
+                    .fill_posts(&known, self.tuning().post_cache_ttl_secs)
                     .await
                 {
                     tracing::debug!(error = %e.chain(), "could not cache posts");

@@ -600,3 +600,39 @@ async fn pages_from_postgresql_step_over_deleted_posts_with_redis_s_cursors() {
     let read = Stats::get(&stats.rows_read) - rows;
     assert!(read <= 20, "the page read {read} rows");
 }
+
+#[tokio::test]
+async fn deleted_posts_whose_tombstones_expired_cost_sql_once() {
+    let app = spawn_app().await;
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    app.home(&reader, 5).await;
+    let mut posts = Vec::new();
+    for i in 0..10 {
+        posts.push(app.publish(&author, &format!("post {i}")).await);
+    }
+    for p in posts.iter().step_by(2) {
+        assert_eq!(
+            app.delete_post(&author, p.id).await.status(),
+            StatusCode::NO_CONTENT
+        );
+    }
+    app.settle().await;
+    // The cached posts and their tombstones run out of time.
+    let keys: Vec<String> = posts
+        .iter()
+        .map(|p| app.engine.redis().keys().post(p.id))
+        .collect();
+    app.engine.redis().delete_many(&keys).await.unwrap();
+
+    let stats = app.engine.stats();
+    assert_eq!(app.home(&reader, 20).await.len(), 5);
+    let hydrations = Stats::get(&stats.hydrations);
+    assert_eq!(app.home(&reader, 20).await.len(), 5);
+    assert_eq!(
+        Stats::get(&stats.hydrations) - hydrations,
+        0,
+        "the second page over the deleted posts went to PostgreSQL again"
+    );
+}
