@@ -47,7 +47,7 @@ use feed_service::error::AppError;
 use feed_service::settings::Settings;
 use feed_service::store::pg::PgStore;
 use feed_service::store::redis::{Fault, RedisStore};
-use feed_service::types::{Cursor, PageRequest};
+use feed_service::types::{Cursor, PageRequest, Scope};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use secrecy::ExposeSecret;
@@ -181,11 +181,15 @@ enum Op {
         own: bool,
         size: u8,
     },
-    /// The next page of the scroll in `slot`.
+    /// The next page of the scroll in `slot`; with `cold`, the page as
+    /// PostgreSQL answers it (a cold or Redis-less read).
     Page {
         slot: u8,
         size: u8,
+        cold: bool,
     },
+    /// An instance clears the pulled authors' deliveries that are done.
+    Sweep,
 }
 
 impl Op {
@@ -209,6 +213,7 @@ impl Op {
             Op::Scroll { .. } => 1 << 12,
             Op::Reshard => 1 << 13,
             Op::HandFlag { .. } => 1 << 14,
+            Op::Sweep => 1 << 15,
         }
     }
 }
@@ -275,7 +280,9 @@ fn op() -> impl Strategy<Value = Op> {
         6 => Just(Op::Drain),
         7 => (0u8..2, user(), prop::bool::weighted(0.2), 0..SIZES.len() as u8)
             .prop_map(|(slot, reader, own, size)| Op::Scroll { slot, reader, own, size }),
-        16 => (0u8..2, 0..SIZES.len() as u8).prop_map(|(slot, size)| Op::Page { slot, size }),
+        16 => (0u8..2, 0..SIZES.len() as u8, prop::bool::weighted(0.2))
+            .prop_map(|(slot, size, cold)| Op::Page { slot, size, cold }),
+        2 => Just(Op::Sweep),
     ]
 }
 
@@ -817,12 +824,17 @@ impl World {
                     seen: Vec::new(),
                     unchecked: self.dirty,
                 });
-                self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()])
+                self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()], false)
                     .await?;
             }
-            Op::Page { slot, size } => {
-                self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()])
+            Op::Page { slot, size, cold } => {
+                self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()], cold)
                     .await?;
+            }
+            Op::Sweep => {
+                // Faults armed by an earlier operation may fail it: a sweep
+                // is best effort, and the next one does its work.
+                let _ = self.engine().sweep_pulled().await;
             }
         }
         Ok(())
@@ -895,7 +907,7 @@ impl World {
     }
 
     /// The next page of the scroll in `slot`, checked against the model.
-    async fn page(&mut self, slot: usize, size: u32) -> Outcome {
+    async fn page(&mut self, slot: usize, size: u32, cold: bool) -> Outcome {
         let Some(scroll) = self.model.scrolls[slot].as_ref() else {
             return Ok(());
         };
@@ -911,9 +923,21 @@ impl World {
             )
             .map_err(|e| format!("a next the service gave is refused: {e}"))?,
         };
-        let page = match feed {
-            Feed::Home(reader) => self.engine().home_page(self.model.ids[reader], req).await,
-            Feed::Author(author) => self.engine().author_page(self.model.ids[author], req).await,
+        let page = match (feed, cold) {
+            (Feed::Home(reader), false) => {
+                self.engine().home_page(self.model.ids[reader], req).await
+            }
+            (Feed::Author(author), false) => {
+                self.engine().author_page(self.model.ids[author], req).await
+            }
+            (Feed::Home(reader), true) => {
+                let scope = Scope::Home(self.model.ids[reader]);
+                self.engine().page_from_pg(scope, &req).await
+            }
+            (Feed::Author(author), true) => {
+                let scope = Scope::Author(self.model.ids[author]);
+                self.engine().page_from_pg(scope, &req).await
+            }
         };
         let Page { items, next } =
             page.map_err(|e| format!("page of {feed:?} {req:?}: {}", e.chain()))?;
@@ -1083,7 +1107,7 @@ impl World {
                 if self.model.scrolls[slot].is_none() {
                     break;
                 }
-                self.page(slot, size).await?;
+                self.page(slot, size, false).await?;
             }
         }
         for w in 0..2 {
@@ -1150,7 +1174,7 @@ impl World {
                 if self.model.scrolls[0].is_none() {
                     break;
                 }
-                self.page(0, size).await?;
+                self.page(0, size, false).await?;
             }
         }
         Ok(())
