@@ -6,7 +6,10 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app, TestApp};
+use std::process::Stdio;
+
+use crate::helpers::{spawn_app, test_settings, Cleanup, TestApp};
+use crate::process::spawn_service;
 
 /// Sends raw JSON text (escapes as the client wrote them) to `path`.
 async fn raw_json(
@@ -233,5 +236,78 @@ async fn a_hostile_client_gets_documented_4xx_and_nothing_grows() {
     assert!(
         after < before + 64 * 1024,
         "/metrics grew from {before} to {after}"
+    );
+}
+
+/// One round of a flood against a running service: unknown methods, paths,
+/// headers and query keys, and bodies past the limit, each request new.
+async fn flood(client: &reqwest::Client, base: &str, round: usize) -> usize {
+    let mut sent = 0;
+    for i in 0..400 {
+        let n = round * 1000 + i;
+        let method = Method::from_bytes(format!("M{n}").as_bytes()).unwrap();
+        let requests = [
+            client.request(method, format!("{base}/healthz")),
+            client.get(format!("{base}/api/v1/nowhere/{n}")),
+            client
+                .get(format!("{base}/api/v1/feed?k{n}=v&j{n}=w"))
+                .header(format!("x-junk-{n}"), "v".repeat(200)),
+            client
+                .post(format!("{base}/api/v1/posts"))
+                .header("content-type", "application/json")
+                .body(vec![b'x'; 128 * 1024]),
+        ];
+        for req in requests {
+            if let Ok(res) = req.send().await {
+                assert!(!res.status().is_server_error(), "{}", res.status());
+                let _ = res.bytes().await;
+            }
+            sent += 1;
+        }
+    }
+    sent
+}
+
+#[tokio::test]
+async fn a_flood_of_new_junk_leaves_the_process_s_memory_where_it_was() {
+    let settings = test_settings();
+    let _cleanup = Cleanup::of(&settings);
+    let service = spawn_service(&settings, &[], Stdio::null()).await;
+    let base = format!("http://127.0.0.1:{}", service.port);
+    let client = reqwest::Client::new();
+    let metrics = |client: reqwest::Client| {
+        let url = format!("{base}/metrics");
+        async move {
+            client
+                .get(url)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    // One round first: pools and caches reach their working size.
+    flood(&client, &base, 0).await;
+    let (rss, size) = (service.resident_bytes(), metrics(client.clone()).await);
+    let mut sent = 0;
+    for round in 1..=4 {
+        sent += flood(&client, &base, round).await;
+    }
+    let (rss_after, size_after) = (service.resident_bytes(), metrics(client.clone()).await);
+    eprintln!(
+        "{sent} new requests (200 MiB of refused bodies): resident {} -> {} KiB, /metrics {size} -> {size_after} B",
+        rss / 1024,
+        rss_after / 1024
+    );
+    assert!(
+        rss_after < rss + 16 * 1024 * 1024,
+        "the process grew from {rss} to {rss_after} bytes"
+    );
+    assert!(
+        size_after < size + 8 * 1024,
+        "/metrics grew from {size} to {size_after}"
     );
 }
