@@ -190,6 +190,16 @@ enum Op {
     },
     /// An instance clears the pulled authors' deliveries that are done.
     Sweep,
+    /// An instance's heartbeats stop reaching PostgreSQL (a pause, a
+    /// partition) while its workers go on, and the other instance's idle
+    /// worker claims at once (it may take over the silent one's job).
+    Quiet {
+        instance: u8,
+    },
+    /// An instance's heartbeat reaches PostgreSQL again.
+    Beat {
+        instance: u8,
+    },
 }
 
 impl Op {
@@ -207,7 +217,7 @@ impl Op {
             Op::Claim { .. } => 1 << 6,
             Op::Step { .. } => 1 << 7,
             Op::Crash { .. } => 1 << 8,
-            Op::ExpireLeases => 1 << 9,
+            Op::ExpireLeases | Op::Quiet { .. } | Op::Beat { .. } => 1 << 9,
             Op::Fault { .. } => 1 << 10,
             Op::Drain => 1 << 11,
             Op::Scroll { .. } => 1 << 12,
@@ -283,6 +293,8 @@ fn op() -> impl Strategy<Value = Op> {
         16 => (0u8..2, 0..SIZES.len() as u8, prop::bool::weighted(0.2))
             .prop_map(|(slot, size, cold)| Op::Page { slot, size, cold }),
         2 => Just(Op::Sweep),
+        2 => (0u8..2).prop_map(|instance| Op::Quiet { instance }),
+        2 => (0u8..2).prop_map(|instance| Op::Beat { instance }),
     ]
 }
 
@@ -522,6 +534,10 @@ struct World {
 
 /// Pages checked against the model, over all cases.
 static PAGES: AtomicUsize = AtomicUsize::new(0);
+
+/// Jobs one instance's worker claimed while the other's still held them
+/// (taken over from a quiet instance), over all cases.
+static TAKEOVERS: AtomicUsize = AtomicUsize::new(0);
 
 type Outcome = Result<(), String>;
 
@@ -836,6 +852,32 @@ impl World {
                 // is best effort, and the next one does its work.
                 let _ = self.engine().sweep_pulled().await;
             }
+            Op::Quiet { instance } => {
+                let id = self.engines[instance as usize % 2].pg().instance();
+                diesel::sql_query(
+                    "INSERT INTO instances (id, seen_at) VALUES ($1, now() - interval '1 minute') \
+                     ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at",
+                )
+                .bind::<BigInt, _>(id)
+                .execute(&mut self.pg)
+                .await
+                .map_err(fail("silencing an instance"))?;
+                let other = 1 - instance as usize % 2;
+                if self.workers[other].is_none() {
+                    self.workers[other] = self.engines[other]
+                        .claim(0)
+                        .await
+                        .map_err(|e| format!("claim: {}", e.chain()))?;
+                    self.count_takeover(other);
+                }
+            }
+            Op::Beat { instance } => {
+                self.engines[instance as usize % 2]
+                    .pg()
+                    .heartbeat()
+                    .await
+                    .map_err(|e| format!("heartbeat: {}", e.chain()))?;
+            }
         }
         Ok(())
     }
@@ -848,8 +890,18 @@ impl World {
                 .claim(i64::from(pick))
                 .await
                 .map_err(|e| format!("claim: {}", e.chain()))?;
+            self.count_takeover(w);
         }
         Ok(())
+    }
+
+    /// Counts the job worker `w` just claimed if the other worker holds it.
+    fn count_takeover(&self, w: usize) {
+        if let (Some(a), Some(b)) = (&self.workers[w], &self.workers[1 - w]) {
+            if a.job.id == b.job.id {
+                TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     async fn follow(&mut self, who: u8, whom: u8) -> Outcome {
@@ -1325,9 +1377,11 @@ fn the_engine_behaves_like_the_model() {
                 rounds += 1;
             }
             eprintln!(
-                "model soak: {rounds} rounds of 16 cases, {} pages checked, no departure \
-                 ({} cluster calls resent after a wrong slot map)",
+                "model soak: {rounds} rounds of 16 cases, {} pages checked, {} jobs taken \
+                 over from a quiet instance, no departure ({} cluster calls resent after a \
+                 wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
+                AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 feed_service::metrics::REDIS_RESENT.get()
             );
         }
@@ -1337,9 +1391,10 @@ fn the_engine_behaves_like_the_model() {
             let started = Instant::now();
             explore(&rt, &settings, seed, cases);
             eprintln!(
-                "model: {cases} cases from seed {seed}, {} pages checked, {:.1} s \
-                 ({} cluster calls resent after a wrong slot map)",
+                "model: {cases} cases from seed {seed}, {} pages checked, {} jobs taken over \
+                 from a quiet instance, {:.1} s ({} cluster calls resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
+                AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 started.elapsed().as_secs_f64(),
                 feed_service::metrics::REDIS_RESENT.get()
             );

@@ -65,6 +65,11 @@ impl PgStore {
         })
     }
 
+    /// This instance's id, as its heartbeats and leases name it.
+    pub fn instance(&self) -> i64 {
+        self.instance
+    }
+
     async fn conn(&self) -> AppResult<Object<AsyncPgConnection>> {
         self.checkouts.fetch_add(1, Ordering::Relaxed);
         Ok(self.pool.get().await?)
