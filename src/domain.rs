@@ -57,6 +57,61 @@ impl PostBody {
     }
 }
 
+/// An app's own data on a post: a JSON object, at most 4 KiB written
+/// compactly. Kept as that compact text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostMeta(String);
+
+impl PostMeta {
+    pub const MAX_BYTES: usize = 4096;
+
+    pub fn parse(value: &serde_json::Value) -> Result<Self, String> {
+        if !value.is_object() {
+            return Err("meta must be a JSON object".to_string());
+        }
+        let text = value.to_string();
+        if text.len() > Self::MAX_BYTES {
+            return Err(format!(
+                "meta must be at most {} bytes written compactly, got {}",
+                Self::MAX_BYTES,
+                text.len()
+            ));
+        }
+        Ok(PostMeta(text))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A client's name for one publish, so that a retry answers the first
+/// post: 1 to 255 visible ASCII characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    pub const MAX_LEN: usize = 255;
+
+    pub fn parse(raw: &[u8]) -> Result<Self, String> {
+        if raw.is_empty() || raw.len() > Self::MAX_LEN {
+            return Err(format!(
+                "Idempotency-Key must be 1 to {} characters, got {}",
+                Self::MAX_LEN,
+                raw.len()
+            ));
+        }
+        if !raw.iter().all(|b| (0x21..=0x7e).contains(b)) {
+            return Err("Idempotency-Key may hold only visible ASCII characters".to_string());
+        }
+        Ok(IdempotencyKey(String::from_utf8_lossy(raw).into_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A user or post id as clients send it: a positive integer.
 pub fn parse_id(raw: &str, what: &str) -> Result<i64, String> {
     match raw.parse::<i64>() {
@@ -68,6 +123,26 @@ pub fn parse_id(raw: &str, what: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meta_is_a_small_object() {
+        use serde_json::json;
+        assert!(PostMeta::parse(&json!({"k": [1, "x"]})).is_ok());
+        assert!(PostMeta::parse(&json!([1])).is_err());
+        assert!(PostMeta::parse(&json!("text")).is_err());
+        assert!(PostMeta::parse(&json!({"k": "x".repeat(4088)})).is_ok());
+        assert!(PostMeta::parse(&json!({"k": "x".repeat(4089)})).is_err());
+    }
+
+    #[test]
+    fn idempotency_keys() {
+        assert!(IdempotencyKey::parse(b"retry-1").is_ok());
+        assert!(IdempotencyKey::parse(b"").is_err());
+        assert!(IdempotencyKey::parse(&[b'a'; 256]).is_err());
+        assert!(IdempotencyKey::parse(&[b'a'; 255]).is_ok());
+        assert!(IdempotencyKey::parse(b"with space").is_err());
+        assert!(IdempotencyKey::parse("é".as_bytes()).is_err());
+    }
 
     #[test]
     fn usernames() {

@@ -21,7 +21,7 @@ pub struct Bodies {
 }
 
 fn cost(p: &Post) -> usize {
-    OVERHEAD + p.body.len() + p.author_username.len()
+    OVERHEAD + p.body.len() + p.author_username.len() + p.meta.as_ref().map_or(0, String::len)
 }
 
 impl Bodies {
@@ -75,6 +75,7 @@ mod tests {
             author_username: "a".into(),
             body: "x".repeat(body_len),
             created_at_ms: id,
+            meta: None,
         }
     }
 

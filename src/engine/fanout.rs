@@ -335,6 +335,7 @@ impl Engine {
                     body: delivery.body.clone(),
                     created_at_ms: delivery.created_at_ms,
                     deleted: delivery.deleted,
+                    meta: delivery.meta.clone(),
                 };
                 let ttl = self.tuning().post_cache_ttl_secs;
                 self.redis()

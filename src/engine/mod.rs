@@ -36,18 +36,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use tokio::sync::Notify;
 
-use crate::domain::{PostBody, Username};
+use crate::domain::{IdempotencyKey, PostBody, PostMeta, Username};
 use crate::error::{AppError, AppResult};
 use crate::metrics;
 use crate::settings::EngineSettings;
 use crate::store::pg::models::{Post, User};
 use crate::store::pg::HEARTBEAT;
-use crate::store::pg::{Deletion, EdgeChange, EntriesOf, PgStore};
+use crate::store::pg::{Deletion, EdgeChange, EntriesOf, PgStore, Published};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
 use crate::types::{CachedPost, Cursor, Entry};
 
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
+
+/// How often an instance forgets the publish keys past their day.
+const FORGET_KEYS_EVERY: Duration = Duration::from_secs(60);
 
 /// Dead rows of the fan-out jobs table past which an instance vacuums it.
 pub const JOBS_VACUUM_DEAD_ROWS: i64 = 2000;
@@ -59,6 +62,14 @@ pub struct Page {
     pub items: Vec<Post>,
     /// Null when nothing older exists.
     pub next: Option<Cursor>,
+}
+
+/// What a publish answered: the post, and whether it is the answer to an
+/// earlier publish with the same key (a retry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    pub post: Post,
+    pub replayed: bool,
 }
 
 /// Counters of this engine's work (tests assert read costs with them).
@@ -335,19 +346,54 @@ impl Engine {
     }
 
     /// Publishes with a chosen timestamp (tests and seeding use it to make
-    /// ties, or to stand for an instance whose clock lags). Returns once the
-    /// post and its `deliver` job are committed and the post is in its
-    /// author's outbox and among the deliveries in flight, which every
-    /// follower pulls; the fan-out itself runs in the workers. (If Redis
-    /// cannot be written even after retries, the post is committed and
-    /// shows once its delivery job has run: about a second.)
-    #[tracing::instrument(skip(self, body))]
+    /// ties, or to stand for an instance whose clock lags).
     pub async fn publish_at(
         &self,
         author: i64,
         body: &PostBody,
         created_at_ms: i64,
     ) -> AppResult<Post> {
+        Ok(self
+            .publish_keyed_at(author, (body, None), None, created_at_ms)
+            .await?
+            .post)
+    }
+
+    /// Publishes a post with the app's own data and, if the client names
+    /// one, a key: a publish with a key the author used in the last day
+    /// answers that first post (`replayed`) and writes nothing, whatever
+    /// became of the first call's answer; the same key with another body
+    /// or meta is refused.
+    pub async fn publish_keyed(
+        &self,
+        author: i64,
+        draft: (&PostBody, Option<&PostMeta>),
+        key: Option<&IdempotencyKey>,
+    ) -> AppResult<Publication> {
+        self.publish_keyed_at(author, draft, key, now_ms()).await
+    }
+
+    /// [`Self::publish_keyed`] with a chosen timestamp. Returns once the
+    /// post and its `deliver` job are committed and the post is in its
+    /// author's outbox and among the deliveries in flight, which every
+    /// follower pulls; the fan-out itself runs in the workers. (If Redis
+    /// cannot be written even after retries, the post is committed and
+    /// shows once its delivery job has run: about a second.)
+    #[tracing::instrument(skip(self, draft))]
+    pub async fn publish_keyed_at(
+        &self,
+        author: i64,
+        draft: (&PostBody, Option<&PostMeta>),
+        key: Option<&IdempotencyKey>,
+        created_at_ms: i64,
+    ) -> AppResult<Publication> {
+        let (body, meta) = (draft.0.as_str(), draft.1.map(PostMeta::as_str));
+        // A retry answers even past the backlog: its post is committed.
+        if let Some(key) = key {
+            if let Some(first) = self.first_publish(author, key, (body, meta)).await? {
+                return Ok(first);
+            }
+        }
         let (backlog, max) = (
             self.inner.backlog.load(Ordering::Relaxed),
             self.settings().max_fanout_backlog,
@@ -365,16 +411,46 @@ impl Engine {
             return Err(AppError::internal(
                 "a post's time",
                 crate::error::Message(format!(
-                    "{created_at_ms} ms is outside what a feed entry holds (2020 to 2054):                      is the clock right?"
+                    "{created_at_ms} ms is outside what a feed entry holds (2020 to 2054): \
+                     is the clock right?"
                 )),
             ));
         }
-        let post = self
+        let published = self
             .inner
             .pg
-            .publish(author, body.as_str(), created_at_ms, now_ms())
-            .await?
-            .ok_or_else(|| AppError::NotFound(format!("user {author} does not exist")))?;
+            .publish(
+                author,
+                (body, meta),
+                key.map(IdempotencyKey::as_str),
+                created_at_ms,
+                now_ms(),
+            )
+            .await?;
+        let post = match (published, key) {
+            (Published::New(post), _) => post,
+            (Published::NoAuthor, _) => {
+                return Err(AppError::NotFound(format!("user {author} does not exist")))
+            }
+            // A retry committed the key meanwhile: its post is the answer.
+            (Published::KeyTaken, Some(key)) => {
+                return self
+                    .first_publish(author, key, (body, meta))
+                    .await?
+                    .ok_or_else(|| {
+                        AppError::Conflict(format!(
+                            "a publish with Idempotency-Key {:?} is in progress: retry",
+                            key.as_str()
+                        ))
+                    })
+            }
+            (Published::KeyTaken, None) => {
+                return Err(AppError::internal(
+                    "a publish",
+                    crate::error::Message("a key was taken by a publish without one".into()),
+                ))
+            }
+        };
         let cached = cached_post(&post, false);
         let cap = self.settings().outbox_max_len;
         let ttl = self.tuning().post_cache_ttl_secs;
@@ -390,7 +466,35 @@ impl Engine {
         }
         self.remember(std::slice::from_ref(&post));
         self.inner.wake.notify_waiters();
-        Ok(post)
+        Ok(Publication {
+            post,
+            replayed: false,
+        })
+    }
+
+    /// The post `author` published with `key` (deleted since or not), if
+    /// it did in the last day; refused if `draft` is not that post's.
+    async fn first_publish(
+        &self,
+        author: i64,
+        key: &IdempotencyKey,
+        draft: (&str, Option<&str>),
+    ) -> AppResult<Option<Publication>> {
+        let Some(post) = self.inner.pg.published_with(author, key.as_str()).await? else {
+            return Ok(None);
+        };
+        if (post.body.as_str(), post.meta.as_deref()) != draft {
+            return Err(AppError::Unprocessable(format!(
+                "Idempotency-Key {:?} was used for another post (id {}) in the last {} hours",
+                key.as_str(),
+                post.id,
+                crate::store::pg::PUBLISH_KEY_HOURS
+            )));
+        }
+        Ok(Some(Publication {
+            post,
+            replayed: true,
+        }))
     }
 
     /// Counts a write whose Redis update was left to its job.
@@ -583,8 +687,19 @@ impl Engine {
     /// makes no query, and sweeps the pulled authors' finished deliveries
     /// (runs until aborted).
     pub async fn refresh_gauges_forever(&self, every: Duration) {
+        let mut keys_forgotten = std::time::Instant::now();
         loop {
             self.keep_job_table_small().await;
+            if keys_forgotten.elapsed() >= FORGET_KEYS_EVERY {
+                keys_forgotten = std::time::Instant::now();
+                match self.inner.pg.forget_old_publish_keys().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(keys = n, "forgot publish keys past their day"),
+                    Err(e) => {
+                        tracing::debug!(error = %e.chain(), "could not forget old publish keys")
+                    }
+                }
+            }
             match self.sweep_pulled().await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(
@@ -641,6 +756,7 @@ pub(crate) fn cached_post(post: &Post, deleted: bool) -> CachedPost {
         body: post.body.clone(),
         created_at_ms: post.created_at_ms,
         deleted,
+        meta: post.meta.clone(),
     }
 }
 

@@ -297,6 +297,7 @@ impl Engine {
                         author_username: c.author_username,
                         body: c.body,
                         created_at_ms: c.created_at_ms,
+                        meta: c.meta,
                     })
                     .collect();
                 self.remember(&found);
@@ -322,6 +323,7 @@ impl Engine {
                                 body: r.body.clone(),
                                 created_at_ms: r.created_at_ms,
                                 deleted: !r.live,
+                                meta: r.meta.clone(),
                             },
                         )
                     })

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use super::auth::Caller;
 use super::errors::ErrorBody;
 use super::JsonObject;
-use crate::domain::{parse_id, PostBody};
+use crate::domain::{parse_id, IdempotencyKey, PostBody, PostMeta};
 use crate::engine::Engine;
 use crate::error::AppError;
 use crate::store::pg::models::Post;
@@ -12,37 +12,72 @@ use crate::store::pg::models::Post;
 /// A new post.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"body": "hello"}))]
+#[schema(example = json!({"body": "hello", "meta": {"lang": "en"}}))]
 pub struct NewPostBody {
     /// 1 to 2000 characters.
     #[schema(min_length = 1, max_length = 2000)]
     body: String,
+    /// The app's own data: a JSON object of at most 4 KiB (written
+    /// compactly), returned with the post.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    meta: Option<serde_json::Value>,
 }
 
+/// The header that names a publish for its retries.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Set on the answer to a retry: the post is the first call's.
+const REPLAYED: &str = "idempotent-replayed";
+
 /// Publishes a post by the caller. It is committed, and in every
-/// follower's feed, when this returns.
+/// follower's feed, when this returns. With an `Idempotency-Key`, a retry
+/// (same key, same body and meta, within 24 hours) answers the first post
+/// again, with `Idempotent-Replayed: true`, and publishes nothing.
 #[utoipa::path(
     tag = "posts",
     operation_id = "create_post",
     request_body = NewPostBody,
+    params(
+        ("Idempotency-Key" = Option<String>, Header,
+            description = "1 to 255 visible ASCII characters naming this publish for its retries"),
+    ),
     responses(
-        (status = 201, description = "The post", body = Post, links(
+        (status = 201, description = "The post (the first one, on a retry)", body = Post,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a retry's answer")),
+            links(
             ("GetPost" = (operation_id = "get_post", parameters(("id" = "$response.body#/id")))),
             ("DeletePost" = (operation_id = "delete_post", parameters(("id" = "$response.body#/id")))),
         )),
+        (status = 400, description = "A malformed Idempotency-Key", body = ErrorBody),
         (status = 404, description = "The caller is not a user", body = ErrorBody),
-        (status = 422, description = "Invalid body", body = ErrorBody),
+        (status = 409, description = "A publish with the same key is in progress", body = ErrorBody),
+        (status = 422, description = "Invalid body or meta, or a key used for another post", body = ErrorBody),
     )
 )]
 #[post("/posts")]
 pub async fn create(
+    req: actix_web::HttpRequest,
     caller: Caller,
     engine: web::Data<Engine>,
     JsonObject(body): JsonObject<NewPostBody>,
 ) -> Result<HttpResponse, AppError> {
+    let key = match req.headers().get(IDEMPOTENCY_KEY) {
+        Some(v) => Some(IdempotencyKey::parse(v.as_bytes()).map_err(AppError::BadRequest)?),
+        None => None,
+    };
     let text = PostBody::parse(&body.body).map_err(AppError::Unprocessable)?;
-    let post = engine.publish(caller.id, &text).await?;
-    Ok(HttpResponse::Created().json(post))
+    let meta = match &body.meta {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(PostMeta::parse(v).map_err(AppError::Unprocessable)?),
+    };
+    let published = engine
+        .publish_keyed(caller.id, (&text, meta.as_ref()), key.as_ref())
+        .await?;
+    let mut res = HttpResponse::Created();
+    if published.replayed {
+        res.insert_header((REPLAYED, "true"));
+    }
+    Ok(res.json(published.post))
 }
 
 /// A live post.

@@ -164,6 +164,8 @@ pub struct CachedPost {
     pub body: String,
     pub created_at_ms: i64,
     pub deleted: bool,
+    /// The app's JSON object as text, if any.
+    pub meta: Option<String>,
 }
 
 #[cfg(test)]

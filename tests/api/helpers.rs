@@ -398,6 +398,7 @@ pub fn post_of(v: &Value) -> Post {
         author_username: v["author_username"].as_str().unwrap().to_string(),
         body: v["body"].as_str().unwrap().to_string(),
         created_at_ms: v["created_at_ms"].as_i64().unwrap(),
+        meta: v.get("meta").map(|m| m.to_string()),
     }
 }
 

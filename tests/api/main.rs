@@ -18,6 +18,7 @@ mod openapi;
 mod pg_outage;
 mod posts;
 pub mod process;
+mod publish_keys;
 mod redis_outage;
 mod scripts;
 mod upgrade;

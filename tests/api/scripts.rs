@@ -657,6 +657,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         body: "b".into(),
         created_at_ms: at(t),
         deleted: false,
+        meta: None,
     };
     // A read before the reader state exists names what is missing.
     let inbox = keys.inbox(9);

@@ -6,7 +6,7 @@
 //! decimal bytes descending). An author's page: that author's posts.
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Text};
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 
 use super::jobs::queue_job;
@@ -16,6 +16,18 @@ use super::schema::posts;
 use super::{PgStore, FEED_ORDER};
 use crate::error::{AppError, AppResult};
 use crate::types::{feed_order, Entry, JobKind, Scope};
+
+/// How long a publish key answers its first post.
+pub const PUBLISH_KEY_HOURS: i64 = 24;
+
+/// Outcome of an insert of a post.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    New(Post),
+    /// The author holds the key already (a retry running at the same time).
+    KeyTaken,
+    NoAuthor,
+}
 
 /// Outcome of a delete request, decided under the post's row lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,47 +66,117 @@ impl PgStore {
     /// Commits a post and its `deliver` job in one statement (one round
     /// trip, one transaction). Under the author's row lock the post records
     /// whether it is pulled (the author is big-V) or pushed; what that means
-    /// for its audience is the engine's. `None`: no such author.
+    /// for its audience is the engine's. With a `key`, the key is recorded
+    /// with the post, and if the author holds it already (a retry running
+    /// at the same time) nothing is inserted: [`Published::KeyTaken`].
     pub async fn publish(
         &self,
         author: i64,
-        body: &str,
+        draft: (&str, Option<&str>),
+        key: Option<&str>,
         created_at_ms: i64,
         now_ms: i64,
-    ) -> AppResult<Option<Post>> {
+    ) -> AppResult<Published> {
+        let (body, meta) = draft;
         let mut conn = self.conn().await?;
-        Ok(Prepared::<(BigInt, BigInt, Text, Text, BigInt)>::new(
-            &[
-                "WITH a AS (SELECT id, username, big_v FROM users WHERE id = ",
-                " FOR UPDATE), \
-                 p AS (INSERT INTO posts (author_id, body, created_at_ms, pulled) \
-                       SELECT id, ",
-                ", ",
-                ", big_v FROM a RETURNING id, author_id, body, created_at_ms), \
-                 j AS (INSERT INTO fanout_jobs (kind, author_id, post_id, created_at_ms) \
+        const END: &str = " FROM p) \
+             SELECT p.id, p.author_id, a.username, p.body, p.created_at_ms, p.meta FROM p, a";
+        let (parts, mut binds): (&'static [&'static str], Vec<Bind>) = match key {
+            // The post's id comes from the key's row: no key row (the key
+            // is taken), no post.
+            Some(key) => (
+                &[
+                    "WITH a AS (SELECT id, username, big_v FROM users WHERE id = ",
+                    " FOR UPDATE), \
+                     k AS (INSERT INTO publish_keys (author_id, key, post_id) SELECT id, ",
+                    ", nextval('posts_id_seq') FROM a ON CONFLICT DO NOTHING RETURNING post_id), \
+                     p AS (INSERT INTO posts (id, author_id, body, meta, created_at_ms, pulled) \
+                       SELECT k.post_id, a.id, ",
+                    ", ",
+                    ", ",
+                    ", a.big_v FROM a, k RETURNING id, author_id, body, meta, created_at_ms), \
+                     j AS (INSERT INTO fanout_jobs (kind, author_id, post_id, created_at_ms) \
                        SELECT ",
-                ", p.author_id, p.id, ",
-                " FROM p) \
-                 SELECT p.id, p.author_id, a.username, p.body, p.created_at_ms FROM p, a",
-            ],
-            vec![
-                Bind::BigInt(author),
-                Bind::Text(body),
-                Bind::BigInt(created_at_ms),
-                Bind::Text(JobKind::Deliver.as_str()),
-                Bind::BigInt(now_ms),
-            ],
-        )
+                    ", p.author_id, p.id, ",
+                    END,
+                ],
+                vec![Bind::BigInt(author), Bind::Text(key)],
+            ),
+            None => (
+                &[
+                    "WITH a AS (SELECT id, username, big_v FROM users WHERE id = ",
+                    " FOR UPDATE), \
+                     p AS (INSERT INTO posts (author_id, body, meta, created_at_ms, pulled) \
+                       SELECT a.id, ",
+                    ", ",
+                    ", ",
+                    ", a.big_v FROM a RETURNING id, author_id, body, meta, created_at_ms), \
+                     j AS (INSERT INTO fanout_jobs (kind, author_id, post_id, created_at_ms) \
+                       SELECT ",
+                    ", p.author_id, p.id, ",
+                    END,
+                ],
+                vec![Bind::BigInt(author)],
+            ),
+        };
+        binds.extend([
+            Bind::Text(body),
+            Bind::OptText(meta),
+            Bind::BigInt(created_at_ms),
+            Bind::Text(JobKind::Deliver.as_str()),
+            Bind::BigInt(now_ms),
+        ]);
+        let post: Option<Post> =
+            Prepared::<(BigInt, BigInt, Text, Text, BigInt, Nullable<Text>)>::new(parts, binds)
+                .get_result(&mut conn)
+                .await
+                .optional()?;
+        Ok(match post {
+            Some(post) => Published::New(post),
+            None if key.is_some() && self.user(author).await?.is_some() => Published::KeyTaken,
+            None => Published::NoAuthor,
+        })
+    }
+
+    /// The post `author` published with `key` in the last
+    /// [`PUBLISH_KEY_HOURS`] hours, deleted since or not; forgets the key if
+    /// it is older.
+    pub async fn published_with(&self, author: i64, key: &str) -> AppResult<Option<Post>> {
+        let mut conn = self.conn().await?;
+        Ok(diesel::sql_query(format!(
+            "WITH old AS (DELETE FROM publish_keys WHERE author_id = $1 AND key = $2 \
+                 AND created_at <= now() - interval '{PUBLISH_KEY_HOURS} hours') \
+             SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
+                p.meta \
+             FROM publish_keys k JOIN posts p ON p.id = k.post_id \
+             JOIN users u ON u.id = p.author_id \
+             WHERE k.author_id = $1 AND k.key = $2 \
+             AND k.created_at > now() - interval '{PUBLISH_KEY_HOURS} hours'"
+        ))
+        .bind::<BigInt, _>(author)
+        .bind::<Text, _>(key)
         .get_result(&mut conn)
         .await
         .optional()?)
+    }
+
+    /// Forgets the publish keys older than [`PUBLISH_KEY_HOURS`]; how many.
+    pub async fn forget_old_publish_keys(&self) -> AppResult<usize> {
+        // Bookkeeping of the process, not a query of a request: uncounted.
+        let mut conn = self.uncounted_conn().await?;
+        Ok(diesel::sql_query(format!(
+            "DELETE FROM publish_keys WHERE created_at <= now() - interval '{PUBLISH_KEY_HOURS} hours'"
+        ))
+        .execute(&mut conn)
+        .await?)
     }
 
     /// A live post.
     pub async fn post(&self, id: i64) -> AppResult<Option<Post>> {
         let mut conn = self.conn().await?;
         Ok(diesel::sql_query(
-            "SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms \
+            "SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
+                p.meta \
              FROM posts p JOIN users u ON u.id = p.author_id \
              WHERE p.id = $1 AND p.deleted_at IS NULL",
         )
@@ -111,7 +193,7 @@ impl PgStore {
         let mut conn = self.conn().await?;
         Ok(diesel::sql_query(
             "SELECT p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
-                p.deleted_at IS NOT NULL AS deleted, p.pulled, u.big_v, u.big_v_epoch \
+                p.deleted_at IS NOT NULL AS deleted, p.meta, p.pulled, u.big_v, u.big_v_epoch \
              FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = $1",
         )
         .bind::<BigInt, _>(id)
@@ -176,7 +258,7 @@ impl PgStore {
             Scope::Home(_) => &[
                 "SELECT p.id, p.author_id, u.username, \
                  CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                 p.created_at_ms, p.deleted_at IS NULL \
+                 p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
                  FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = ANY(",
                 ") AND EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = ",
                 " AND f.followee_id = p.author_id)",
@@ -184,18 +266,20 @@ impl PgStore {
             Scope::Author(_) => &[
                 "SELECT p.id, p.author_id, u.username, \
                  CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                 p.created_at_ms, p.deleted_at IS NULL \
+                 p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
                  FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = ANY(",
                 ") AND p.author_id = ",
                 "",
             ],
         };
-        Ok(Prepared::<(BigInt, BigInt, Text, Text, BigInt, Bool)>::new(
-            parts,
-            vec![Bind::BigInts(ids), Bind::BigInt(scope.user())],
+        Ok(
+            Prepared::<(BigInt, BigInt, Text, Text, BigInt, Bool, Nullable<Text>)>::new(
+                parts,
+                vec![Bind::BigInts(ids), Bind::BigInt(scope.user())],
+            )
+            .load(&mut conn)
+            .await?,
         )
-        .load(&mut conn)
-        .await?)
     }
 
     /// The feed of `scope` from a position on: the entries scored exactly
@@ -222,7 +306,7 @@ impl PgStore {
                 &[
                     "(SELECT p.id, p.author_id, u.username, \
                      CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                     p.created_at_ms, p.deleted_at IS NULL \
+                     p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
                      FROM follows f JOIN posts p ON p.author_id = f.followee_id \
                      JOIN users u ON u.id = p.author_id \
                      WHERE f.follower_id = ",
@@ -231,9 +315,9 @@ impl PgStore {
                     " LIMIT ",
                     ") UNION ALL (SELECT p.id, p.author_id, u.username, \
                      CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                     p.created_at_ms, p.deleted_at IS NULL \
+                     p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
                      FROM follows f CROSS JOIN LATERAL ( \
-                        SELECT id, author_id, body, created_at_ms, deleted_at FROM posts \
+                        SELECT id, author_id, body, meta, created_at_ms, deleted_at FROM posts \
                         WHERE author_id = f.followee_id AND deleted_at IS NULL AND created_at_ms < ",
                     " ORDER BY created_at_ms DESC FETCH FIRST (",
                     ") ROWS WITH TIES) p JOIN users u ON u.id = p.author_id \
@@ -256,7 +340,7 @@ impl PgStore {
                 &[
                     "(SELECT p.id, p.author_id, u.username, \
                      CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                     p.created_at_ms, p.deleted_at IS NULL \
+                     p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
                      FROM posts p JOIN users u ON u.id = p.author_id \
                      WHERE p.author_id = ",
                     " AND p.created_at_ms = ",
@@ -264,7 +348,7 @@ impl PgStore {
                     " LIMIT ",
                     ") UNION ALL (SELECT p.id, p.author_id, u.username, \
                      CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                     p.created_at_ms, p.deleted_at IS NULL \
+                     p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
                      FROM posts p JOIN users u ON u.id = p.author_id \
                      WHERE p.author_id = ",
                     " AND p.deleted_at IS NULL AND p.created_at_ms < ",
@@ -283,9 +367,11 @@ impl PgStore {
             ),
         };
         let rows: Vec<FeedRow> =
-            Prepared::<(BigInt, BigInt, Text, Text, BigInt, Bool)>::new(parts, binds)
-                .load(&mut conn)
-                .await?;
+            Prepared::<(BigInt, BigInt, Text, Text, BigInt, Bool, Nullable<Text>)>::new(
+                parts, binds,
+            )
+            .load(&mut conn)
+            .await?;
         let (mut at_max, mut below): (Vec<FeedRow>, Vec<FeedRow>) =
             rows.into_iter().partition(|r| r.created_at_ms == top);
         let order = |a: &FeedRow, b: &FeedRow| {

@@ -29,7 +29,7 @@ use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use crate::error::AppResult;
 use crate::settings::DatabaseSettings;
 
-pub use feed::{Deletion, EntriesOf, FeedRows};
+pub use feed::{Deletion, EntriesOf, FeedRows, Published, PUBLISH_KEY_HOURS};
 pub use jobs::Claimed;
 pub use pool::{
     drop_database, ensure_database, run_migrations, split_database_url, with_database, MIGRATIONS,

@@ -42,6 +42,22 @@ pub struct Post {
     /// Milliseconds since the Unix epoch: the feed's score.
     #[diesel(sql_type = BigInt)]
     pub created_at_ms: i64,
+    /// The app's own JSON object, as published (absent if none).
+    #[diesel(sql_type = Nullable<Text>)]
+    #[serde(serialize_with = "raw_json", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<String>,
+}
+
+/// Writes stored JSON text as the JSON it is.
+fn raw_json<S: serde::Serializer>(text: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::Error;
+    match text {
+        Some(t) => serde_json::from_str::<serde_json::Value>(t)
+            .map_err(S::Error::custom)?
+            .serialize(s),
+        None => s.serialize_none(),
+    }
 }
 
 /// A post's place in a feed, as hand-written SQL returns it.
@@ -63,6 +79,7 @@ pub struct FeedRow {
     pub body: String,
     pub created_at_ms: i64,
     pub live: bool,
+    pub meta: Option<String>,
 }
 
 impl FeedRow {
@@ -74,6 +91,7 @@ impl FeedRow {
             author_username: self.author_username,
             body: self.body,
             created_at_ms: self.created_at_ms,
+            meta: self.meta,
         })
     }
 }
@@ -92,6 +110,8 @@ pub struct DeliveryRow {
     pub created_at_ms: i64,
     #[diesel(sql_type = Bool)]
     pub deleted: bool,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub meta: Option<String>,
     /// Published while its author was big-V: pulled from the outbox.
     #[diesel(sql_type = Bool)]
     pub pulled: bool,

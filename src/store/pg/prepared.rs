@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 
 use diesel::pg::Pg;
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
-use diesel::sql_types::{Array, BigInt, Text};
+use diesel::sql_types::{Array, BigInt, Nullable, Text};
 use diesel::QueryResult;
 
 /// A bound parameter.
@@ -19,6 +19,8 @@ pub enum Bind<'a> {
     BigInt(i64),
     BigInts(&'a [i64]),
     Text(&'a str),
+    /// A text or NULL.
+    OptText(Option<&'a str>),
 }
 
 /// `parts` is the SQL text split where the binds go (one more part than
@@ -58,6 +60,7 @@ impl<ST> QueryFragment<Pg> for Prepared<'_, ST> {
                 Some(Bind::BigInt(v)) => out.push_bind_param::<BigInt, _>(v)?,
                 Some(Bind::BigInts(v)) => out.push_bind_param::<Array<BigInt>, _>(*v)?,
                 Some(Bind::Text(v)) => out.push_bind_param::<Text, _>(*v)?,
+                Some(Bind::OptText(v)) => out.push_bind_param::<Nullable<Text>, _>(v)?,
                 None => {}
             }
         }

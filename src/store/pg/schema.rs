@@ -42,6 +42,16 @@ diesel::table! {
         created_at_ms -> Int8,
         deleted_at -> Nullable<Timestamptz>,
         pulled -> Bool,
+        meta -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    publish_keys (author_id, key) {
+        author_id -> Int8,
+        key -> Text,
+        post_id -> Int8,
+        created_at -> Timestamptz,
     }
 }
 
@@ -80,6 +90,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     fanout_jobs,
     follows,
     posts,
+    publish_keys,
     settings,
     users,
 );

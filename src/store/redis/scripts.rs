@@ -646,7 +646,8 @@ return 1
 
 /// PUBLISH: KEYS[1] the author's outbox, KEYS[2] `post:{id}`, KEYS[3]
 /// `pulled`, KEYS[4] `pulled_authors`; ARGV[1] outbox cap, ARGV[2] post id, ARGV[3] score, ARGV[4]
-/// author, ARGV[5] username, ARGV[6] body, ARGV[7] post TTL. The post into
+/// author, ARGV[5] username, ARGV[6] body, ARGV[7] post TTL, ARGV[8] meta
+/// (`''`: none). The post into
 /// its outbox (clause 3), its cache entry (clause 9) and its delivery in
 /// flight (clause 8), at once.
 pub static PUBLISH: LazyLock<Script> = LazyLock::new(|| {
@@ -654,7 +655,7 @@ pub static PUBLISH: LazyLock<Script> = LazyLock::new(|| {
         r#"{LAYOUT}{PRELUDE}{STATE}
 local score = tonumber(ARGV[3])
 push(KEYS[1], tonumber(ARGV[1]), '', {{{{score, pack(score, tonumber(ARGV[2]))}}}})
-redis.call('HSET', KEYS[2], 'a', ARGV[4], 'u', ARGV[5], 'b', ARGV[6], 't', ARGV[3])
+redis.call('HSET', KEYS[2], 'a', ARGV[4], 'u', ARGV[5], 'b', ARGV[6], 't', ARGV[3], 'm', ARGV[8])
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[7]))
 pulled_change(KEYS[3], KEYS[4], 'add', ARGV[4], ARGV[2])
 return 1
@@ -663,8 +664,8 @@ return 1
 });
 
 /// FILL_POST: KEYS[1] `post:{id}`; ARGV[1] TTL, ARGV[2] author, ARGV[3]
-/// username, ARGV[4] body, ARGV[5] time, ARGV[6] `1` if deleted. Adds
-/// only the fields missing (clause 9).
+/// username, ARGV[4] body, ARGV[5] time, ARGV[6] `1` if deleted, ARGV[7]
+/// meta (`''`: none). Adds only the fields missing (clause 9).
 pub static FILL_POST: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -672,6 +673,7 @@ redis.call('HSETNX', KEYS[1], 'a', ARGV[2])
 redis.call('HSETNX', KEYS[1], 'u', ARGV[3])
 redis.call('HSETNX', KEYS[1], 'b', ARGV[4])
 redis.call('HSETNX', KEYS[1], 't', ARGV[5])
+redis.call('HSETNX', KEYS[1], 'm', ARGV[7])
 if ARGV[6] == '1' then redis.call('HSET', KEYS[1], 'd', '1') end
 if redis.call('TTL', KEYS[1]) == -1 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
 return 1

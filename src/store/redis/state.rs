@@ -382,6 +382,7 @@ impl RedisStore {
                             ("u", post.author_username.clone()),
                             ("b", post.body.clone()),
                             ("t", post.created_at_ms.to_string()),
+                            ("m", post.meta.clone().unwrap_or_default()),
                         ],
                     )
                     .ignore()
@@ -410,6 +411,7 @@ impl RedisStore {
                 .arg(&post.author_username)
                 .arg(&post.body)
                 .arg(ttl_secs)
+                .arg(post.meta.as_deref().unwrap_or(""))
                 .invoke_async(&mut c)
                 .await?;
             Ok(())
@@ -433,7 +435,8 @@ impl RedisStore {
                     .arg(&p.author_username)
                     .arg(&p.body)
                     .arg(p.created_at_ms)
-                    .arg(if p.deleted { "1" } else { "0" });
+                    .arg(if p.deleted { "1" } else { "0" })
+                    .arg(p.meta.as_deref().unwrap_or(""));
                 (super::slot(key.as_bytes()), inv)
             })
             .collect();
@@ -472,7 +475,8 @@ impl RedisStore {
                     .arg("u")
                     .arg("b")
                     .arg("t")
-                    .arg("d");
+                    .arg("d")
+                    .arg("m");
             })
             .await?
             .into_iter()
@@ -481,7 +485,9 @@ impl RedisStore {
             .map_err(bad("a post"))?;
         let mut out = HashMap::with_capacity(ids.len());
         for (id, row) in ids.iter().zip(rows) {
-            if let [Some(a), Some(u), Some(b), Some(t), d] = row.as_slice() {
+            // A post cached without its `m` field (by an older release) is
+            // not cached whole.
+            if let [Some(a), Some(u), Some(b), Some(t), d, Some(m)] = row.as_slice() {
                 let (Ok(author_id), Ok(created_at_ms)) = (a.parse(), t.parse()) else {
                     continue;
                 };
@@ -493,6 +499,7 @@ impl RedisStore {
                         body: b.clone(),
                         created_at_ms,
                         deleted: d.as_deref() == Some("1"),
+                        meta: (!m.is_empty()).then(|| m.clone()),
                     },
                 );
             }

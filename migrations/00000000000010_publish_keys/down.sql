@@ -1,0 +1,2 @@
+DROP TABLE publish_keys;
+ALTER TABLE posts DROP COLUMN meta;
