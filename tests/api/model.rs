@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
-use feed_service::domain::PostBody;
+use feed_service::domain::{IdempotencyKey, PostBody};
 use feed_service::engine::fanout::{Lease, Step};
 use feed_service::engine::{Engine, Page, SettingsPatch, Stats};
 use feed_service::error::AppError;
@@ -116,6 +116,11 @@ enum Op {
     },
     /// The `pick`-th post (modulo how many there are).
     Delete {
+        pick: u16,
+    },
+    /// The `pick`-th post's publish again, with its key (a client retrying
+    /// after a lost answer): answers that post and changes nothing.
+    Retry {
         pick: u16,
     },
     Follow {
@@ -207,7 +212,7 @@ impl Op {
     /// are always in).
     fn kind(&self) -> u16 {
         match self {
-            Op::Publish { .. } | Op::Follow { .. } | Op::Page { .. } => 0,
+            Op::Publish { .. } | Op::Retry { .. } | Op::Follow { .. } | Op::Page { .. } => 0,
             Op::Delete { .. } => 1,
             Op::Unfollow { .. } => 1 << 1,
             Op::Refollow { .. } => 1 << 2,
@@ -271,6 +276,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         14 => (user(), stamp, 1u8..5).prop_map(|(author, stamp, count)| Op::Publish { author, stamp, count }),
         4 => any::<u16>().prop_map(|pick| Op::Delete { pick }),
+        3 => any::<u16>().prop_map(|pick| Op::Retry { pick }),
         8 => (user(), user()).prop_map(|(who, whom)| Op::Follow { who, whom }),
         4 => (user(), user()).prop_map(|(who, whom)| Op::Unfollow { who, whom }),
         6 => (user(), user(), prop::option::weighted(0.75, 0u8..2)).prop_map(|(who, whom, grab)| Op::Refollow { who, whom, grab }),
@@ -324,6 +330,8 @@ struct MPost {
     author: usize,
     score: i64,
     deleted: bool,
+    /// The key it was published with.
+    key: IdempotencyKey,
 }
 
 /// Feed order, written apart from the engine's: newest first, ties by the
@@ -642,11 +650,15 @@ impl World {
                 };
                 for _ in 0..count {
                     let body = PostBody::parse("m").unwrap();
+                    let key =
+                        IdempotencyKey::parse(format!("k{}", self.model.posts.len()).as_bytes())
+                            .unwrap();
                     let post = self
                         .engine()
-                        .publish_at(self.model.ids[a], &body, score)
+                        .publish_keyed_at(self.model.ids[a], (&body, None), Some(&key), score)
                         .await
-                        .map_err(|e| format!("publish: {}", e.chain()))?;
+                        .map_err(|e| format!("publish: {}", e.chain()))?
+                        .post;
                     let model = &mut self.model;
                     for slot in 0..2 {
                         let Some(feed) = model.scrolls[slot].as_ref().map(|s| s.feed) else {
@@ -664,6 +676,7 @@ impl World {
                         author: a,
                         score,
                         deleted: false,
+                        key,
                     });
                 }
             }
@@ -691,6 +704,30 @@ impl World {
                             other.map_err(|e| e.chain())
                         ))
                     }
+                }
+            }
+            Op::Retry { pick } => {
+                if self.model.posts.is_empty() {
+                    return Ok(());
+                }
+                let first = &self.model.posts[pick as usize % self.model.posts.len()];
+                let body = PostBody::parse("m").unwrap();
+                // Another clock: a retry is a new request.
+                let answer = self
+                    .engine()
+                    .publish_keyed_at(
+                        self.model.ids[first.author],
+                        (&body, None),
+                        Some(&first.key),
+                        self.model.clock + 1,
+                    )
+                    .await
+                    .map_err(|e| format!("retried publish: {}", e.chain()))?;
+                if (answer.post.id, answer.replayed) != (first.id, true) {
+                    return Err(format!(
+                        "a retry of post {} answered post {} (replayed: {})",
+                        first.id, answer.post.id, answer.replayed
+                    ));
                 }
             }
             Op::Follow { who, whom } => self.follow(who, whom).await?,
