@@ -58,7 +58,7 @@ fn bench(c: &mut Criterion) {
                     let merged = merge(black_box(input));
                     let stream = merged.entries.iter().map(|e| (*e, Slot::Shown(*e)));
                     match cut(after_seen(stream, &req), &req, false) {
-                        Cut::Page { items, next } => black_box((items.len(), next)),
+                        Cut::Page { items, next, .. } => black_box((items.len(), next)),
                         Cut::NeedMore => black_box((0, None)),
                     }
                 })

@@ -9,7 +9,7 @@
 //! that very millisecond or a follow or unfollow of an author with a post
 //! in it, can still move the skip by one: the cursor is a count.)
 
-use crate::types::{Cursor, Entry, PageRequest};
+use crate::types::{Cursor, Entry, PageRequest, Prev};
 
 /// One entry of the feed as the page sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,8 +24,34 @@ pub enum Slot<T> {
 /// to decide it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Cut<T> {
-    Page { items: Vec<T>, next: Option<Cursor> },
+    Page {
+        items: Vec<T>,
+        next: Option<Cursor>,
+        /// Where the first item stands, for the page's `prev` (none on an
+        /// empty page).
+        top: Option<Top>,
+    },
     NeedMore,
+}
+
+/// Where a page's first item stands in its run of equal scores: its score,
+/// and how many entries of that score come before it (are newer). A page's
+/// `prev` counts the rest of the run: the run's length less `before`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Top {
+    pub score: i64,
+    pub before: u32,
+}
+
+impl Top {
+    /// The `prev` of a page whose first item stands here, in a run of
+    /// `run` entries.
+    pub fn prev(self, run: u32) -> Prev {
+        Prev {
+            min: self.score,
+            offset: run.saturating_sub(self.before),
+        }
+    }
 }
 
 /// Positions a stream that starts at the request's `max` (entries newer than
@@ -65,7 +91,17 @@ pub fn cut<T>(
     // (score, entries of that score passed so far) of the current run.
     let mut run: Option<(i64, u32)> = None;
     let mut last: Option<(i64, u32)> = None;
+    let mut top = None;
     let mut more = false;
+    // The entries of `score` the request's offset skipped: the stream does
+    // not hold them.
+    let skipped = |score: i64| {
+        if req.max == Some(score) {
+            req.offset
+        } else {
+            0
+        }
+    };
     for (entry, slot) in stream {
         let passed = match run {
             Some((score, n)) if score == entry.score => n + 1,
@@ -77,6 +113,12 @@ pub fn cut<T>(
                 more = true;
                 break;
             }
+            if items.is_empty() {
+                top = Some(Top {
+                    score: entry.score,
+                    before: passed - 1 + skipped(entry.score),
+                });
+            }
             items.push(item);
             last = Some((entry.score, passed));
         }
@@ -87,16 +129,105 @@ pub fn cut<T>(
     let next = match last {
         Some((score, passed)) if more => Some(Cursor {
             max: score,
-            offset: passed
-                + if req.max == Some(score) {
-                    req.offset
-                } else {
-                    0
-                },
+            offset: passed + skipped(score),
         }),
         _ => None,
     };
-    Cut::Page { items, next }
+    Cut::Page { items, next, top }
+}
+
+/// A page read up from a refresh's position (`min`, `offset`): the
+/// `limit` shown entries immediately newer than it, newest first.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CutUp<T> {
+    Page {
+        items: Vec<T>,
+        /// Below the page's last (oldest) item; below the position when the
+        /// page is empty.
+        next: Cursor,
+        /// Above the page's first item; the request's position when the
+        /// page is empty (nothing newer yet).
+        prev: Prev,
+    },
+    /// The stream starts too low to decide the page: read further up.
+    NeedMore,
+}
+
+/// Cuts a refresh page out of `stream`: the feed in order from some entry
+/// down to the last entry scored `min` (every entry of that score
+/// included), each shown or hidden. `complete_above`: the stream starts at
+/// the top of the feed.
+///
+/// The position leaves the `offset` oldest entries scored `min` below it;
+/// the page is the `limit` shown entries just above it. Its `prev` counts
+/// the entries of its first item's score from that item down (the stream
+/// holds them all: they lie above the position or in the run of `min`),
+/// its `next` those of its last item's score from the top of their run
+/// down to it.
+pub fn cut_up<T>(
+    stream: Vec<(Entry, Slot<T>)>,
+    req: &PageRequest,
+    complete_above: bool,
+) -> CutUp<T> {
+    let min = req.min.unwrap_or(0);
+    let run_at_min = stream.iter().filter(|(e, _)| e.score == min).count() as u32;
+    let below = req.offset.min(run_at_min) as usize;
+    // Entries of the first one's score may lie above the stream.
+    let open_at =
+        |score: i64| !complete_above && stream.first().is_some_and(|(e, _)| e.score == score);
+    if open_at(min) {
+        return CutUp::NeedMore;
+    }
+    let newer = stream.len() - below;
+    let mut picked: Vec<usize> = Vec::with_capacity(req.limit as usize);
+    for i in (0..newer).rev() {
+        if picked.len() == req.limit as usize {
+            break;
+        }
+        if matches!(stream[i].1, Slot::Shown(_)) {
+            picked.push(i);
+        }
+    }
+    if picked.len() < req.limit as usize && !complete_above {
+        return CutUp::NeedMore;
+    }
+    let (Some(&newest), Some(&oldest)) = (picked.last(), picked.first()) else {
+        return CutUp::Page {
+            items: Vec::new(),
+            next: Cursor {
+                max: min,
+                offset: run_at_min - below as u32,
+            },
+            prev: Prev {
+                min,
+                offset: req.offset,
+            },
+        };
+    };
+    let last_score = stream[oldest].0.score;
+    if open_at(last_score) {
+        return CutUp::NeedMore;
+    }
+    let first_score = stream[newest].0.score;
+    let count = |range: &[(Entry, Slot<T>)], score: i64| {
+        range.iter().filter(|(e, _)| e.score == score).count() as u32
+    };
+    let next = Cursor {
+        max: last_score,
+        offset: count(&stream[..=oldest], last_score),
+    };
+    let prev = Prev {
+        min: first_score,
+        offset: count(&stream[newest..], first_score),
+    };
+    let mut items = Vec::with_capacity(picked.len());
+    let mut stream = stream;
+    for i in picked.into_iter().rev() {
+        if let Slot::Shown(item) = std::mem::replace(&mut stream[i].1, Slot::Hidden) {
+            items.push(item);
+        }
+    }
+    CutUp::Page { items, next, prev }
 }
 
 #[cfg(test)]
@@ -115,7 +246,7 @@ mod tests {
 
     fn page(stream: &[(Entry, Slot<Entry>)], req: PageRequest) -> (Vec<Entry>, Option<Cursor>) {
         match cut(after_seen(stream.iter().cloned(), &req), &req, true) {
-            Cut::Page { items, next } => (items, next),
+            Cut::Page { items, next, .. } => (items, next),
             Cut::NeedMore => unreachable!("complete streams always cut"),
         }
     }
@@ -196,5 +327,117 @@ mod tests {
             (Entry::new(2, 2), Slot::Hidden),
         ];
         assert_eq!(page(&tail, PageRequest::first(1)).1, None);
+    }
+
+    /// The refresh page from `prev` over a whole feed, its items and prev.
+    fn up(stream: &[(Entry, Slot<Entry>)], prev: Prev, size: u32) -> (Vec<Entry>, Prev) {
+        let req = PageRequest::before(prev, size);
+        let end = stream.partition_point(|(e, _)| e.score >= prev.min);
+        match cut_up(stream[..end].to_vec(), &req, true) {
+            CutUp::Page { items, prev, .. } => (items, prev),
+            CutUp::NeedMore => unreachable!("a whole feed always cuts"),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn paging_up_from_any_prev_shows_what_is_above_it_once_in_order(
+            scores in proptest::collection::vec(0i64..6, 0..40),
+            hidden in proptest::collection::vec(proptest::bool::weighted(0.2), 40),
+            down in 1u32..6,
+            size in 1u32..6,
+            pages in 0usize..4,
+        ) {
+            let entries = sorted(
+                scores.iter().enumerate().map(|(i, &s)| Entry::new(s, i as i64 + 1)).collect(),
+            );
+            let stream: Vec<(Entry, Slot<Entry>)> = entries
+                .iter()
+                .zip(&hidden)
+                .map(|(e, &h)| (*e, if h { Slot::Hidden } else { Slot::Shown(*e) }))
+                .collect();
+            // Down a few pages; the last page's prev is where the client
+            // turns, and what lies above it is what it saw.
+            let mut req = PageRequest::first(down);
+            let mut seen = Vec::new();
+            let mut turn = Prev::BOTTOM;
+            for _ in 0..=pages {
+                let Cut::Page { items, next, top } =
+                    cut(after_seen(stream.iter().cloned(), &req), &req, true)
+                else {
+                    unreachable!()
+                };
+                if let Some(top) = top {
+                    let at = stream.iter().position(|(e, _)| *e == items[0]).unwrap();
+                    let run = stream[at..].iter().filter(|(e, _)| e.score == top.score).count();
+                    turn = top.prev(top.before + run as u32);
+                    seen = items.clone();
+                }
+                match next {
+                    Some(c) => req = PageRequest::after(c, down),
+                    None => break,
+                }
+            }
+            if seen.is_empty() {
+                turn = Prev::BOTTOM;
+            }
+            let shown: Vec<Entry> =
+                stream.iter().filter_map(|(e, s)| matches!(s, Slot::Shown(_)).then_some(*e)).collect();
+            let above: Vec<Entry> = match seen.first() {
+                Some(first) => shown.iter().take_while(|e| *e != first).copied().collect(),
+                None => shown.clone(),
+            };
+            // Up to the top: each page above the last, every entry once.
+            let mut got: Vec<Entry> = Vec::new();
+            let mut prev = turn;
+            loop {
+                let (items, up) = up(&stream, prev, size);
+                if items.is_empty() {
+                    proptest::prop_assert_eq!(up, prev);
+                    break;
+                }
+                proptest::prop_assert!(items.len() <= size as usize);
+                got.splice(0..0, items);
+                prev = up;
+            }
+            proptest::prop_assert_eq!(got, above);
+        }
+    }
+
+    #[test]
+    fn a_refresh_page_carries_cursors_both_ways() {
+        // Ids 5, 4 at 9; 3, 2, 1 at 8 (2 hidden); the position leaves 1 below.
+        let stream = vec![
+            (Entry::new(9, 5), Slot::Shown(Entry::new(9, 5))),
+            (Entry::new(9, 4), Slot::Shown(Entry::new(9, 4))),
+            (Entry::new(8, 3), Slot::Shown(Entry::new(8, 3))),
+            (Entry::new(8, 2), Slot::Hidden),
+            (Entry::new(8, 1), Slot::Shown(Entry::new(8, 1))),
+        ];
+        let req = PageRequest::before(Prev { min: 8, offset: 1 }, 2);
+        let CutUp::Page { items, next, prev } = cut_up(stream.clone(), &req, true) else {
+            unreachable!()
+        };
+        assert_eq!(items, vec![Entry::new(9, 4), Entry::new(8, 3)]);
+        assert_eq!(next, Cursor { max: 8, offset: 1 });
+        assert_eq!(prev, Prev { min: 9, offset: 1 });
+        // Started above an entry of 9, it decides the page (the cursors
+        // count from the items away from the top); started inside the run
+        // of 8, it cannot tell that run's length: read more.
+        assert!(matches!(
+            cut_up(stream[1..].to_vec(), &req, false),
+            CutUp::Page { .. }
+        ));
+        assert_eq!(cut_up(stream[2..].to_vec(), &req, false), CutUp::NeedMore);
+        // Nothing newer: the position stays, next is the position from above.
+        let req = PageRequest::before(Prev { min: 9, offset: 2 }, 2);
+        let CutUp::Page { items, next, prev } = cut_up(stream[..2].to_vec(), &req, true) else {
+            unreachable!()
+        };
+        assert!(items.is_empty());
+        assert_eq!(
+            (next, prev),
+            (Cursor { max: 9, offset: 0 }, Prev { min: 9, offset: 2 })
+        );
     }
 }

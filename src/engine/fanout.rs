@@ -20,7 +20,7 @@ use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{Claimed, EntriesOf};
 use crate::store::redis::state::PulledChange;
-use crate::types::{CachedPost, Entry, Job, JobKind};
+use crate::types::{CachedPost, Edge, Entry, Job, JobKind};
 
 /// A job claimed by this instance, with what it was found to need.
 #[derive(Debug)]
@@ -42,11 +42,12 @@ enum Plan {
         cut: Option<i64>,
         to: Targets,
     },
-    /// A follow or unfollow's change into Redis (its requester could not).
-    Follow {
+    /// A follow, unfollow, mute or unmute into Redis (its requester
+    /// could not).
+    Edge {
         follower: i64,
         seq: i64,
-        follow: bool,
+        edge: Edge,
     },
     /// A deleted post's tombstone into the post cache.
     Retract {
@@ -57,7 +58,8 @@ enum Plan {
 
 #[derive(Debug)]
 enum Targets {
-    /// Every follower of the job's author, in keyset pages.
+    /// The inboxes of every follower of the job's author and its own, in
+    /// keyset pages.
     Followers,
     /// These active fans (ascending ids).
     Fans(Vec<i64>),
@@ -211,12 +213,20 @@ impl Engine {
         let keys = self.redis().keys();
         let done = match plan.as_ref() {
             None | Some(Plan::Nothing) => true,
-            Some(Plan::Follow {
+            Some(Plan::Edge {
                 follower,
                 seq,
-                follow,
+                edge,
             }) => {
-                self.apply_follow(*follower, job.author_id, *seq, *follow)
+                // Whether the home shows the author is read now: a later
+                // change's job applies the state of its own time after it.
+                let shown = match edge {
+                    Edge::Follow | Edge::Unmute => {
+                        self.pg().shown(*follower, job.author_id).await?
+                    }
+                    Edge::Unfollow | Edge::Mute => false,
+                };
+                self.apply_edge(*follower, job.author_id, *seq, (*edge, shown))
                     .await?;
                 true
             }
@@ -233,7 +243,7 @@ impl Engine {
                             Some((after, page)) if after == job.checkpoint => page,
                             _ => {
                                 self.pg()
-                                    .followers_after(job.author_id, job.checkpoint, batch)
+                                    .inboxes_after(job.author_id, job.checkpoint, batch)
                                     .await?
                             }
                         };
@@ -253,7 +263,7 @@ impl Engine {
                     // follower who follows meanwhile is either on it or
                     // gets the post from its follow's backfill, as before.
                     let added = if matches!(to, Targets::Followers) && !last_page {
-                        let next = self.pg().followers_after(job.author_id, last, batch);
+                        let next = self.pg().inboxes_after(job.author_id, last, batch);
                         let (added, next) = futures::future::join(push, next).await;
                         if let Ok(page) = next {
                             *ahead = Some((last, page));
@@ -369,14 +379,16 @@ impl Engine {
                     to: Targets::Followers,
                 }
             }
-            JobKind::Follow | JobKind::Unfollow => match (job.follower_id, job.epoch) {
-                (Some(follower), Some(seq)) => Plan::Follow {
-                    follower,
-                    seq,
-                    follow: job.kind == JobKind::Follow,
-                },
-                _ => Plan::Nothing,
-            },
+            JobKind::Follow | JobKind::Unfollow | JobKind::Mute | JobKind::Unmute => {
+                match (job.follower_id, job.epoch, Edge::of_job(job.kind)) {
+                    (Some(follower), Some(seq), Some(edge)) => Plan::Edge {
+                        follower,
+                        seq,
+                        edge,
+                    },
+                    _ => Plan::Nothing,
+                }
+            }
             JobKind::Retract => match job.post_id {
                 Some(post) => Plan::Retract { post },
                 None => Plan::Nothing,
@@ -449,14 +461,16 @@ impl Engine {
                 _,
             )
             | (Some(Plan::Nothing), _) => Ok(()),
-            (_, JobKind::Follow | JobKind::Unfollow) => match job.follower_id {
-                Some(f) => {
-                    self.redis()
-                        .delete_many(&[keys.following(f), keys.followees(f), keys.inbox(f)])
-                        .await
+            (_, JobKind::Follow | JobKind::Unfollow | JobKind::Mute | JobKind::Unmute) => {
+                match job.follower_id {
+                    Some(f) => {
+                        self.redis()
+                            .delete_many(&[keys.following(f), keys.followees(f), keys.inbox(f)])
+                            .await
+                    }
+                    None => Ok(()),
                 }
-                None => Ok(()),
-            },
+            }
             (_, JobKind::Retract) => match job.post_id {
                 Some(post) => self.redis().delete(&keys.post(post)).await,
                 None => Ok(()),
@@ -466,7 +480,7 @@ impl Engine {
                 loop {
                     let page = self
                         .pg()
-                        .followers_after(job.author_id, after, self.tuning().fanout_batch_size)
+                        .inboxes_after(job.author_id, after, self.tuning().fanout_batch_size)
                         .await?;
                     let Some(&last) = page.last() else {
                         return Ok(());

@@ -168,13 +168,13 @@ mod tests {
             let complete = merged.horizon == Horizon::Complete;
             let stream = merged.entries.iter().map(|e| (*e, Slot::Shown(*e)));
             match cut(after_seen(stream, req), req, complete) {
-                Cut::Page { items, next } => return (items, next),
+                Cut::Page { items, next, .. } => return (items, next),
                 Cut::NeedMore => match merged.horizon {
                     Horizon::Truncated(_) => fetch *= 2,
                     _ => {
                         let stream = all.iter().map(|e| (*e, Slot::Shown(*e)));
                         match cut(after_seen(stream, req), req, true) {
-                            Cut::Page { items, next } => return (items, next),
+                            Cut::Page { items, next, .. } => return (items, next),
                             Cut::NeedMore => unreachable!(),
                         }
                     }

@@ -19,7 +19,8 @@
 //! - [`cut`], [`merge`]: pages out of feed streams;
 //! - [`policy`]: big-V rule, audiences, valid settings;
 //! - [`fanout`]: the jobs that deliver posts into inboxes;
-//! - `read`: the page read path.
+//! - `read`: the page read path;
+//! - `relations`: follows, mutes and blocks.
 
 mod bodies;
 pub mod cut;
@@ -27,6 +28,7 @@ pub mod fanout;
 pub mod merge;
 pub mod policy;
 mod read;
+mod relations;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,12 +44,13 @@ use crate::metrics;
 use crate::settings::EngineSettings;
 use crate::store::pg::models::{Post, User};
 use crate::store::pg::HEARTBEAT;
-use crate::store::pg::{Deletion, EdgeChange, EntriesOf, PgStore, Published};
+use crate::store::pg::{Deletion, PgStore, Published};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
-use crate::types::{CachedPost, Cursor, Entry};
+use crate::types::{CachedPost, Cursor, Entry, Prev};
 
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
+pub use relations::{Relation, UserPage};
 
 /// How often an instance forgets the publish keys past their day.
 const FORGET_KEYS_EVERY: Duration = Duration::from_secs(60);
@@ -60,8 +63,13 @@ pub const JOBS_VACUUM_DEAD_ROWS: i64 = 2000;
 pub struct Page {
     /// Newest first.
     pub items: Vec<Post>,
-    /// Null when nothing older exists.
+    /// Where the entries older than the last item start (send back as
+    /// `max` and `offset`); null when nothing older exists.
     pub next: Option<Cursor>,
+    /// Where the entries newer than the first item start (send back as
+    /// `min` and `offset` to refresh); on a page with no item, the
+    /// position it was read from (the bottom of the feed for a first page).
+    pub prev: Prev,
 }
 
 /// What a publish answered: the post, and whether it is the answer to an
@@ -215,128 +223,6 @@ impl Engine {
             .user(id)
             .await?
             .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
-    }
-
-    /// Follows (idempotent). Returns once the follow is recorded and the
-    /// reader's Redis state has it, the followee's newest posts in the
-    /// reader's inbox; if Redis cannot be written the call fails with 503
-    /// and its `follow` job does it (repeating the call is safe).
-    #[tracing::instrument(skip(self))]
-    pub async fn follow(&self, follower: i64, followee: i64) -> AppResult<()> {
-        if follower == followee {
-            return Err(AppError::Unprocessable(
-                "a user cannot follow itself".into(),
-            ));
-        }
-        self.user(follower).await?;
-        self.user(followee).await?;
-        let change = self
-            .inner
-            .pg
-            .follow(follower, followee, now_ms(), policy::big_v_change)
-            .await?;
-        self.after_edge_change(follower, followee, true, change)
-            .await
-    }
-
-    /// Unfollows (idempotent). Returns once no page of the reader shows the
-    /// author's posts; if Redis cannot be written the call fails with 503
-    /// and its `unfollow` job does it (repeating the call is safe).
-    #[tracing::instrument(skip(self))]
-    pub async fn unfollow(&self, follower: i64, followee: i64) -> AppResult<()> {
-        let change = self
-            .inner
-            .pg
-            .unfollow(follower, followee, now_ms(), policy::big_v_change)
-            .await?;
-        if !change.changed {
-            // A repeat: its Redis side is owed only if an earlier call's
-            // is still missing there. (Anything else, an id never followed
-            // above all, must leave the reader's copy as it is.)
-            let owed = self.inner.redis.followed_in_copy(follower, followee).await;
-            if matches!(owed, Ok(None | Some(false))) {
-                return Ok(());
-            }
-        }
-        self.after_edge_change(follower, followee, false, change)
-            .await
-    }
-
-    /// The Redis side of a follow or unfollow, done by its requester.
-    async fn after_edge_change(
-        &self,
-        follower: i64,
-        followee: i64,
-        follow: bool,
-        change: EdgeChange,
-    ) -> AppResult<()> {
-        if let Some(epoch) = change.promoted {
-            // The deliveries of its pulled posts do it too: this is early.
-            let promote = PulledChange::Promote(epoch);
-            if let Err(e) = self.inner.redis.pulled_change(followee, promote).await {
-                tracing::warn!(error = %e.chain(), "could not record a promotion in Redis yet");
-            }
-        }
-        let applied = retried(|| async {
-            let mark = self.inner.redis.write_mark();
-            self.apply_follow(follower, followee, change.seq, follow)
-                .await?;
-            // Its job is dropped: a failover must not lose the change.
-            self.inner.redis.replicated(mark).await
-        })
-        .await;
-        match (applied, change.job) {
-            (Ok(()), Some(job)) => {
-                if let Err(e) = self.inner.pg.drop_job(job).await {
-                    tracing::debug!(error = %e.chain(), "a done follow job stays for a worker");
-                }
-                Ok(())
-            }
-            (Ok(()), None) => Ok(()),
-            (Err(e), _) => {
-                self.deferred();
-                self.inner.wake.notify_waiters();
-                Err(AppError::Unavailable {
-                    what: "Redis",
-                    source: format!(
-                        "the change is recorded; its cache update is queued: {}",
-                        e.chain()
-                    )
-                    .into(),
-                })
-            }
-        }
-    }
-
-    /// Applies follow change `seq` of (`follower`, `author`) to Redis: the
-    /// reader's copy of whom it follows, and the author's newest posts into
-    /// (or out of) its inbox. Idempotent; changes apply in `seq` order.
-    pub(crate) async fn apply_follow(
-        &self,
-        follower: i64,
-        author: i64,
-        seq: i64,
-        follow: bool,
-    ) -> AppResult<()> {
-        let cap = self.settings().inbox_max_len;
-        // An inbox holds at most its cap and the trimming slack.
-        let reach = if follow { cap } else { cap + (cap / 32).max(1) };
-        let entries = self
-            .inner
-            .pg
-            .entries(EntriesOf::Author(author), reach)
-            .await?;
-        let cut = (follow && entries.len() as i64 >= cap)
-            .then(|| entries.last().map(|e| e.score))
-            .flatten();
-        self.inner
-            .redis
-            .set_follow(follower, author, seq, follow, cap, cut, &entries)
-            .await?;
-        if !follow {
-            self.inner.redis.forget_active_fan(author, follower).await?;
-        }
-        Ok(())
     }
 
     // ----- posts -----
@@ -523,6 +409,18 @@ impl Engine {
         ids.iter()
             .filter_map(|id| bodies.get(*id).map(|p| (*id, p.clone())))
             .collect()
+    }
+
+    /// A live post as `viewer` sees it (`None`: an admin): not found while
+    /// its author and the viewer block one another.
+    pub async fn post_seen_by(&self, viewer: Option<i64>, id: i64) -> AppResult<Post> {
+        let post = self.post(id).await?;
+        match viewer {
+            Some(v) if self.apart(v, post.author_id).await? => {
+                Err(AppError::NotFound(format!("post {id} does not exist")))
+            }
+            _ => Ok(post),
+        }
     }
 
     pub async fn post(&self, id: i64) -> AppResult<Post> {

@@ -37,7 +37,8 @@ pub fn big_v_change(followers: i64, big_v: bool, s: &FeedSettings) -> Option<Big
 /// Whom a post's delivery reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Audience {
-    /// An ordinary author's post: every follower's inbox.
+    /// An ordinary author's post: every follower's inbox, and the
+    /// author's own (a home shows its reader's posts).
     Followers,
     /// A big-V's post (pulled by every follower from the outbox): only the
     /// inboxes of its active fans, so their reads find it at home.
@@ -84,6 +85,9 @@ pub struct SettingsPatch {
     /// `Retry-After`.
     #[schema(minimum = 1, maximum = 100000000)]
     pub max_fanout_backlog: Option<i64>,
+    /// Whether a reader's home feed shows its own posts (live at once:
+    /// nothing is rebuilt).
+    pub home_includes_own_posts: Option<bool>,
 }
 
 impl SettingsPatch {
@@ -106,6 +110,9 @@ impl SettingsPatch {
             max_fanout_backlog: self
                 .max_fanout_backlog
                 .unwrap_or(current.max_fanout_backlog),
+            home_includes_own_posts: self
+                .home_includes_own_posts
+                .unwrap_or(current.home_includes_own_posts),
         };
         if new.big_v_threshold < 1 {
             return Err("big_v_threshold must be at least 1".into());
@@ -161,6 +168,7 @@ mod tests {
             inbox_idle_ttl_secs: 2_592_000,
             max_follows: 10_000,
             max_fanout_backlog: 100_000,
+            home_includes_own_posts: true,
         }
     }
 

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::cut::{after_seen, cut, Cut, Slot};
-use super::merge::{merge, Horizon};
+use super::cut::{after_seen, cut, cut_up, Cut, CutUp, Slot};
+use super::merge::{merge, Horizon, Merged};
 use super::{now_ms, Engine, Page, Stats, MARKED_READERS};
 use crate::error::{AppError, AppResult};
 use crate::metrics;
@@ -13,7 +13,7 @@ use crate::store::pg::models::{FeedRow, Post};
 use crate::store::pg::{EntriesOf, FeedRows};
 use crate::store::redis::state::PulledAuthor;
 use crate::types::{
-    CachedPost, Entry, EntryMeta, Fallback, PageRequest, Range, Scope, StateKey, WarmRead,
+    CachedPost, Entry, EntryMeta, Fallback, PageRequest, Prev, Range, Scope, StateKey, WarmRead,
 };
 
 /// Redis reads of one page before the engine answers from PostgreSQL.
@@ -27,6 +27,14 @@ const REDIS_MAX_OFFSET: u32 = 100;
 /// Entries a page reads from one source at the most (a read that would
 /// need more answers from PostgreSQL).
 const MAX_FETCH: usize = 1000;
+
+/// What one page's warm reads have rebuilt: each kind of missing state,
+/// and the missing sources, once per page at most.
+#[derive(Debug, Default)]
+struct Warm {
+    state: Vec<StateKey>,
+    sources: bool,
+}
 
 /// Which feed list a source is, to rebuild it when missing.
 #[derive(Debug, Clone, Copy)]
@@ -48,7 +56,36 @@ impl Engine {
     /// A page of `reader`'s home feed.
     #[tracing::instrument(skip(self))]
     pub async fn home_page(&self, reader: i64, req: PageRequest) -> AppResult<Page> {
-        self.page(Scope::Home(reader), req).await
+        self.page(self.home_scope(reader), req).await
+    }
+
+    /// A page of `author`'s own posts as `viewer` sees them (`None`: an
+    /// admin, who sees everything): nothing while either blocks the other.
+    pub async fn author_page_seen_by(
+        &self,
+        viewer: Option<i64>,
+        author: i64,
+        req: PageRequest,
+    ) -> AppResult<Page> {
+        if let Some(viewer) = viewer {
+            if self.apart(viewer, author).await? {
+                self.user(author).await?;
+                return Ok(Page {
+                    items: Vec::new(),
+                    next: None,
+                    prev: Prev::BOTTOM,
+                });
+            }
+        }
+        self.author_page(author, req).await
+    }
+
+    /// A reader's home feed as the settings define it now.
+    pub fn home_scope(&self, reader: i64) -> Scope {
+        Scope::Home {
+            reader,
+            own: self.settings().home_includes_own_posts,
+        }
     }
 
     /// A page of `author`'s own posts. (An author that does not exist has
@@ -65,7 +102,11 @@ impl Engine {
         let fallback = if req.offset > REDIS_MAX_OFFSET {
             Fallback::DeepOffset
         } else {
-            match self.page_from_redis(scope, &req).await? {
+            let read = match req.min {
+                None => self.page_down_from_redis(scope, &req).await?,
+                Some(_) => self.page_up_from_redis(scope, &req).await?,
+            };
+            match read {
                 Ok(page) => {
                     metrics::page_served(None);
                     return Ok(page);
@@ -78,17 +119,18 @@ impl Engine {
     }
 
     /// An offset above [`PageRequest::MAX_OFFSET`] is one the service gave
-    /// only inside a longer run of entries scored exactly `max`.
+    /// only inside a longer run of entries scored exactly `max` (or `min`).
     async fn check_deep_offset(&self, scope: Scope, req: &PageRequest) -> AppResult<()> {
-        let Some(max) = req.max else {
-            return Err(AppError::BadRequest("offset needs max".into()));
+        let Some(at) = req.at() else {
+            return Err(AppError::BadRequest("offset needs max or min".into()));
         };
-        let run = self.inner.pg.count_at(scope, max).await?;
+        let run = self.inner.pg.count_at(scope, at).await?;
         if i64::from(req.offset) > run {
             return Err(AppError::BadRequest(format!(
-                "offset must be from 0 to {}, or within the run of entries scored exactly max \
+                "offset must be from 0 to {}, or within the run of entries scored exactly {} \
                  ({run} here), got {}",
                 PageRequest::MAX_OFFSET,
+                if req.min.is_some() { "min" } else { "max" },
                 req.offset
             )));
         }
@@ -101,6 +143,14 @@ impl Engine {
             self.user(a).await?;
         }
         Stats::bump(&self.inner.stats.pg_pages, 1);
+        match req.min {
+            None => self.page_down_from_pg(scope, req).await,
+            Some(_) => self.page_up_from_pg(scope, req).await,
+        }
+    }
+
+    /// A page down from `max` (or the top), from PostgreSQL.
+    async fn page_down_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
         let mut window = i64::from(req.limit) + 1;
         loop {
             let FeedRows { rows, complete } = self
@@ -110,7 +160,11 @@ impl Engine {
                 .await?;
             Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
             match cut(rows.into_iter().map(slot), req, complete) {
-                Cut::Page { items, mut next } => {
+                Cut::Page {
+                    items,
+                    mut next,
+                    top,
+                } => {
                     // Below `max` the rows were live ones only: the cursor
                     // also passes the deleted posts that share the last
                     // item's millisecond and come before it.
@@ -122,7 +176,14 @@ impl Engine {
                                 .saturating_add(u32::try_from(hidden).unwrap_or(u32::MAX));
                         }
                     }
-                    return Ok(Page { items, next });
+                    let prev = match (top, items.first()) {
+                        (Some(top), Some(first)) => Prev {
+                            min: top.score,
+                            offset: self.count_down_from_pg(scope, top.score, first.id).await?,
+                        },
+                        _ => self.prev_of_empty(scope, req).await?,
+                    };
+                    return Ok(Page { items, next, prev });
                 }
                 // The run of entries scored `max` filled the window (deleted
                 // ones included): read further into it.
@@ -131,35 +192,145 @@ impl Engine {
         }
     }
 
-    /// The page from Redis, or why it must come from PostgreSQL (past a
-    /// floor, a source being built, Redis failing). A warm page (everything
-    /// in Redis) is one round trip and no SQL; PostgreSQL errors of a cold
-    /// one are returned.
-    async fn page_from_redis(
+    /// A refresh page (up from `min`), from PostgreSQL: the rows from the
+    /// run of `min` up, a wider window until the page is decided.
+    async fn page_up_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
+        let min = req.min.unwrap_or(0);
+        let mut window = i64::from(req.limit) + 1;
+        loop {
+            let FeedRows { rows, complete } = self.inner.pg.feed_up(scope, min, window).await?;
+            Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
+            let stream = rows.into_iter().map(slot).collect();
+            match cut_up(stream, req, complete) {
+                CutUp::Page { items, next, prev } => {
+                    return Ok(Page {
+                        items,
+                        next: Some(next),
+                        prev,
+                    })
+                }
+                CutUp::NeedMore => window *= 4,
+            }
+        }
+    }
+
+    /// Entries of `scope`'s feed scored `score` from post `id` down, by
+    /// PostgreSQL.
+    async fn count_down_from_pg(&self, scope: Scope, score: i64, id: i64) -> AppResult<u32> {
+        let n = self.inner.pg.count_from(scope, score, id).await?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    /// The `prev` of a page down with no item: the bottom of the feed for
+    /// a first page, else the request's own position, from above.
+    async fn prev_of_empty(&self, scope: Scope, req: &PageRequest) -> AppResult<Prev> {
+        let Some(max) = req.max else {
+            return Ok(Prev::BOTTOM);
+        };
+        let run = self.inner.pg.count_at(scope, max).await?;
+        Ok(Prev {
+            min: max,
+            offset: u32::try_from(run)
+                .unwrap_or(u32::MAX)
+                .saturating_sub(req.offset),
+        })
+    }
+
+    /// The page down from `max` from Redis, or why it must come from
+    /// PostgreSQL (past a floor, a source being built, Redis failing). A
+    /// warm page (everything in Redis) is one round trip and no SQL;
+    /// PostgreSQL errors of a cold one are returned.
+    async fn page_down_from_redis(
         &self,
         scope: Scope,
         req: &PageRequest,
     ) -> AppResult<Result<Page, Fallback>> {
-        let keys = self.inner.redis.keys();
+        let mut fetch = req.window();
+        let mut warm = Warm::default();
+        for _ in 0..MAX_READ_ROUNDS {
+            let (merged, meta) = match self.warm(&mut warm, scope, req.max, fetch).await? {
+                Ok(read) => read,
+                Err(reason) => return Ok(Err(reason)),
+            };
+            let complete = merged.horizon == Horizon::Complete;
+            if let Some(page) = self.cut_known(scope, req, &merged, &meta, complete).await? {
+                return Ok(Ok(page));
+            }
+            match merged.horizon {
+                Horizon::Truncated(_) if fetch * 4 <= MAX_FETCH => fetch *= 4,
+                Horizon::Truncated(_) => return Ok(Err(Fallback::ReadRounds)),
+                Horizon::Floor(_) | Horizon::Complete => return Ok(Err(Fallback::PastFloor)),
+            }
+        }
+        Ok(Err(Fallback::ReadRounds))
+    }
+
+    /// A refresh page (up from `min`) from Redis: the feed read from its
+    /// top down through the run of `min`, in wider reads while the
+    /// position lies deeper (past [`MAX_FETCH`] entries, or past a floor,
+    /// PostgreSQL answers).
+    async fn page_up_from_redis(
+        &self,
+        scope: Scope,
+        req: &PageRequest,
+    ) -> AppResult<Result<Page, Fallback>> {
+        let min = req.min.unwrap_or(0);
+        let mut fetch = req.window();
+        let mut warm = Warm::default();
+        for _ in 0..MAX_READ_ROUNDS {
+            let (merged, meta) = match self.warm(&mut warm, scope, None, fetch).await? {
+                Ok(read) => read,
+                Err(reason) => return Ok(Err(reason)),
+            };
+            if merged.horizon.trusts(min) {
+                // Every entry from the top down through the run of `min`.
+                let end = merged.entries.partition_point(|e| e.score >= min);
+                let entries = &merged.entries[..end];
+                // The part near the position first, wider while undecided.
+                let mut start = end.saturating_sub(req.window() * 2);
+                loop {
+                    let stream = self.slots(scope, &entries[start..], &meta).await?;
+                    match cut_up(stream, req, start == 0) {
+                        CutUp::Page { items, next, prev } => {
+                            return Ok(Ok(Page {
+                                items,
+                                next: Some(next),
+                                prev,
+                            }))
+                        }
+                        CutUp::NeedMore => start = start.saturating_sub((end - start).max(1)),
+                    }
+                }
+            }
+            match merged.horizon {
+                Horizon::Truncated(_) if fetch * 4 <= MAX_FETCH => fetch *= 4,
+                Horizon::Truncated(_) => return Ok(Err(Fallback::ReadRounds)),
+                Horizon::Floor(_) | Horizon::Complete => return Ok(Err(Fallback::PastFloor)),
+            }
+        }
+        Ok(Err(Fallback::ReadRounds))
+    }
+
+    /// One warm read of `scope`'s sources from `max` down, merged, with
+    /// what the cache knows of their entries; missing reader state and
+    /// missing sources are rebuilt from PostgreSQL on the way (each once
+    /// per page, `warm` remembers), or the reason the page must come from
+    /// PostgreSQL.
+    async fn warm(
+        &self,
+        warm: &mut Warm,
+        scope: Scope,
+        max: Option<i64>,
+        fetch: usize,
+    ) -> AppResult<Result<(Merged, HashMap<i64, EntryMeta>), Fallback>> {
         let (reader, first) = match scope {
-            Scope::Home(r) => (Some(r), Source::Inbox(r)),
+            Scope::Home { reader, .. } => (Some(reader), Source::Inbox(reader)),
             Scope::Author(a) => (None, Source::Outbox(a)),
         };
-        let first_key = match first {
-            Source::Inbox(r) => keys.inbox(r),
-            Source::Outbox(a) => keys.outbox(a),
-        };
-        let mut fetch = req.window();
-        // Each kind of missing state is rebuilt once per page at most.
-        let mut rebuilt_state: Vec<StateKey> = Vec::new();
-        let mut rebuilt_sources = false;
-        for _ in 0..MAX_READ_ROUNDS + 2 {
-            let read = match self
-                .inner
-                .redis
-                .warm_read(reader, &first_key, req.max, fetch)
-                .await
-            {
+        // A read, then one more after each rebuild: of either state, and
+        // of the sources.
+        for _ in 0..4 {
+            let read = match self.inner.redis.warm_read(scope, max, fetch).await {
                 Ok(r) => r,
                 Err(e) => {
                     Stats::bump(&self.inner.stats.redis_read_errors, 1);
@@ -170,10 +341,10 @@ impl Engine {
             let (sources, meta) = match read {
                 WarmRead::Building(_) => return Ok(Err(Fallback::SourceBuilding)),
                 WarmRead::Missing(state) => {
-                    if rebuilt_state.contains(&state) {
+                    if warm.state.contains(&state) {
                         return Ok(Err(Fallback::RebuildFailed));
                     }
-                    rebuilt_state.push(state);
+                    warm.state.push(state);
                     match self.rebuild_state(state, reader).await {
                         Ok(true) => continue,
                         Ok(false) => return Ok(Err(Fallback::SourceBuilding)),
@@ -197,10 +368,10 @@ impl Engine {
                 .map(|(author, _)| author.map_or(first, Source::Outbox))
                 .collect();
             if !missing.is_empty() {
-                if rebuilt_sources {
+                if warm.sources {
                     return Ok(Err(Fallback::RebuildFailed));
                 }
-                rebuilt_sources = true;
+                warm.sources = true;
                 if let Scope::Author(a) = scope {
                     // The outbox of an author who may not exist.
                     self.user(a).await?;
@@ -228,117 +399,172 @@ impl Engine {
                     Range::Building | Range::Missing => return Ok(Err(Fallback::SourceBuilding)),
                 }
             }
-            let merged = merge(&reads);
-            let complete = merged.horizon == Horizon::Complete;
-            if let Some(page) = self
-                .cut_known(scope, req, &merged.entries, &meta, complete)
-                .await?
-            {
-                return Ok(Ok(page));
-            }
-            match merged.horizon {
-                Horizon::Truncated(_) if fetch * 4 <= MAX_FETCH => fetch *= 4,
-                Horizon::Truncated(_) => return Ok(Err(Fallback::ReadRounds)),
-                Horizon::Floor(_) | Horizon::Complete => return Ok(Err(Fallback::PastFloor)),
-            }
+            return Ok(Ok((merge(&reads), meta)));
         }
-        Ok(Err(Fallback::ReadRounds))
+        Ok(Err(Fallback::RebuildFailed))
     }
 
     /// Cuts the page from the merged entries with what the cache knows of
-    /// them: followed or not, deleted or not, and their bodies (from this
-    /// instance's cache, else Redis). Entries the cache lacks are read from
-    /// PostgreSQL (and cached). `None` if the entries run out before the
+    /// them ([`Self::slots`]). `None` if the entries run out before the
     /// page is decided.
     async fn cut_known(
         &self,
         scope: Scope,
         req: &PageRequest,
-        entries: &[Entry],
+        merged: &Merged,
         meta: &HashMap<i64, EntryMeta>,
         complete: bool,
     ) -> AppResult<Option<Page>> {
+        let entries = &merged.entries;
         let mut take = req.window().min(entries.len());
         loop {
-            let window = &entries[..take];
-            // Shown posts need bodies; posts the cache does not know need
-            // PostgreSQL.
-            let mut unknown = Vec::new();
-            let mut wanted = Vec::new();
-            for e in window {
-                match meta.get(&e.id) {
-                    Some(m) if m.author.is_some() => {
-                        if m.followed && !m.deleted {
-                            wanted.push(e.id);
-                        }
-                    }
-                    _ => unknown.push(e.id),
+            let stream = self.slots(scope, &entries[..take], meta).await?;
+            let all = take == entries.len();
+            match cut(after_seen(stream, req), req, complete && all) {
+                Cut::Page { items, next, top } => {
+                    let prev = match (top, items.first()) {
+                        (Some(top), Some(first)) => Prev {
+                            min: top.score,
+                            offset: self
+                                .count_down(scope, merged, meta, top.score, first.id)
+                                .await?,
+                        },
+                        _ => self.prev_of_empty(scope, req).await?,
+                    };
+                    return Ok(Some(Page { items, next, prev }));
                 }
+                Cut::NeedMore if all => return Ok(None),
+                Cut::NeedMore => take = (take * 2).min(entries.len()),
             }
-            let mut posts = self.recall(&wanted);
-            let missing: Vec<i64> = wanted
-                .iter()
-                .copied()
-                .filter(|id| !posts.contains_key(id))
+        }
+    }
+
+    /// Entries of `scope`'s feed scored `score` from post `id` down (a
+    /// page's `prev`): counted in the merged read when it holds the whole
+    /// run of `score`, else by PostgreSQL.
+    async fn count_down(
+        &self,
+        scope: Scope,
+        merged: &Merged,
+        meta: &HashMap<i64, EntryMeta>,
+        score: i64,
+        id: i64,
+    ) -> AppResult<u32> {
+        if !merged.horizon.trusts(score) {
+            return self.count_down_from_pg(scope, score, id).await;
+        }
+        let at = merged.entries.partition_point(|e| e.score > score);
+        let end = merged.entries.partition_point(|e| e.score >= score);
+        let Some(from) = merged.entries[at..end].iter().position(|e| e.id == id) else {
+            return self.count_down_from_pg(scope, score, id).await;
+        };
+        let run = &merged.entries[at + from..end];
+        Ok(self.slots_of(scope, run, meta, false).await?.len() as u32)
+    }
+
+    /// The entries of `window` that belong to `scope`'s feed, in order,
+    /// each shown (a live post, with its body) or hidden (a deleted one):
+    /// what the cache knows of them, from this instance's memory, else
+    /// Redis; entries the cache lacks are read from PostgreSQL (and
+    /// cached).
+    async fn slots(
+        &self,
+        scope: Scope,
+        window: &[Entry],
+        meta: &HashMap<i64, EntryMeta>,
+    ) -> AppResult<Vec<(Entry, Slot<Post>)>> {
+        self.slots_of(scope, window, meta, true).await
+    }
+
+    /// [`Self::slots`]; without `bodies`, shown posts are left without
+    /// their bodies (counting them needs none): each slot is then hidden.
+    async fn slots_of(
+        &self,
+        scope: Scope,
+        window: &[Entry],
+        meta: &HashMap<i64, EntryMeta>,
+        bodies: bool,
+    ) -> AppResult<Vec<(Entry, Slot<Post>)>> {
+        // Shown posts need bodies; posts the cache does not know need
+        // PostgreSQL.
+        let mut unknown = Vec::new();
+        let mut wanted = Vec::new();
+        for e in window {
+            match meta.get(&e.id) {
+                Some(m) if m.author.is_some() => {
+                    if bodies && m.followed && !m.deleted {
+                        wanted.push(e.id);
+                    }
+                }
+                _ => unknown.push(e.id),
+            }
+        }
+        let mut posts = self.recall(&wanted);
+        let missing: Vec<i64> = wanted
+            .iter()
+            .copied()
+            .filter(|id| !posts.contains_key(id))
+            .collect();
+        if !missing.is_empty() {
+            let cached = match self.inner.redis.posts(&missing).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(error = %e.chain(), "could not read cached posts");
+                    HashMap::new()
+                }
+            };
+            let found: Vec<Post> = cached
+                .into_iter()
+                .map(|(id, c)| Post {
+                    id,
+                    author_id: c.author_id,
+                    author_username: c.author_username,
+                    body: c.body,
+                    created_at_ms: c.created_at_ms,
+                    meta: c.meta,
+                })
                 .collect();
-            if !missing.is_empty() {
-                let cached = match self.inner.redis.posts(&missing).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::debug!(error = %e.chain(), "could not read cached posts");
-                        HashMap::new()
-                    }
-                };
-                let found: Vec<Post> = cached
-                    .into_iter()
-                    .map(|(id, c)| Post {
-                        id,
-                        author_id: c.author_id,
-                        author_username: c.author_username,
-                        body: c.body,
-                        created_at_ms: c.created_at_ms,
-                        meta: c.meta,
-                    })
-                    .collect();
-                self.remember(&found);
-                posts.extend(found.into_iter().map(|p| (p.id, p)));
-                unknown.extend(missing.iter().filter(|id| !posts.contains_key(id)));
+            self.remember(&found);
+            posts.extend(found.into_iter().map(|p| (p.id, p)));
+            unknown.extend(missing.iter().filter(|id| !posts.contains_key(id)));
+        }
+        let mut from_pg: HashMap<i64, FeedRow> = HashMap::new();
+        if !unknown.is_empty() {
+            Stats::bump(&self.inner.stats.hydrations, 1);
+            let rows = self.inner.pg.hydrate(&unknown, scope).await?;
+            Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
+            // Cache them: the live ones whole, the deleted ones as
+            // tombstones (a deletion is final), so the next page over
+            // them needs no SQL either.
+            let known: Vec<(i64, CachedPost)> = rows
+                .iter()
+                .map(|r| {
+                    (
+                        r.id,
+                        CachedPost {
+                            author_id: r.author_id,
+                            author_username: r.author_username.clone(),
+                            body: r.body.clone(),
+                            created_at_ms: r.created_at_ms,
+                            deleted: !r.live,
+                            meta: r.meta.clone(),
+                        },
+                    )
+                })
+                .collect();
+            if let Err(e) = self
+                .inner
+                .redis
+                .fill_posts(&known, self.tuning().post_cache_ttl_secs)
+                .await
+            {
+                tracing::debug!(error = %e.chain(), "could not cache posts");
             }
-            let mut from_pg: HashMap<i64, FeedRow> = HashMap::new();
-            if !unknown.is_empty() {
-                Stats::bump(&self.inner.stats.hydrations, 1);
-                let rows = self.inner.pg.hydrate(&unknown, scope).await?;
-                Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
-                // Cache them: the live ones whole, the deleted ones as
-                // tombstones (a deletion is final), so the next page over
-                // them needs no SQL either.
-                let known: Vec<(i64, CachedPost)> = rows
-                    .iter()
-                    .map(|r| {
-                        (
-                            r.id,
-                            CachedPost {
-                                author_id: r.author_id,
-                                author_username: r.author_username.clone(),
-                                body: r.body.clone(),
-                                created_at_ms: r.created_at_ms,
-                                deleted: !r.live,
-                                meta: r.meta.clone(),
-                            },
-                        )
-                    })
-                    .collect();
-                if let Err(e) = self
-                    .inner
-                    .redis
-                    .fill_posts(&known, self.tuning().post_cache_ttl_secs)
-                    .await
-                {
-                    tracing::debug!(error = %e.chain(), "could not cache posts");
-                }
-                from_pg = rows.into_iter().map(|r| (r.id, r)).collect();
-            }
-            let stream = window.iter().filter_map(|e| {
+            from_pg = rows.into_iter().map(|r| (r.id, r)).collect();
+        }
+        Ok(window
+            .iter()
+            .filter_map(|e| {
                 if unknown.contains(&e.id) {
                     // In the feed only if PostgreSQL has it there.
                     return from_pg.remove(&e.id).map(slot);
@@ -347,18 +573,12 @@ impl Engine {
                 if !m.followed {
                     return None;
                 }
-                if m.deleted {
+                if m.deleted || !bodies {
                     return Some((*e, Slot::Hidden));
                 }
                 posts.remove(&e.id).map(|p| (*e, Slot::Shown(p)))
-            });
-            let all = take == entries.len();
-            match cut(after_seen(stream, req), req, complete && all) {
-                Cut::Page { items, next } => return Ok(Some(Page { items, next })),
-                Cut::NeedMore if all => return Ok(None),
-                Cut::NeedMore => take = (take * 2).min(entries.len()),
-            }
-        }
+            })
+            .collect())
     }
 
     /// Rebuilds the reader state a warm read missed, from PostgreSQL; false

@@ -172,6 +172,12 @@ impl Caller {
             )))
         }
     }
+
+    /// Whose view a read takes: the caller's, or none for an admin (who
+    /// sees everything).
+    pub fn viewer(&self) -> Option<i64> {
+        (!self.admin).then_some(self.id)
+    }
 }
 
 fn authenticate(req: &HttpRequest) -> Result<Caller, AppError> {

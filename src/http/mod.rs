@@ -12,6 +12,7 @@ pub mod health;
 pub mod limits;
 pub mod openapi;
 pub mod posts;
+pub mod relations;
 pub mod users;
 
 use std::time::Instant;
@@ -41,6 +42,12 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(users::follow)
             .service(users::unfollow)
             .service(users::posts)
+            .service(relations::mute)
+            .service(relations::unmute)
+            .service(relations::block)
+            .service(relations::unblock)
+            .service(relations::mutes)
+            .service(relations::blocks)
             .service(posts::create)
             .service(posts::get)
             .service(posts::delete)
@@ -88,12 +95,18 @@ impl RouteTable {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct PageQuery {
-    /// Newest score to include; absent: newer than everything.
+    /// Newest score to include (a `next`'s `max`): the page is what comes
+    /// next, older. Absent (and no `min`): the newest page.
     #[param(value_type = Option<i64>, minimum = 0)]
     max: Option<String>,
-    /// Entries scored exactly `max` already seen (only with `max`). Up to
-    /// 10,000, or more inside a longer run of equal scores (a `next` the
-    /// service gave).
+    /// Refresh from this score (a `prev`'s `min`): the page is the entries
+    /// immediately newer than the position, newest first. Not with `max`.
+    #[param(value_type = Option<i64>, minimum = 0)]
+    min: Option<String>,
+    /// Entries scored exactly `max` already seen, the newest of that score
+    /// (with `max`); or scored exactly `min`, the oldest of that score
+    /// (with `min`). Up to 10,000, or more inside a longer run of equal
+    /// scores (a cursor the service gave).
     #[param(value_type = Option<i64>, minimum = 0, maximum = 10000)]
     offset: Option<String>,
     /// Items per page.
@@ -114,6 +127,7 @@ impl PageQuery {
         };
         PageRequest::parse(
             int("max", &self.max)?,
+            int("min", &self.min)?,
             int("offset", &self.offset)?,
             int("limit", &self.limit)?,
         )

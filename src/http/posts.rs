@@ -80,7 +80,7 @@ pub async fn create(
     Ok(res.json(published.post))
 }
 
-/// A live post.
+/// A live post (404 while its author and the caller block one another).
 #[utoipa::path(
     tag = "posts",
     operation_id = "get_post",
@@ -92,12 +92,12 @@ pub async fn create(
 )]
 #[get("/posts/{id}")]
 pub async fn get(
-    _caller: Caller,
+    caller: Caller,
     engine: web::Data<Engine>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "post id").map_err(AppError::BadRequest)?;
-    Ok(HttpResponse::Ok().json(engine.post(id).await?))
+    Ok(HttpResponse::Ok().json(engine.post_seen_by(caller.viewer(), id).await?))
 }
 
 /// Deletes a post: its author's, or any for an admin. No page shows it

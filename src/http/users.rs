@@ -130,7 +130,9 @@ pub async fn unfollow(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// An author's own posts, newest first, with the same cursor as the feed.
+/// An author's own posts, newest first, with the same cursors as the feed
+/// (`max` down, `min` up). Empty while the author and the caller block one
+/// another.
 #[utoipa::path(
     tag = "users",
     operation_id = "user_posts",
@@ -142,13 +144,15 @@ pub async fn unfollow(
 )]
 #[get("/users/{id}/posts")]
 pub async fn posts(
-    _caller: Caller,
+    caller: Caller,
     engine: web::Data<Engine>,
     path: web::Path<String>,
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, AppError> {
     let author = id(&path, "user id")?;
     let req = query.parse()?;
-    let page = engine.author_page(author, req).await?;
+    let page = engine
+        .author_page_seen_by(caller.viewer(), author, req)
+        .await?;
     Ok(HttpResponse::Ok().json(page))
 }

@@ -1,6 +1,15 @@
 //! The scroll position (DESIGN.md, invariant 3). A request names a position
-//! with `max` (no entry newer than it) and `offset` (how many feed entries
-//! scored exactly `max` the client has already passed).
+//! in the feed with a score and an `offset` that places it in the run of
+//! entries of that score:
+//! - `max` and `offset`: below the `offset` newest entries scored exactly
+//!   `max` (the client has passed them scrolling down); a page is what
+//!   comes next, older;
+//! - `min` and `offset`: above the `offset` oldest entries scored exactly
+//!   `min` (the client has passed them paging up); a page is the entries
+//!   immediately newer, the ones closest to the position.
+//!
+//! Each offset counts from the end the client has seen, so posts that
+//! arrive at the top of a run (newer ids, newer posts) do not move it.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,11 +24,32 @@ pub struct Cursor {
     pub offset: u32,
 }
 
+/// Where a refresh starts: the `prev` object of a response, sent back as
+/// the next request's `min` and `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(example = json!({"min": 1764500000123_i64, "offset": 1}))]
+pub struct Prev {
+    /// The score of the page's first (newest) item; 0 (below every entry)
+    /// on an empty first page.
+    pub min: i64,
+    /// Entries scored exactly `min` from the page's first item down to the
+    /// last of that score.
+    pub offset: u32,
+}
+
+impl Prev {
+    /// The position below every entry: a refresh from it reads the feed
+    /// from its oldest entry up.
+    pub const BOTTOM: Prev = Prev { min: 0, offset: 0 };
+}
+
 /// A validated page request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageRequest {
     /// `None`: newer than everything.
     pub max: Option<i64>,
+    /// A refresh: the entries immediately newer than (`min`, `offset`).
+    pub min: Option<i64>,
     pub offset: u32,
     pub limit: u32,
 }
@@ -34,13 +64,21 @@ impl PageRequest {
 
     pub fn parse(
         max: Option<i64>,
+        min: Option<i64>,
         offset: Option<i64>,
         limit: Option<i64>,
     ) -> Result<Self, String> {
-        if let Some(m) = max {
-            if m < 0 {
-                return Err(format!("max must be an integer >= 0, got {m}"));
+        for (name, value) in [("max", max), ("min", min)] {
+            if let Some(m) = value {
+                if m < 0 {
+                    return Err(format!("{name} must be an integer >= 0, got {m}"));
+                }
             }
+        }
+        if max.is_some() && min.is_some() {
+            return Err(
+                "max pages down and min pages up from a position: send one of them".to_string(),
+            );
         }
         let offset = offset.unwrap_or(0);
         if offset < 0 || offset > u32::MAX as i64 {
@@ -49,9 +87,10 @@ impl PageRequest {
                 Self::MAX_OFFSET
             ));
         }
-        if offset > 0 && max.is_none() {
+        if offset > 0 && max.is_none() && min.is_none() {
             return Err(
-                "offset counts the entries scored exactly max already seen: it needs max"
+                "offset counts the entries scored exactly max (or min) already seen: it needs \
+                 max or min"
                     .to_string(),
             );
         }
@@ -64,6 +103,7 @@ impl PageRequest {
         }
         Ok(PageRequest {
             max,
+            min,
             offset: offset as u32,
             limit: limit as u32,
         })
@@ -73,6 +113,7 @@ impl PageRequest {
     pub fn first(limit: u32) -> Self {
         PageRequest {
             max: None,
+            min: None,
             offset: 0,
             limit,
         }
@@ -82,9 +123,25 @@ impl PageRequest {
     pub fn after(cursor: Cursor, limit: u32) -> Self {
         PageRequest {
             max: Some(cursor.max),
+            min: None,
             offset: cursor.offset,
             limit,
         }
+    }
+
+    /// The page before a response's `prev`: the entries immediately newer.
+    pub fn before(prev: Prev, limit: u32) -> Self {
+        PageRequest {
+            max: None,
+            min: Some(prev.min),
+            offset: prev.offset,
+            limit,
+        }
+    }
+
+    /// The score the request's offset counts entries of.
+    pub fn at(&self) -> Option<i64> {
+        self.max.or(self.min)
     }
 
     /// Entries a source must yield (from `max` down) to be sure to cover
@@ -100,17 +157,24 @@ mod tests {
 
     #[test]
     fn request_validation() {
-        assert!(PageRequest::parse(None, None, None).is_ok());
-        assert!(PageRequest::parse(Some(-1), None, None).is_err());
-        assert!(PageRequest::parse(None, Some(-1), None).is_err());
-        assert!(PageRequest::parse(None, None, Some(0)).is_err());
-        assert!(PageRequest::parse(None, None, Some(101)).is_err());
-        assert!(PageRequest::parse(Some(5), Some(1 << 32), None).is_err());
+        assert!(PageRequest::parse(None, None, None, None).is_ok());
+        assert!(PageRequest::parse(Some(-1), None, None, None).is_err());
+        assert!(PageRequest::parse(None, Some(-1), None, None).is_err());
+        assert!(PageRequest::parse(None, None, Some(-1), None).is_err());
+        assert!(PageRequest::parse(None, None, None, Some(0)).is_err());
+        assert!(PageRequest::parse(None, None, None, Some(101)).is_err());
+        assert!(PageRequest::parse(Some(5), None, Some(1 << 32), None).is_err());
         assert_eq!(
-            PageRequest::parse(Some(5), Some(2), Some(100))
+            PageRequest::parse(Some(5), None, Some(2), Some(100))
                 .unwrap()
                 .window(),
             103
+        );
+        // One direction at a time.
+        assert!(PageRequest::parse(Some(5), Some(5), None, None).is_err());
+        assert_eq!(
+            PageRequest::parse(None, Some(5), Some(2), None).unwrap(),
+            PageRequest::before(Prev { min: 5, offset: 2 }, 20)
         );
     }
 
@@ -118,10 +182,11 @@ mod tests {
     fn an_offset_needs_a_max() {
         // Without max an offset would be a page number: what fails while
         // posts keep arriving.
-        assert!(PageRequest::parse(None, Some(3), None).is_err());
-        assert!(PageRequest::parse(None, Some(0), None).is_ok());
-        assert!(PageRequest::parse(Some(7), Some(3), None).is_ok());
+        assert!(PageRequest::parse(None, None, Some(3), None).is_err());
+        assert!(PageRequest::parse(None, None, Some(0), None).is_ok());
+        assert!(PageRequest::parse(Some(7), None, Some(3), None).is_ok());
+        assert!(PageRequest::parse(None, Some(7), Some(3), None).is_ok());
         // Past 10,000 the engine decides (only a long run of ties allows it).
-        assert!(PageRequest::parse(Some(7), Some(10_001), None).is_ok());
+        assert!(PageRequest::parse(Some(7), None, Some(10_001), None).is_ok());
     }
 }

@@ -18,15 +18,22 @@ pub enum JobKind {
     Unfollow,
     /// A deleted post's tombstone into the post cache.
     Retract,
+    /// An author muted by one reader: out of its home (its posts stay in
+    /// the reader's inbox).
+    Mute,
+    /// An author unmuted by one reader: back in its home if followed.
+    Unmute,
 }
 
 impl JobKind {
-    pub const ALL: [JobKind; 5] = [
+    pub const ALL: [JobKind; 7] = [
         JobKind::Deliver,
         JobKind::Backfill,
         JobKind::Follow,
         JobKind::Unfollow,
         JobKind::Retract,
+        JobKind::Mute,
+        JobKind::Unmute,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -36,6 +43,8 @@ impl JobKind {
             JobKind::Follow => "follow",
             JobKind::Unfollow => "unfollow",
             JobKind::Retract => "retract",
+            JobKind::Mute => "mute",
+            JobKind::Unmute => "unmute",
         }
     }
 }
@@ -70,7 +79,8 @@ pub struct Job {
     pub author_id: i64,
     /// For `Deliver`: the post.
     pub post_id: Option<i64>,
-    /// For `Follow` and `Unfollow`: the one follower concerned.
+    /// For `Follow`, `Unfollow`, `Mute` and `Unmute`: the one reader
+    /// concerned.
     pub follower_id: Option<i64>,
     /// Keyset checkpoint: the last follower done.
     pub checkpoint: i64,
@@ -81,8 +91,9 @@ pub struct Job {
     pub created_at_ms: i64,
     /// Proves the lease: progress is recorded only while it is still ours.
     pub lease: i64,
-    /// For `Backfill`: the big-V epoch it settles. For `Follow` and
-    /// `Unfollow`: the follower's follow sequence number of the change.
+    /// For `Backfill`: the big-V epoch it settles. For `Follow`,
+    /// `Unfollow`, `Mute` and `Unmute`: the reader's follow sequence
+    /// number of the change.
     pub epoch: Option<i64>,
 }
 

@@ -11,7 +11,7 @@ pub mod entry;
 pub mod jobs;
 pub mod source;
 
-pub use cursor::{Cursor, PageRequest};
+pub use cursor::{Cursor, PageRequest, Prev};
 pub use entry::{feed_order, member_cmp, Entry};
 pub use jobs::{Job, JobKind};
 pub use source::{
@@ -22,8 +22,9 @@ pub use source::{
 /// Whose feed a read or a query is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// A reader's home feed: the posts of the authors it follows.
-    Home(i64),
+    /// A reader's home feed: the posts of the authors it follows, and with
+    /// `own` its own posts too.
+    Home { reader: i64, own: bool },
     /// One author's own posts.
     Author(i64),
 }
@@ -31,8 +32,41 @@ pub enum Scope {
 impl Scope {
     pub fn user(self) -> i64 {
         match self {
-            Scope::Home(u) | Scope::Author(u) => u,
+            Scope::Home { reader: u, .. } | Scope::Author(u) => u,
         }
+    }
+}
+
+/// A change to what one reader's home shows of one author, applied to the
+/// reader's copy of whom it follows in the order of its sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edge {
+    /// Followed: the author's recent posts come into the inbox.
+    Follow,
+    /// Unfollowed: the author's posts leave the inbox.
+    Unfollow,
+    /// Muted: out of the home; the inbox keeps the posts.
+    Mute,
+    /// Unmuted: back in the home if followed.
+    Unmute,
+}
+
+impl Edge {
+    /// The job that applies the change when its requester could not.
+    pub fn job(self) -> JobKind {
+        match self {
+            Edge::Follow => JobKind::Follow,
+            Edge::Unfollow => JobKind::Unfollow,
+            Edge::Mute => JobKind::Mute,
+            Edge::Unmute => JobKind::Unmute,
+        }
+    }
+
+    /// The change a job applies, if it applies one.
+    pub fn of_job(kind: JobKind) -> Option<Edge> {
+        [Edge::Follow, Edge::Unfollow, Edge::Mute, Edge::Unmute]
+            .into_iter()
+            .find(|e| e.job() == kind)
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use feed_service::engine::{Page, Stats};
 use feed_service::store::pg::models::Post;
-use feed_service::types::{Cursor, PageRequest, Scope};
+use feed_service::types::{Cursor, PageRequest};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -517,7 +517,7 @@ async fn an_idle_reader_s_inbox_expires_and_is_rebuilt_complete_on_return() {
 /// A page read straight from PostgreSQL, as a cold or Redis-less read gets it.
 async fn pg_page(app: &TestApp, reader: &TestUser, req: PageRequest) -> Page {
     app.engine
-        .page_from_pg(Scope::Home(reader.id), &req)
+        .page_from_pg(app.engine.home_scope(reader.id), &req)
         .await
         .expect("a page from PostgreSQL")
 }

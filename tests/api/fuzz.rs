@@ -108,7 +108,8 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_document() {
         .json(&serde_json::json!({
             "big_v_threshold": 10000, "big_v_demote_threshold": 8000,
             "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000,
-            "inbox_idle_ttl_secs": 2592000, "max_follows": 10000, "max_fanout_backlog": 100000
+            "inbox_idle_ttl_secs": 2592000, "max_follows": 10000, "max_fanout_backlog": 100000,
+            "home_includes_own_posts": true
         }))
         .send()
         .await

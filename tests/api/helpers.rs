@@ -349,6 +349,49 @@ impl TestApp {
         (items, next)
     }
 
+    /// One feed page read with a query of the caller's (`limit=…&min=…`):
+    /// (items, next, prev), the cursors as (score, offset).
+    pub async fn page_with(
+        &self,
+        path: &str,
+        token: &str,
+        query: &str,
+    ) -> (Vec<Post>, Option<(i64, i64)>, (i64, i64)) {
+        let res = self
+            .request(Method::GET, &format!("{path}?{query}"), Some(token), None)
+            .await;
+        assert_eq!(res.status(), StatusCode::OK, "{path}?{query}");
+        let page: Value = res.json().await.unwrap();
+        let items = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(post_of)
+            .collect();
+        let next = match &page["next"] {
+            Value::Null => None,
+            n => Some((n["max"].as_i64().unwrap(), n["offset"].as_i64().unwrap())),
+        };
+        let prev = (
+            page["prev"]["min"].as_i64().unwrap(),
+            page["prev"]["offset"].as_i64().unwrap(),
+        );
+        (items, next, prev)
+    }
+
+    /// A refresh: the page immediately newer than `prev`.
+    pub async fn refresh(
+        &self,
+        path: &str,
+        token: &str,
+        prev: (i64, i64),
+        limit: u32,
+    ) -> (Vec<Post>, (i64, i64)) {
+        let query = format!("min={}&offset={}&limit={limit}", prev.0, prev.1);
+        let (items, _, prev) = self.page_with(path, token, &query).await;
+        (items, prev)
+    }
+
     /// Scrolls a feed to its end, page sizes cycling through `sizes`,
     /// running `between(page_number)` after each page.
     pub async fn scroll_with(

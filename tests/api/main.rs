@@ -20,6 +20,8 @@ mod posts;
 pub mod process;
 mod publish_keys;
 mod redis_outage;
+mod relations;
 mod scripts;
+mod timeline;
 mod upgrade;
 mod users;

@@ -17,8 +17,13 @@
 //! with that millisecond, a follow or unfollow of an author with a post in
 //! it), a post of that millisecond may repeat or be skipped.
 //!
+//! Scrolls go down with `next`, or turn to refresh and go up with `prev`
+//! to the top (a client paging up checks the same: every post above where
+//! it started, once, in order).
+//!
 //! Operations: publish (bursts in one millisecond, stamps from a lagging
-//! clock), delete, follow, unfollow, re-follow, both thresholds, both caps,
+//! clock), delete, follow, unfollow, re-follow, own posts at home on or
+//! off, both thresholds, both caps,
 //! dropping any or every Redis key, and fan-out by hand: two workers claim
 //! jobs in any order and run them one batch at a time, a worker may crash
 //! between a batch and its checkpoint, leases expire, and Redis calls fail
@@ -47,7 +52,7 @@ use feed_service::error::AppError;
 use feed_service::settings::Settings;
 use feed_service::store::pg::PgStore;
 use feed_service::store::redis::{Fault, RedisStore};
-use feed_service::types::{Cursor, PageRequest, Scope};
+use feed_service::types::{Cursor, PageRequest, Prev, Scope};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use secrecy::ExposeSecret;
@@ -205,14 +210,39 @@ enum Op {
     Beat {
         instance: u8,
     },
+    /// An admin turns readers' own posts in their homes on or off.
+    OwnPosts(bool),
+    /// The scroll in `slot` turns to refresh, paging up with `prev` until
+    /// nothing newer is left (with no scroll there, one starts up from
+    /// the bottom of `reader`'s home).
+    Rise {
+        slot: u8,
+        reader: u8,
+        size: u8,
+    },
+    /// `who` mutes (or unmutes) `whom`.
+    Mute {
+        who: u8,
+        whom: u8,
+        on: bool,
+    },
+    /// `who` blocks (or unblocks) `whom`.
+    Block {
+        who: u8,
+        whom: u8,
+        on: bool,
+    },
 }
 
 impl Op {
     /// A bit per kind that a case may leave out (publish, follow and page
     /// are always in).
-    fn kind(&self) -> u16 {
+    fn kind(&self) -> u32 {
         match self {
             Op::Publish { .. } | Op::Retry { .. } | Op::Follow { .. } | Op::Page { .. } => 0,
+            Op::Rise { .. } => 1 << 17,
+            Op::Mute { .. } => 1 << 18,
+            Op::Block { .. } => 1 << 19,
             Op::Delete { .. } => 1,
             Op::Unfollow { .. } => 1 << 1,
             Op::Refollow { .. } => 1 << 2,
@@ -229,6 +259,7 @@ impl Op {
             Op::Reshard => 1 << 13,
             Op::HandFlag { .. } => 1 << 14,
             Op::Sweep => 1 << 15,
+            Op::OwnPosts(_) => 1 << 16,
         }
     }
 }
@@ -239,11 +270,13 @@ struct Case {
     /// Kinds of operation this case leaves out (bits of [`Op::kind`]):
     /// cases that do without some kinds reach states the others rarely do
     /// ("swarm testing").
-    without: u16,
+    without: u32,
     /// Bit `i % 64` picks the instance of operation `i`.
     instances: u64,
     /// Indexes into THRESHOLDS and CAPS (inbox, outbox).
     settings: (u8, u8, u8),
+    /// Whether homes show their readers' own posts at the start.
+    own: bool,
     follows: Vec<(u8, u8)>,
     ops: Vec<Op>,
 }
@@ -301,22 +334,31 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Sweep),
         2 => (0u8..2).prop_map(|instance| Op::Quiet { instance }),
         2 => (0u8..2).prop_map(|instance| Op::Beat { instance }),
+        2 => any::<bool>().prop_map(Op::OwnPosts),
+        6 => (0u8..2, user(), 0..SIZES.len() as u8)
+            .prop_map(|(slot, reader, size)| Op::Rise { slot, reader, size }),
+        5 => (user(), user(), prop::bool::weighted(0.6))
+            .prop_map(|(who, whom, on)| Op::Mute { who, whom, on }),
+        3 => (user(), user(), prop::bool::weighted(0.6))
+            .prop_map(|(who, whom, on)| Op::Block { who, whom, on }),
     ]
 }
 
 fn case() -> impl Strategy<Value = Case> {
     let cap = prop_oneof![3 => 0u8..3, 1 => 0..CAPS.len() as u8];
     (
-        (any::<u16>(), any::<u16>(), any::<u64>()),
+        (any::<u32>(), any::<u32>(), any::<u64>()),
         (0..THRESHOLDS.len() as u8, cap.clone(), cap),
+        prop::bool::weighted(0.75),
         prop::collection::vec((user(), user()), 0..50),
         prop::collection::vec(op(), 1..120),
     )
-        .prop_map(|((a, b, instances), settings, follows, ops)| Case {
+        .prop_map(|((a, b, instances), settings, own, follows, ops)| Case {
             // Each kind left out with probability 1/4.
             without: a & b,
             instances,
             settings,
+            own,
             follows,
             ops,
         })
@@ -353,26 +395,71 @@ enum Feed {
 
 struct Scroll {
     feed: Feed,
-    next: Option<Cursor>,
-    /// Live posts of the feed when the scroll started.
+    /// Where the next page is read from: down from a `next`, or up from a
+    /// `prev` (a refresh); `None` before the first page, and for a scroll
+    /// down once it has ended.
+    at: Option<At>,
+    /// The `prev` of the last page read.
+    last_prev: Option<Prev>,
+    /// Live posts of the feed when the scroll started (for a scroll up,
+    /// those above where it started).
     initial: BTreeSet<i64>,
     /// Authors unfollowed at some point during the scroll.
     lost: BTreeSet<usize>,
     deleted: BTreeSet<i64>,
     /// Scores at which the feed changed while the cursor stood on them.
     disturbed: BTreeSet<i64>,
+    /// Items shown, in the order a client lays them out: for a scroll up,
+    /// each page goes above the ones before.
     seen: Vec<(i64, i64)>,
     /// Pages of this scroll were read while a write's Redis update was
     /// deferred to its job: the scroll as a whole is not checked.
     unchecked: bool,
 }
 
+/// The position a scroll reads its next page from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum At {
+    Down(Cursor),
+    Up(Prev),
+}
+
+impl Scroll {
+    fn new(feed: Feed, initial: BTreeSet<i64>, unchecked: bool) -> Self {
+        Scroll {
+            feed,
+            at: None,
+            last_prev: None,
+            initial,
+            lost: BTreeSet::new(),
+            deleted: BTreeSet::new(),
+            disturbed: BTreeSet::new(),
+            seen: Vec::new(),
+            unchecked,
+        }
+    }
+
+    /// The score the cursor's offset counts entries of.
+    fn score(&self) -> Option<i64> {
+        match self.at? {
+            At::Down(c) => Some(c.max),
+            At::Up(p) => Some(p.min),
+        }
+    }
+}
+
 struct Model {
     ids: Vec<i64>,
     follows: BTreeSet<(usize, usize)>,
+    /// (muter, muted)
+    mutes: BTreeSet<(usize, usize)>,
+    /// (blocker, blocked)
+    blocks: BTreeSet<(usize, usize)>,
     posts: Vec<MPost>,
     big_v: Vec<bool>,
     thresholds: (i64, i64),
+    /// Homes show their readers' own posts.
+    own: bool,
     clock: i64,
     scrolls: [Option<Scroll>; 2],
 }
@@ -396,7 +483,11 @@ impl Model {
     /// Whether `author`'s posts are in `feed`.
     fn holds(&self, feed: Feed, author: usize) -> bool {
         match feed {
-            Feed::Home(reader) => self.follows.contains(&(reader, author)),
+            Feed::Home(reader) => {
+                (self.follows.contains(&(reader, author))
+                    && !self.mutes.contains(&(reader, author)))
+                    || (self.own && reader == author)
+            }
             Feed::Author(a) => a == author,
         }
     }
@@ -413,9 +504,46 @@ impl Model {
         v
     }
 
-    /// The page a request should get, by the cursor's definition.
-    fn page(&self, feed: Feed, req: &PageRequest) -> (Vec<i64>, Option<Cursor>) {
+    /// The page a request should get, by the cursor's definition:
+    /// (items, next, prev).
+    fn page(&self, feed: Feed, req: &PageRequest) -> (Vec<i64>, Option<Cursor>, Prev) {
         let s = self.feed(feed);
+        let count =
+            |range: &[&MPost], score: i64| range.iter().filter(|p| p.score == score).count() as u32;
+        // Above an item: the entries of its score from it down.
+        let prev_of = |i: usize| Prev {
+            min: s[i].score,
+            offset: count(&s[i..], s[i].score),
+        };
+        if let Some(min) = req.min {
+            // Up: the newer side leaves the `offset` oldest entries scored
+            // `min` below; the page is its last `limit` live entries.
+            let run = count(&s, min);
+            let below = req.offset.min(run) as usize;
+            let end = s.iter().position(|p| p.score < min).unwrap_or(s.len());
+            let picked: Vec<usize> = (0..end - below)
+                .rev()
+                .filter(|&i| !s[i].deleted)
+                .take(req.limit as usize)
+                .collect();
+            let (Some(&newest), Some(&oldest)) = (picked.last(), picked.as_slice().first()) else {
+                let next = Cursor {
+                    max: min,
+                    offset: run - below as u32,
+                };
+                let prev = Prev {
+                    min,
+                    offset: req.offset,
+                };
+                return (Vec::new(), Some(next), prev);
+            };
+            let items = picked.iter().rev().map(|&i| s[i].id).collect();
+            let next = Cursor {
+                max: s[oldest].score,
+                offset: count(&s[..=oldest], s[oldest].score),
+            };
+            return (items, Some(next), prev_of(newest));
+        }
         let mut i = 0;
         if let Some(max) = req.max {
             while i < s.len() && s[i].score > max {
@@ -428,6 +556,7 @@ impl Model {
             }
         }
         let mut items = Vec::new();
+        let mut first = None;
         let mut last = None;
         let mut more = false;
         for (j, p) in s.iter().enumerate().skip(i) {
@@ -439,6 +568,7 @@ impl Model {
                 break;
             }
             items.push(p.id);
+            first = first.or(Some(j));
             last = Some(j);
         }
         let next = match last {
@@ -454,7 +584,27 @@ impl Model {
             }
             _ => None,
         };
-        (items, next)
+        let prev = match (first, req.max) {
+            (Some(f), _) => prev_of(f),
+            (None, None) => Prev::BOTTOM,
+            (None, Some(max)) => Prev {
+                min: max,
+                offset: count(&s, max).saturating_sub(req.offset),
+            },
+        };
+        (items, next, prev)
+    }
+
+    /// The live posts of `feed` above a refresh position.
+    fn above(&self, feed: Feed, at: Prev) -> BTreeSet<i64> {
+        let s = self.feed(feed);
+        let run = s.iter().filter(|p| p.score == at.min).count();
+        let end = s.iter().position(|p| p.score < at.min).unwrap_or(s.len());
+        s[..end - (at.offset as usize).min(run)]
+            .iter()
+            .filter(|p| !p.deleted)
+            .map(|p| p.id)
+            .collect()
     }
 
     fn scrolls_of(&mut self, reader: usize) -> impl Iterator<Item = &mut Scroll> {
@@ -467,9 +617,9 @@ impl Model {
     /// Posts with these scores join or leave `reader`'s home feed.
     fn disturb(&mut self, reader: usize, scores: &[i64]) {
         for s in self.scrolls_of(reader) {
-            if let Some(c) = s.next {
-                if scores.contains(&c.max) {
-                    s.disturbed.insert(c.max);
+            if let Some(at) = s.score() {
+                if scores.contains(&at) {
+                    s.disturbed.insert(at);
                 }
             }
         }
@@ -564,9 +714,9 @@ impl World {
             .await
             .map_err(fail("connecting"))?;
         pg.batch_execute(
-            "TRUNCATE users, follows, posts, fanout_jobs RESTART IDENTITY CASCADE; \
+            "TRUNCATE users, follows, posts, fanout_jobs, mutes, blocks RESTART IDENTITY CASCADE; \
              UPDATE settings SET big_v_threshold = 1000, big_v_demote_threshold = 900, \
-                inbox_max_len = 1000, outbox_max_len = 1000",
+                inbox_max_len = 1000, outbox_max_len = 1000, home_includes_own_posts = TRUE",
         )
         .await
         .map_err(fail("resetting"))?;
@@ -613,9 +763,12 @@ impl World {
             model: Model {
                 ids,
                 follows: BTreeSet::new(),
+                mutes: BTreeSet::new(),
+                blocks: BTreeSet::new(),
                 posts: Vec::new(),
                 big_v: vec![false; USERS],
                 thresholds: (1000, 900),
+                own: true,
                 clock: T0,
                 scrolls: [None, None],
             },
@@ -664,11 +817,30 @@ impl World {
                         let Some(feed) = model.scrolls[slot].as_ref().map(|s| s.feed) else {
                             continue;
                         };
-                        if model.holds(feed, a) {
-                            let s = model.scrolls[slot].as_mut().expect("checked");
-                            if s.next.is_some_and(|c| c.max == score) {
-                                s.disturbed.insert(score);
+                        if !model.holds(feed, a) {
+                            continue;
+                        }
+                        let at = model.scrolls[slot].as_ref().and_then(|s| s.at);
+                        let moved = match at {
+                            Some(At::Down(c)) => c.max == score,
+                            // A refresh position counts the oldest entries
+                            // of its score: only a post that sorts among
+                            // them moves it.
+                            Some(At::Up(p)) => {
+                                p.min == score
+                                    && model
+                                        .feed(feed)
+                                        .iter()
+                                        .filter(|q| q.score == score)
+                                        .filter(|q| q.id.to_string() < post.id.to_string())
+                                        .count()
+                                        < p.offset as usize
                             }
+                            None => false,
+                        };
+                        if moved {
+                            let s = model.scrolls[slot].as_mut().expect("checked");
+                            s.disturbed.insert(score);
                         }
                     }
                     self.model.posts.push(MPost {
@@ -867,16 +1039,8 @@ impl World {
                     .filter(|p| !p.deleted)
                     .map(|p| p.id)
                     .collect();
-                self.model.scrolls[slot as usize % 2] = Some(Scroll {
-                    feed,
-                    next: None,
-                    initial,
-                    lost: BTreeSet::new(),
-                    deleted: BTreeSet::new(),
-                    disturbed: BTreeSet::new(),
-                    seen: Vec::new(),
-                    unchecked: self.dirty,
-                });
+                self.model.scrolls[slot as usize % 2] =
+                    Some(Scroll::new(feed, initial, self.dirty));
                 self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()], false)
                     .await?;
             }
@@ -915,6 +1079,40 @@ impl World {
                     .await
                     .map_err(|e| format!("heartbeat: {}", e.chain()))?;
             }
+            Op::Mute { who, whom, on } => self.mute(who, whom, on).await?,
+            Op::Block { who, whom, on } => self.block(who, whom, on).await?,
+            Op::Rise { slot, reader, size } => {
+                self.rise(
+                    slot as usize % 2,
+                    reader,
+                    SIZES[size as usize % SIZES.len()],
+                )
+                .await?;
+            }
+            Op::OwnPosts(on) => {
+                self.settings(SettingsPatch {
+                    home_includes_own_posts: Some(on),
+                    ..Default::default()
+                })
+                .await?;
+                // As every settings change, it applies the thresholds again.
+                for u in 0..USERS {
+                    self.model.rule(u);
+                }
+                if self.model.own != on {
+                    self.model.own = on;
+                    // Every reader's own posts join or leave its home.
+                    for r in 0..USERS {
+                        let scores = self.model.scores_of(r);
+                        self.model.disturb(r, &scores);
+                        if !on {
+                            for s in self.model.scrolls_of(r) {
+                                s.lost.insert(r);
+                            }
+                        }
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -947,11 +1145,11 @@ impl World {
             .engine()
             .follow(self.model.ids[a], self.model.ids[b])
             .await;
-        if a == b {
+        if a == b || self.model.blocks.contains(&(a, b)) || self.model.blocks.contains(&(b, a)) {
             return match result {
                 Err(AppError::Unprocessable(_)) => Ok(()),
                 other => Err(format!(
-                    "self-follow answered {:?}",
+                    "a follow of oneself, or across a block, answered {:?}",
                     other.map_err(|e| e.chain())
                 )),
             };
@@ -961,6 +1159,76 @@ impl World {
             let scores = self.model.scores_of(b);
             self.model.disturb(a, &scores);
             self.model.rule(b);
+        }
+        Ok(())
+    }
+
+    async fn mute(&mut self, who: u8, whom: u8, on: bool) -> Outcome {
+        let (a, b) = (who as usize % USERS, whom as usize % USERS);
+        let result = self
+            .engine()
+            .mute(self.model.ids[a], self.model.ids[b], on)
+            .await;
+        if a == b {
+            return match result {
+                Err(AppError::Unprocessable(_)) => Ok(()),
+                other => Err(format!(
+                    "a self-mute answered {:?}",
+                    other.map_err(|e| e.chain())
+                )),
+            };
+        }
+        committed(result).map_err(|e| format!("mute: {}", e.chain()))?;
+        let changed = if on {
+            self.model.mutes.insert((a, b))
+        } else {
+            self.model.mutes.remove(&(a, b))
+        };
+        if changed && self.model.follows.contains(&(a, b)) {
+            let scores = self.model.scores_of(b);
+            self.model.disturb(a, &scores);
+            if on {
+                for s in self.model.scrolls_of(a) {
+                    s.lost.insert(b);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn block(&mut self, who: u8, whom: u8, on: bool) -> Outcome {
+        let (a, b) = (who as usize % USERS, whom as usize % USERS);
+        let (ia, ib) = (self.model.ids[a], self.model.ids[b]);
+        if !on {
+            self.engine()
+                .unblock(ia, ib)
+                .await
+                .map_err(|e| format!("unblock: {}", e.chain()))?;
+            self.model.blocks.remove(&(a, b));
+            return Ok(());
+        }
+        let result = self.engine().block(ia, ib).await;
+        if a == b {
+            return match result {
+                Err(AppError::Unprocessable(_)) => Ok(()),
+                other => Err(format!(
+                    "a self-block answered {:?}",
+                    other.map_err(|e| e.chain())
+                )),
+            };
+        }
+        committed(result).map_err(|e| format!("block: {}", e.chain()))?;
+        self.model.blocks.insert((a, b));
+        // The follows between them go, either way, as unfollows.
+        for (f, g) in [(a, b), (b, a)] {
+            if self.model.follows.remove(&(f, g)) {
+                let scores = self.model.scores_of(g);
+                self.model.disturb(f, &scores);
+                for s in self.model.scrolls_of(f) {
+                    s.lost.insert(g);
+                }
+                self.model.rule(g);
+            }
         }
         Ok(())
     }
@@ -1001,17 +1269,24 @@ impl World {
             return Ok(());
         };
         let feed = scroll.feed;
-        let req = match scroll.next {
+        // A cursor goes back through the same validation a client's does.
+        let req = match scroll.at {
             None if !scroll.seen.is_empty() => return Ok(()),
-            None => PageRequest::first(size),
-            // A `next` goes back through the same validation a client's does.
-            Some(c) => PageRequest::parse(
+            None => Ok(PageRequest::first(size)),
+            Some(At::Down(c)) => PageRequest::parse(
                 Some(c.max),
+                None,
                 Some(i64::from(c.offset)),
                 Some(i64::from(size)),
-            )
-            .map_err(|e| format!("a next the service gave is refused: {e}"))?,
-        };
+            ),
+            Some(At::Up(p)) => PageRequest::parse(
+                None,
+                Some(p.min),
+                Some(i64::from(p.offset)),
+                Some(i64::from(size)),
+            ),
+        }
+        .map_err(|e| format!("a cursor the service gave is refused: {e}"))?;
         let page = match (feed, cold) {
             (Feed::Home(reader), false) => {
                 self.engine().home_page(self.model.ids[reader], req).await
@@ -1020,7 +1295,7 @@ impl World {
                 self.engine().author_page(self.model.ids[author], req).await
             }
             (Feed::Home(reader), true) => {
-                let scope = Scope::Home(self.model.ids[reader]);
+                let scope = self.engine().home_scope(self.model.ids[reader]);
                 self.engine().page_from_pg(scope, &req).await
             }
             (Feed::Author(author), true) => {
@@ -1028,46 +1303,49 @@ impl World {
                 self.engine().page_from_pg(scope, &req).await
             }
         };
-        let Page { items, next } =
+        let Page { items, next, prev } =
             page.map_err(|e| format!("page of {feed:?} {req:?}: {}", e.chain()))?;
         PAGES.fetch_add(1, Ordering::Relaxed);
         let got: Vec<i64> = items.iter().map(|p| p.id).collect();
         let want = self.model.page(feed, &req);
         if std::env::var("MODEL_TRACE").is_ok() {
-            eprintln!("page {feed:?} {req:?} got {got:?} {next:?} want {want:?}");
+            eprintln!("page {feed:?} {req:?} got {got:?} {next:?} {prev:?} want {want:?}");
         }
-        if self.dirty {
-            // The records changed and Redis lags: only the cursor goes on.
-            let scroll = self.model.scrolls[slot].as_mut().expect("checked above");
-            scroll.unchecked = true;
-            scroll
-                .seen
-                .extend(items.iter().map(|p| (p.id, p.created_at_ms)));
-            scroll.next = next;
-            if next.is_none() {
-                self.model.scrolls[slot] = None;
+        let up = req.min.is_some();
+        if !self.dirty {
+            if (got.clone(), next, prev) != want {
+                return Err(format!(
+                    "page of {feed:?} {req:?}:\n  got  {got:?} next {next:?} prev {prev:?}\n  \
+                     want {:?} next {:?} prev {:?}",
+                    want.0, want.1, want.2
+                ));
             }
-            return Ok(());
-        }
-        if (got.clone(), next) != want {
-            return Err(format!(
-                "page of {feed:?} {req:?}:\n  got  {got:?} next {next:?}\n  want {:?} next {:?}",
-                want.0, want.1
-            ));
-        }
-        for p in &items {
-            let author = self.model.ids.iter().position(|id| *id == p.author_id);
-            let deleted = self.model.posts.iter().any(|m| m.id == p.id && m.deleted);
-            if deleted || !author.is_some_and(|a| self.model.holds(feed, a)) {
-                return Err(format!("page of {feed:?} shows post {}", p.id));
+            for p in &items {
+                let author = self.model.ids.iter().position(|id| *id == p.author_id);
+                let deleted = self.model.posts.iter().any(|m| m.id == p.id && m.deleted);
+                if deleted || !author.is_some_and(|a| self.model.holds(feed, a)) {
+                    return Err(format!("page of {feed:?} shows post {}", p.id));
+                }
             }
         }
         let scroll = self.model.scrolls[slot].as_mut().expect("checked above");
-        scroll
-            .seen
-            .extend(items.iter().map(|p| (p.id, p.created_at_ms)));
-        scroll.next = next;
-        if next.is_none() {
+        // The records changed and Redis lags: only the cursor goes on.
+        scroll.unchecked |= self.dirty;
+        let shown = items.iter().map(|p| (p.id, p.created_at_ms));
+        if up {
+            // A page read up goes above the ones before.
+            scroll.seen.splice(0..0, shown);
+        } else {
+            scroll.seen.extend(shown);
+        }
+        scroll.last_prev = Some(prev);
+        // A scroll down ends with no `next`, one up with an empty page.
+        scroll.at = match (up, next) {
+            (false, Some(c)) => Some(At::Down(c)),
+            (true, _) if !items.is_empty() => Some(At::Up(prev)),
+            _ => None,
+        };
+        if scroll.at.is_none() {
             if let Some(done) = self.model.scrolls[slot].take() {
                 if !done.unchecked {
                     check_scroll(&self.model, &done)?;
@@ -1075,6 +1353,24 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// The scroll in `slot` turns to refresh: up from the `prev` of its
+    /// last page (a client back at the top of what it holds), or, with no
+    /// scroll there, from the bottom of `reader`'s home feed.
+    async fn rise(&mut self, slot: usize, reader: u8, size: u32) -> Outcome {
+        let (feed, from) = match self.model.scrolls[slot].as_ref() {
+            Some(s) => match s.last_prev {
+                Some(p) => (s.feed, p),
+                None => return Ok(()),
+            },
+            None => (Feed::Home(reader as usize % USERS), Prev::BOTTOM),
+        };
+        let initial = self.model.above(feed, from);
+        let mut scroll = Scroll::new(feed, initial, self.dirty);
+        scroll.at = Some(At::Up(from));
+        self.model.scrolls[slot] = Some(scroll);
+        self.page(slot, size, false).await
     }
 
     async fn all_keys(&mut self) -> Result<Vec<String>, String> {
@@ -1249,16 +1545,7 @@ impl World {
                 .filter(|p| !p.deleted)
                 .map(|p| p.id)
                 .collect();
-            self.model.scrolls[0] = Some(Scroll {
-                feed,
-                next: None,
-                initial,
-                lost: BTreeSet::new(),
-                deleted: BTreeSet::new(),
-                disturbed: BTreeSet::new(),
-                seen: Vec::new(),
-                unchecked: false,
-            });
+            self.model.scrolls[0] = Some(Scroll::new(feed, initial, false));
             for _ in 0..1000 {
                 if self.model.scrolls[0].is_none() {
                     break;
@@ -1298,8 +1585,12 @@ impl World {
                 }
                 let held: BTreeSet<i64> = entries.iter().map(|e| e.id).collect();
                 for p in &self.model.posts {
+                    // An inbox holds the posts pushed to its reader: of the
+                    // authors it follows, and its own (whatever its home
+                    // shows), unless pulled.
                     let owed = if inbox {
-                        self.model.follows.contains(&(u, p.author)) && !self.model.big_v[p.author]
+                        (self.model.follows.contains(&(u, p.author)) || p.author == u)
+                            && !self.model.big_v[p.author]
                     } else {
                         p.author == u
                     };
@@ -1319,6 +1610,7 @@ impl World {
 async fn run_case(settings: &Settings, case: &Case) -> Outcome {
     let mut world = World::start(settings).await?;
     let (t, inbox, outbox) = case.settings;
+    world.apply(&Op::OwnPosts(case.own)).await?;
     world.apply(&Op::Thresholds(t)).await?;
     world.apply(&Op::Caps { inbox, outbox }).await?;
     for (who, whom) in &case.follows {

@@ -4,7 +4,7 @@
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use feed_service::engine::Stats;
 use feed_service::store::redis::Fault;
-use feed_service::types::{PageRequest, Scope};
+use feed_service::types::PageRequest;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -223,7 +223,7 @@ async fn meta_comes_back_from_every_read_path() {
     );
     let page = app
         .engine
-        .page_from_pg(Scope::Home(bob.id), &PageRequest::first(10))
+        .page_from_pg(app.engine.home_scope(bob.id), &PageRequest::first(10))
         .await
         .unwrap();
     let from_pg: Vec<Option<String>> = page.items.into_iter().map(|p| p.meta).collect();

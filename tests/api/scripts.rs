@@ -3,7 +3,7 @@
 
 use feed_service::store::redis::RedisStore;
 use feed_service::store::redis::{layout, scripts};
-use feed_service::types::{feed_order, Entry, Range, SourceRead};
+use feed_service::types::{feed_order, Edge, Entry, Range, Scope, SourceRead};
 use redis::aio::MultiplexedConnection;
 
 use crate::helpers::test_settings;
@@ -158,6 +158,12 @@ impl Drop for Zsets {
 
 /// The time the tests' scores count from: entries hold times after 2020.
 const T: i64 = 1_764_500_000_000;
+
+/// Reader 9's home, without its own posts.
+const HOME_9: Scope = Scope::Home {
+    reader: 9,
+    own: false,
+};
 
 /// A score `s` ms after [`T`].
 fn at(s: i64) -> i64 {
@@ -465,7 +471,15 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // Missing: a change does nothing to the copy (it is rebuilt later)...
     assert!(!z
         .store
-        .set_follow(reader, 1, 5, true, 10, None, &entries(&[(3, 30)]))
+        .set_follow(
+            reader,
+            1,
+            5,
+            (Edge::Follow, true),
+            10,
+            None,
+            &entries(&[(3, 30)])
+        )
         .await
         .unwrap());
     assert!(z.hash(&following).await.is_empty());
@@ -482,8 +496,15 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // A change no newer than the build, or than the field, is ignored;
     // newer ones apply, in whatever order they come.
     let set = |author, seq, follow| {
-        z.store
-            .set_follow(reader, author, seq, follow, 10, None, &[])
+        z.store.set_follow(
+            reader,
+            author,
+            seq,
+            (if follow { Edge::Follow } else { Edge::Unfollow }, follow),
+            10,
+            None,
+            &[],
+        )
     };
     assert!(!set(1, 4, false).await.unwrap());
     assert!(set(1, 9, false).await.unwrap());
@@ -499,23 +520,58 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // An unfollow that applies takes the author's posts out of the inbox;
     // one that does not, leaves them.
     z.store
-        .set_follow(reader, 3, 10, false, 10, None, &entries(&[(3, 30)]))
+        .set_follow(
+            reader,
+            3,
+            10,
+            (Edge::Unfollow, false),
+            10,
+            None,
+            &entries(&[(3, 30)]),
+        )
         .await
         .unwrap();
     assert!(z.ids(&inbox).await.is_empty());
     z.push(&inbox, &entries(&[(3, 30)]), 10, None).await;
     assert!(!z
         .store
-        .set_follow(reader, 3, 6, false, 10, None, &entries(&[(3, 30)]))
+        .set_follow(
+            reader,
+            3,
+            6,
+            (Edge::Unfollow, false),
+            10,
+            None,
+            &entries(&[(3, 30)])
+        )
         .await
         .unwrap());
     assert_eq!(z.ids(&inbox).await, vec![30]);
+    // A mute hides an author and keeps its posts in the inbox; the unmute
+    // shows it again, the posts still there.
+    z.push(&inbox, &entries(&[(4, 20)]), 10, None).await;
+    assert!(z
+        .store
+        .set_follow(reader, 2, 13, (Edge::Mute, false), 10, None, &[])
+        .await
+        .unwrap());
+    assert_eq!(z.hash(&following).await["2"], "U13");
+    assert_eq!(z.names(&followees).await, ["0"]);
+    assert_eq!(z.ids(&inbox).await, vec![30, 20]);
+    assert!(z
+        .store
+        .set_follow(reader, 2, 14, (Edge::Unmute, true), 10, None, &[])
+        .await
+        .unwrap());
+    assert_eq!(z.hash(&following).await["2"], "F14");
+    assert_eq!(z.names(&followees).await, ["0", "2"]);
+    assert_eq!(z.ids(&inbox).await, vec![30, 20]);
     // Half a state (the SET lost) is no state: a change drops the rest,
     // and a build starts over, whichever half is left.
     z.store.delete(&followees).await.unwrap();
     assert!(!z
         .store
-        .set_follow(reader, 4, 12, true, 10, None, &[])
+        .set_follow(reader, 4, 12, (Edge::Follow, true), 10, None, &[])
         .await
         .unwrap());
     assert!(z.hash(&following).await.is_empty());
@@ -533,7 +589,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     z.store.delete(&following).await.unwrap();
     assert!(z.store.begin_following(reader).await.unwrap());
     z.store
-        .set_follow(reader, 1, 11, true, 10, None, &[])
+        .set_follow(reader, 1, 11, (Edge::Follow, true), 10, None, &[])
         .await
         .unwrap();
     assert!(!z
@@ -661,12 +717,12 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     };
     // A read before the reader state exists names what is missing.
     let inbox = keys.inbox(9);
-    let read = z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap();
+    let read = z.store.warm_read(HOME_9, None, 5).await.unwrap();
     assert_eq!(read, WarmRead::Missing(StateKey::Following));
     assert!(z.store.begin_following(9).await.unwrap());
     z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
     assert_eq!(
-        z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap(),
+        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled)
     );
     assert!(z.store.begin_pulled().await.unwrap());
@@ -679,9 +735,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     z.store.publish(&post(3, 30), 300, 10, 60).await.unwrap();
     z.built(&inbox, 10, None, &entries(&[(10, 100)])).await;
     z.store.fill_posts(&[(100, post(1, 10))], 60).await.unwrap();
-    let WarmRead::Read { sources, meta } =
-        z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap()
-    else {
+    let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, None, 5).await.unwrap() else {
         panic!("a warm read");
     };
     // The inbox and the outbox of author 2 (pulled, followed); not 3's.
@@ -693,23 +747,46 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     // A tombstone is seen; an entry whose post is not cached is unknown.
     z.store.tombstone(100, 60).await.unwrap();
     z.push(&inbox, &entries(&[(11, 101)]), 10, None).await;
-    let WarmRead::Read { meta, .. } = z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap()
-    else {
+    let WarmRead::Read { meta, .. } = z.store.warm_read(HOME_9, None, 5).await.unwrap() else {
         panic!("a warm read");
     };
     assert!(meta[&100].deleted);
     assert_eq!(meta[&101].author, None);
+    // The reader's own post (9 publishes; the delivery is in flight): with
+    // `own`, its outbox is pulled and its post followed; without, neither.
+    z.built(&keys.outbox(9), 10, None, &[]).await;
+    z.store.publish(&post(9, 40), 400, 10, 60).await.unwrap();
+    z.push(&inbox, &entries(&[(40, 400)]), 10, None).await;
+    let own = Scope::Home {
+        reader: 9,
+        own: true,
+    };
+    for (scope, shown) in [(HOME_9, false), (own, true)] {
+        let WarmRead::Read { sources, meta } = z.store.warm_read(scope, None, 5).await.unwrap()
+        else {
+            panic!("a warm read");
+        };
+        let authors: Vec<Option<i64>> = sources.iter().map(|(a, _)| *a).collect();
+        let pulled = if shown {
+            vec![None, Some(2), Some(9)]
+        } else {
+            vec![None, Some(2)]
+        };
+        assert_eq!(authors, pulled, "own posts shown: {shown}");
+        assert_eq!(meta[&400].followed, shown);
+        assert!(meta[&200].followed && !meta.contains_key(&300));
+    }
     // Either SET of names lost: the read names the state to rebuild.
     z.store.delete(&keys.followees(9)).await.unwrap();
     assert_eq!(
-        z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap(),
+        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Following)
     );
     z.store.delete(&keys.pulled_authors()).await.unwrap();
     assert!(z.store.begin_following(9).await.unwrap());
     z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
     assert_eq!(
-        z.store.warm_read(Some(9), &inbox, None, 5).await.unwrap(),
+        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled)
     );
     // A fill from PostgreSQL adds only what is missing (the tombstone stays).
@@ -755,7 +832,7 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
     // fetch 4: five entries read, cut at 8 (below the horizon, nothing is
     // returned or looked up).
     assert_eq!(
-        read(z.store.warm_read(Some(9), &inbox, None, 4).await.unwrap()),
+        read(z.store.warm_read(HOME_9, None, 4).await.unwrap()),
         (
             vec![112, 111, 110, 109],
             Some(at(8)),
@@ -764,7 +841,7 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
     );
     // fetch 1: the read stops inside the run of 10 and takes all of it.
     assert_eq!(
-        read(z.store.warm_read(Some(9), &inbox, None, 1).await.unwrap()),
+        read(z.store.warm_read(HOME_9, None, 1).await.unwrap()),
         (vec![112, 111, 110], Some(at(9)), vec![110, 111, 112])
     );
 }
@@ -793,9 +870,7 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
     // fetch 2: each outbox reads three entries (cut at 16 and 15), so the
     // horizon is 16; of 20, 19, 18, 17 above it the page can use the first
     // two, and nothing below 19 is returned or looked up.
-    let WarmRead::Read { sources, meta } =
-        z.store.warm_read(Some(9), &inbox, None, 2).await.unwrap()
-    else {
+    let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, None, 2).await.unwrap() else {
         panic!("a warm read");
     };
     let mut got: Vec<(Option<i64>, Vec<i64>, Option<i64>)> = sources
@@ -832,9 +907,7 @@ async fn clause_10_a_run_of_equal_scores_longer_than_a_read_may_take_is_left_out
     // fetch 2: the run of 7 at the boundary is longer than the read may
     // take (fetch + 1 + ties entries): nothing of 7 is kept, and the read
     // says it holds everything above 7 only.
-    let WarmRead::Read { sources, meta } =
-        z.store.warm_read(Some(9), &inbox, None, 2).await.unwrap()
-    else {
+    let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, None, 2).await.unwrap() else {
         panic!("a warm read");
     };
     let Range::Read(r) = &sources[0].1 else {

@@ -17,6 +17,64 @@ use super::{PgStore, FEED_ORDER};
 use crate::error::{AppError, AppResult};
 use crate::types::{feed_order, Entry, JobKind, Scope};
 
+/// The columns of a [`FeedRow`]: a deleted post's body and meta are not read.
+macro_rules! feed_columns {
+    () => {
+        "p.id, p.author_id, u.username, \
+         CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, p.created_at_ms, \
+         p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END"
+    };
+}
+
+/// The start of a query of a reader's home feed, in three parts with two
+/// binds between them (the reader, and whether its own posts are in):
+/// `r`, the reader, and `v(a)`, the authors whose posts its home shows.
+macro_rules! home_0 {
+    () => {
+        "WITH r(id, own) AS (SELECT "
+    };
+}
+macro_rules! home_1 {
+    () => {
+        "::bigint, "
+    };
+}
+macro_rules! home_2 {
+    () => {
+        concat!(
+            "::bool), v(a) AS (",
+            scope_authors!("(SELECT id FROM r)", "TRUE", "(SELECT own FROM r)"),
+            ") "
+        )
+    };
+}
+
+/// The authors of a scope's feed, as SQL selecting their ids: with `home`
+/// true, those whose posts `user`'s home shows (whom it follows and has not
+/// muted, and itself where `own` holds); else `user` alone, an author's
+/// page. The three are SQL expressions (binds, or columns).
+macro_rules! scope_authors {
+    ($user:literal, $home:literal, $own:literal) => {
+        concat!(
+            "SELECT f.followee_id FROM follows f WHERE ",
+            $home,
+            " AND f.follower_id = ",
+            $user,
+            " AND NOT EXISTS (SELECT 1 FROM mutes m \
+              WHERE m.muter_id = f.follower_id AND m.muted_id = f.followee_id)",
+            " UNION ALL SELECT ",
+            $user,
+            "::bigint WHERE NOT ",
+            $home,
+            " OR ",
+            $own
+        )
+    };
+}
+
+/// The SQL types of a [`FeedRow`].
+type FeedRowSql = (BigInt, BigInt, Text, Text, BigInt, Bool, Nullable<Text>);
+
 /// How long a publish key answers its first post.
 pub const PUBLISH_KEY_HOURS: i64 = 24;
 
@@ -248,38 +306,53 @@ impl PgStore {
     }
 
     /// The entries among `ids` that belong to `scope`'s feed (a post of an
-    /// author the reader follows, or of the author), live or deleted.
+    /// author the reader follows, or its own with `own`; or of the author),
+    /// live or deleted.
     pub async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedRow>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let mut conn = self.conn().await?;
-        let parts: &'static [&'static str] = match scope {
-            Scope::Home(_) => &[
-                "SELECT p.id, p.author_id, u.username, \
-                 CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                 p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
-                 FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = ANY(",
-                ") AND EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = ",
-                " AND f.followee_id = p.author_id)",
-            ],
-            Scope::Author(_) => &[
-                "SELECT p.id, p.author_id, u.username, \
-                 CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                 p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
-                 FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = ANY(",
-                ") AND p.author_id = ",
-                "",
-            ],
+        let rows = match scope {
+            Scope::Home { reader, own } => {
+                Prepared::<FeedRowSql>::new(
+                    &[
+                        home_0!(),
+                        home_1!(),
+                        concat!(
+                            home_2!(),
+                            "SELECT ",
+                            feed_columns!(),
+                            " FROM posts p \
+                         JOIN v ON v.a = p.author_id JOIN users u ON u.id = p.author_id \
+                         WHERE p.id = ANY("
+                        ),
+                        ")",
+                    ],
+                    vec![Bind::BigInt(reader), Bind::Bool(own), Bind::BigInts(ids)],
+                )
+                .load(&mut conn)
+                .await?
+            }
+            Scope::Author(author) => {
+                Prepared::<FeedRowSql>::new(
+                    &[
+                        concat!(
+                            "SELECT ",
+                            feed_columns!(),
+                            " FROM posts p \
+                         JOIN users u ON u.id = p.author_id WHERE p.id = ANY("
+                        ),
+                        ") AND p.author_id = ",
+                        "",
+                    ],
+                    vec![Bind::BigInts(ids), Bind::BigInt(author)],
+                )
+                .load(&mut conn)
+                .await?
+            }
         };
-        Ok(
-            Prepared::<(BigInt, BigInt, Text, Text, BigInt, Bool, Nullable<Text>)>::new(
-                parts,
-                vec![Bind::BigInts(ids), Bind::BigInt(scope.user())],
-            )
-            .load(&mut conn)
-            .await?,
-        )
+        Ok(rows)
     }
 
     /// The feed of `scope` from a position on: the entries scored exactly
@@ -300,78 +373,88 @@ impl PgStore {
     ) -> AppResult<FeedRows> {
         let mut conn = self.conn().await?;
         let top = max.unwrap_or(i64::MAX);
-        let who = scope.user();
-        let (parts, binds): (&'static [&'static str], Vec<Bind>) = match scope {
-            Scope::Home(_) => (
-                &[
-                    "(SELECT p.id, p.author_id, u.username, \
-                     CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                     p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
-                     FROM follows f JOIN posts p ON p.author_id = f.followee_id \
-                     JOIN users u ON u.id = p.author_id \
-                     WHERE f.follower_id = ",
-                    " AND p.created_at_ms = ",
-                    " ORDER BY p.id::text COLLATE \"C\" DESC OFFSET ",
-                    " LIMIT ",
-                    ") UNION ALL (SELECT p.id, p.author_id, u.username, \
-                     CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                     p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
-                     FROM follows f CROSS JOIN LATERAL ( \
-                        SELECT id, author_id, body, meta, created_at_ms, deleted_at FROM posts \
-                        WHERE author_id = f.followee_id AND deleted_at IS NULL AND created_at_ms < ",
-                    " ORDER BY created_at_ms DESC FETCH FIRST (",
-                    ") ROWS WITH TIES) p JOIN users u ON u.id = p.author_id \
-                     WHERE f.follower_id = ",
-                    " ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
-                    ")",
-                ],
-                vec![
-                    Bind::BigInt(who),
-                    Bind::BigInt(top),
-                    Bind::BigInt(offset as i64),
-                    Bind::BigInt(window),
-                    Bind::BigInt(top),
-                    Bind::BigInt(window),
-                    Bind::BigInt(who),
-                    Bind::BigInt(window),
-                ],
-            ),
-            Scope::Author(_) => (
-                &[
-                    "(SELECT p.id, p.author_id, u.username, \
-                     CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                     p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
-                     FROM posts p JOIN users u ON u.id = p.author_id \
-                     WHERE p.author_id = ",
-                    " AND p.created_at_ms = ",
-                    " ORDER BY p.id::text COLLATE \"C\" DESC OFFSET ",
-                    " LIMIT ",
-                    ") UNION ALL (SELECT p.id, p.author_id, u.username, \
-                     CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, \
-                     p.created_at_ms, p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END \
-                     FROM posts p JOIN users u ON u.id = p.author_id \
-                     WHERE p.author_id = ",
-                    " AND p.deleted_at IS NULL AND p.created_at_ms < ",
-                    " ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
-                    ")",
-                ],
-                vec![
-                    Bind::BigInt(who),
-                    Bind::BigInt(top),
-                    Bind::BigInt(offset as i64),
-                    Bind::BigInt(window),
-                    Bind::BigInt(who),
-                    Bind::BigInt(top),
-                    Bind::BigInt(window),
-                ],
-            ),
+        let rows: Vec<FeedRow> = match scope {
+            Scope::Home { reader, own } => {
+                Prepared::<FeedRowSql>::new(
+                    &[
+                        home_0!(),
+                        home_1!(),
+                        concat!(
+                            home_2!(),
+                            "(SELECT ",
+                            feed_columns!(),
+                            " \
+                         FROM v JOIN posts p ON p.author_id = v.a \
+                         JOIN users u ON u.id = p.author_id \
+                         WHERE p.created_at_ms = "
+                        ),
+                        " ORDER BY p.id::text COLLATE \"C\" DESC OFFSET ",
+                        " LIMIT ",
+                        concat!(
+                            ") UNION ALL (SELECT ",
+                            feed_columns!(),
+                            " \
+                         FROM v CROSS JOIN LATERAL ( \
+                            SELECT id, author_id, body, meta, created_at_ms, deleted_at FROM posts \
+                            WHERE author_id = v.a AND deleted_at IS NULL AND created_at_ms < "
+                        ),
+                        " ORDER BY created_at_ms DESC FETCH FIRST (",
+                        ") ROWS WITH TIES) p JOIN users u ON u.id = p.author_id \
+                         ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
+                        ")",
+                    ],
+                    vec![
+                        Bind::BigInt(reader),
+                        Bind::Bool(own),
+                        Bind::BigInt(top),
+                        Bind::BigInt(offset as i64),
+                        Bind::BigInt(window),
+                        Bind::BigInt(top),
+                        Bind::BigInt(window),
+                        Bind::BigInt(window),
+                    ],
+                )
+                .load(&mut conn)
+                .await?
+            }
+            Scope::Author(author) => {
+                Prepared::<FeedRowSql>::new(
+                    &[
+                        concat!(
+                            "(SELECT ",
+                            feed_columns!(),
+                            " \
+                         FROM posts p JOIN users u ON u.id = p.author_id \
+                         WHERE p.author_id = "
+                        ),
+                        " AND p.created_at_ms = ",
+                        " ORDER BY p.id::text COLLATE \"C\" DESC OFFSET ",
+                        " LIMIT ",
+                        concat!(
+                            ") UNION ALL (SELECT ",
+                            feed_columns!(),
+                            " \
+                         FROM posts p JOIN users u ON u.id = p.author_id \
+                         WHERE p.author_id = "
+                        ),
+                        " AND p.deleted_at IS NULL AND p.created_at_ms < ",
+                        " ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
+                        ")",
+                    ],
+                    vec![
+                        Bind::BigInt(author),
+                        Bind::BigInt(top),
+                        Bind::BigInt(offset as i64),
+                        Bind::BigInt(window),
+                        Bind::BigInt(author),
+                        Bind::BigInt(top),
+                        Bind::BigInt(window),
+                    ],
+                )
+                .load(&mut conn)
+                .await?
+            }
         };
-        let rows: Vec<FeedRow> =
-            Prepared::<(BigInt, BigInt, Text, Text, BigInt, Bool, Nullable<Text>)>::new(
-                parts, binds,
-            )
-            .load(&mut conn)
-            .await?;
         let (mut at_max, mut below): (Vec<FeedRow>, Vec<FeedRow>) =
             rows.into_iter().partition(|r| r.created_at_ms == top);
         let order = |a: &FeedRow, b: &FeedRow| {
@@ -397,29 +480,137 @@ impl PgStore {
         })
     }
 
+    /// The feed of `scope` from the run of entries scored `min` up, in
+    /// feed order: every entry of that score, then at least `window`
+    /// entries above it where the feed has them (deleted ones too: the
+    /// cursor counts them), read oldest first. `complete`: the rows reach
+    /// the top of the feed.
+    pub async fn feed_up(&self, scope: Scope, min: i64, window: i64) -> AppResult<FeedRows> {
+        let mut conn = self.conn().await?;
+        let mut rows: Vec<FeedRow> = match scope {
+            Scope::Home { reader, own } => {
+                Prepared::<FeedRowSql>::new(
+                    &[
+                        home_0!(),
+                        home_1!(),
+                        concat!(
+                            home_2!(),
+                            "(SELECT ",
+                            feed_columns!(),
+                            " \
+                         FROM v JOIN posts p ON p.author_id = v.a \
+                         JOIN users u ON u.id = p.author_id WHERE p.created_at_ms = "
+                        ),
+                        concat!(
+                            ") UNION ALL (SELECT ",
+                            feed_columns!(),
+                            " \
+                         FROM v CROSS JOIN LATERAL ( \
+                            SELECT id, author_id, body, meta, created_at_ms, deleted_at FROM posts \
+                            WHERE author_id = v.a AND created_at_ms > "
+                        ),
+                        " ORDER BY created_at_ms ASC FETCH FIRST (",
+                        ") ROWS WITH TIES) p JOIN users u ON u.id = p.author_id \
+                         ORDER BY p.created_at_ms ASC, p.id::text COLLATE \"C\" ASC LIMIT ",
+                        ")",
+                    ],
+                    vec![
+                        Bind::BigInt(reader),
+                        Bind::Bool(own),
+                        Bind::BigInt(min),
+                        Bind::BigInt(min),
+                        Bind::BigInt(window),
+                        Bind::BigInt(window),
+                    ],
+                )
+                .load(&mut conn)
+                .await?
+            }
+            Scope::Author(author) => {
+                Prepared::<FeedRowSql>::new(
+                    &[
+                        concat!(
+                            "(SELECT ",
+                            feed_columns!(),
+                            " \
+                         FROM posts p JOIN users u ON u.id = p.author_id \
+                         WHERE p.author_id = "
+                        ),
+                        " AND p.created_at_ms = ",
+                        concat!(
+                            ") UNION ALL (SELECT ",
+                            feed_columns!(),
+                            " \
+                         FROM posts p JOIN users u ON u.id = p.author_id \
+                         WHERE p.author_id = "
+                        ),
+                        " AND p.created_at_ms > ",
+                        " ORDER BY p.created_at_ms ASC, p.id::text COLLATE \"C\" ASC LIMIT ",
+                        ")",
+                    ],
+                    vec![
+                        Bind::BigInt(author),
+                        Bind::BigInt(min),
+                        Bind::BigInt(author),
+                        Bind::BigInt(min),
+                        Bind::BigInt(window),
+                    ],
+                )
+                .load(&mut conn)
+                .await?
+            }
+        };
+        let above = rows.iter().filter(|r| r.created_at_ms > min).count() as i64;
+        rows.sort_by(|a, b| {
+            feed_order(
+                &Entry::new(a.created_at_ms, a.id),
+                &Entry::new(b.created_at_ms, b.id),
+            )
+        });
+        Ok(FeedRows {
+            rows,
+            complete: above < window,
+        })
+    }
+
     /// How many deleted entries of `scope`'s feed are scored exactly
     /// `score` and come before post `id` in feed order (their members'
     /// bytes are greater): the hidden entries a cursor at `id` has passed.
     pub async fn deleted_ahead(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
         let mut conn = self.conn().await?;
-        let sql = match scope {
-            Scope::Home(_) => {
-                "SELECT count(*) AS n FROM posts p \
-                 WHERE p.created_at_ms = $2 AND p.deleted_at IS NOT NULL \
-                 AND p.id::text COLLATE \"C\" > $3::text COLLATE \"C\" \
-                 AND EXISTS (SELECT 1 FROM follows f \
-                             WHERE f.follower_id = $1 AND f.followee_id = p.author_id)"
-            }
-            Scope::Author(_) => {
-                "SELECT count(*) AS n FROM posts p \
-                 WHERE p.author_id = $1 AND p.created_at_ms = $2 AND p.deleted_at IS NOT NULL \
-                 AND p.id::text COLLATE \"C\" > $3::text COLLATE \"C\""
-            }
-        };
-        Ok(diesel::sql_query(sql)
-            .bind::<BigInt, _>(scope.user())
-            .bind::<BigInt, _>(score)
-            .bind::<BigInt, _>(id)
+        let query = diesel::sql_query(concat!(
+            "SELECT count(*) AS n FROM posts p \
+             WHERE p.created_at_ms = $2 AND p.deleted_at IS NOT NULL \
+             AND p.id::text COLLATE \"C\" > $3::text COLLATE \"C\" AND p.author_id IN (",
+            scope_authors!("$1", "$4", "$5"),
+            ")"
+        ))
+        .into_boxed()
+        .bind::<BigInt, _>(scope.user())
+        .bind::<BigInt, _>(score)
+        .bind::<BigInt, _>(id);
+        Ok(scope_binds(query, scope)
+            .get_result::<Count>(&mut conn)
+            .await?
+            .n)
+    }
+
+    /// How many entries of `scope`'s feed are scored exactly `score` and
+    /// come at or after post `id` in feed order (their members' bytes are
+    /// not greater): the run of `score` from that post down.
+    pub async fn count_from(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+        let mut conn = self.conn().await?;
+        let query = diesel::sql_query(concat!(
+            "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 \
+             AND p.id::text COLLATE \"C\" <= $3::text COLLATE \"C\" AND p.author_id IN (",
+            scope_authors!("$1", "$4", "$5"),
+            ")"
+        ))
+        .into_boxed()
+        .bind::<BigInt, _>(scope.user())
+        .bind::<BigInt, _>(score)
+        .bind::<BigInt, _>(id);
+        Ok(scope_binds(query, scope)
             .get_result::<Count>(&mut conn)
             .await?
             .n)
@@ -428,18 +619,15 @@ impl PgStore {
     /// How many entries of `scope`'s feed are scored exactly `score`.
     pub async fn count_at(&self, scope: Scope, score: i64) -> AppResult<i64> {
         let mut conn = self.conn().await?;
-        let sql = match scope {
-            Scope::Home(_) => {
-                "SELECT count(*) AS n FROM follows f JOIN posts p ON p.author_id = f.followee_id \
-                 WHERE f.follower_id = $1 AND p.created_at_ms = $2"
-            }
-            Scope::Author(_) => {
-                "SELECT count(*) AS n FROM posts p WHERE p.author_id = $1 AND p.created_at_ms = $2"
-            }
-        };
-        Ok(diesel::sql_query(sql)
-            .bind::<BigInt, _>(scope.user())
-            .bind::<BigInt, _>(score)
+        let query = diesel::sql_query(concat!(
+            "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 AND p.author_id IN (",
+            scope_authors!("$1", "$3", "$4"),
+            ")"
+        ))
+        .into_boxed()
+        .bind::<BigInt, _>(scope.user())
+        .bind::<BigInt, _>(score);
+        Ok(scope_binds(query, scope)
             .get_result::<Count>(&mut conn)
             .await?
             .n)
@@ -451,13 +639,16 @@ impl PgStore {
     pub async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
         let mut conn = self.conn().await?;
         let (sql, who) = match of {
+            // An inbox holds the posts pushed to its reader: of the authors
+            // it follows, and its own.
             EntriesOf::Home(u) => (
                 format!(
                     "SELECT p.id, p.created_at_ms \
-                     FROM follows f CROSS JOIN LATERAL ( \
-                        SELECT id, created_at_ms FROM posts WHERE author_id = f.followee_id \
+                     FROM (SELECT followee_id AS a FROM follows WHERE follower_id = $1 \
+                           UNION ALL SELECT $1) f CROSS JOIN LATERAL ( \
+                        SELECT id, created_at_ms FROM posts WHERE author_id = f.a \
                         ORDER BY created_at_ms DESC FETCH FIRST ($2) ROWS WITH TIES) p \
-                     WHERE f.follower_id = $1 {FEED_ORDER} LIMIT $2"
+                     {FEED_ORDER} LIMIT $2"
                 ),
                 u,
             ),
@@ -487,15 +678,18 @@ impl PgStore {
             .collect())
     }
 
-    /// Whom `reader` follows and its follow sequence number, read in one
-    /// snapshot (to build the Redis copy).
+    /// Whom `reader`'s home shows (whom it follows and has not muted) and
+    /// its follow sequence number, read in one snapshot (to build the Redis
+    /// copy).
     pub async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
         let mut conn = self.conn().await?;
         let rows: Vec<(i64, Option<i64>)> =
             Prepared::<(BigInt, diesel::sql_types::Nullable<BigInt>)>::new(
                 &[
                     "SELECT u.follow_seq, f.followee_id FROM users u \
-                 LEFT JOIN follows f ON f.follower_id = u.id WHERE u.id = ",
+                 LEFT JOIN follows f ON f.follower_id = u.id AND NOT EXISTS ( \
+                    SELECT 1 FROM mutes m WHERE m.muter_id = u.id AND m.muted_id = f.followee_id) \
+                 WHERE u.id = ",
                     "",
                 ],
                 vec![Bind::BigInt(reader)],
@@ -539,6 +733,20 @@ impl PgStore {
         .await?)
     }
 }
+
+/// Binds the flags [`scope_authors`] reads after a query's own binds:
+/// whether the scope is a home, and whether that home shows its reader's
+/// own posts.
+fn scope_binds(query: BoxedSql, scope: Scope) -> BoxedSql {
+    let (home, own) = match scope {
+        Scope::Home { own, .. } => (true, own),
+        Scope::Author(_) => (false, true),
+    };
+    query.bind::<Bool, _>(home).bind::<Bool, _>(own)
+}
+
+type BoxedSql =
+    diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>;
 
 #[derive(QueryableByName)]
 struct Count {

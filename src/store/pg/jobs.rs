@@ -10,7 +10,7 @@ use diesel::sql_types::{BigInt, Bool, Double, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::models::{JobRow, NewJob};
-use super::schema::{fanout_jobs, follows};
+use super::schema::fanout_jobs;
 use super::PgStore;
 use crate::error::{AppError, AppResult, Message};
 use crate::types::{Job, JobKind};
@@ -243,22 +243,27 @@ impl PgStore {
             .await?)
     }
 
-    /// A page of an author's followers after `after`, ascending (keyset).
-    pub async fn followers_after(
-        &self,
-        author: i64,
-        after: i64,
-        limit: i64,
-    ) -> AppResult<Vec<i64>> {
+    /// A page of the inboxes an author's posts go to, after `after`,
+    /// ascending (keyset): its followers', and its own (a reader's home
+    /// holds its own posts).
+    pub async fn inboxes_after(&self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
+        #[derive(QueryableByName)]
+        struct Id {
+            #[diesel(sql_type = BigInt)]
+            id: i64,
+        }
         let mut conn = self.conn().await?;
-        Ok(follows::table
-            .filter(follows::followee_id.eq(author))
-            .filter(follows::follower_id.gt(after))
-            .order(follows::follower_id.asc())
-            .select(follows::follower_id)
-            .limit(limit)
-            .load(&mut conn)
-            .await?)
+        let rows: Vec<Id> = diesel::sql_query(
+            "SELECT id FROM ((SELECT follower_id AS id FROM follows \
+                 WHERE followee_id = $1 AND follower_id > $2 ORDER BY follower_id LIMIT $3) \
+               UNION ALL SELECT $1 WHERE $1 > $2) r ORDER BY id LIMIT $3",
+        )
+        .bind::<BigInt, _>(author)
+        .bind::<BigInt, _>(after)
+        .bind::<BigInt, _>(limit)
+        .load(&mut conn)
+        .await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
     }
 }
 

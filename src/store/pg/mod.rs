@@ -34,7 +34,7 @@ pub use jobs::Claimed;
 pub use pool::{
     drop_database, ensure_database, run_migrations, split_database_url, with_database, MIGRATIONS,
 };
-pub use users::{BigVRule, EdgeChange};
+pub use users::{BigVRule, Blocked, EdgeChange};
 
 /// Ordering of every feed query: the order Redis gives (score, member bytes).
 const FEED_ORDER: &str = r#"ORDER BY p.created_at_ms DESC, p.id::text COLLATE "C" DESC"#;

@@ -9,7 +9,9 @@ use serde::Serialize;
 use super::schema::{fanout_jobs, settings, users};
 
 /// A user.
-#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Queryable, QueryableByName, Selectable, Serialize, utoipa::ToSchema,
+)]
 #[diesel(table_name = users, check_for_backend(diesel::pg::Pg))]
 #[schema(example = json!({"id": 42, "username": "alice", "follower_count": 120, "following_count": 300, "big_v": false}))]
 pub struct User {
@@ -134,7 +136,7 @@ pub struct DeliveryRow {
     serde::Deserialize,
     utoipa::ToSchema,
 )]
-#[schema(as = Settings, example = json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000, "max_follows": 10000, "max_fanout_backlog": 100000}))]
+#[schema(as = Settings, example = json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000, "max_follows": 10000, "max_fanout_backlog": 100000, "home_includes_own_posts": true}))]
 #[diesel(table_name = settings, check_for_backend(diesel::pg::Pg))]
 pub struct SettingsRow {
     pub big_v_threshold: i64,
@@ -148,6 +150,8 @@ pub struct SettingsRow {
     pub max_follows: i64,
     /// Pending fan-out jobs past which publishes answer 503.
     pub max_fanout_backlog: i64,
+    /// Whether a reader's home feed shows its own posts.
+    pub home_includes_own_posts: bool,
 }
 
 #[derive(Debug, Insertable)]

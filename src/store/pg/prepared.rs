@@ -10,13 +10,14 @@ use std::marker::PhantomData;
 
 use diesel::pg::Pg;
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
-use diesel::sql_types::{Array, BigInt, Nullable, Text};
+use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 use diesel::QueryResult;
 
 /// A bound parameter.
 #[derive(Debug, Clone, Copy)]
 pub enum Bind<'a> {
     BigInt(i64),
+    Bool(bool),
     BigInts(&'a [i64]),
     Text(&'a str),
     /// A text or NULL.
@@ -58,6 +59,7 @@ impl<ST> QueryFragment<Pg> for Prepared<'_, ST> {
             out.push_sql(part);
             match self.binds.get(i) {
                 Some(Bind::BigInt(v)) => out.push_bind_param::<BigInt, _>(v)?,
+                Some(Bind::Bool(v)) => out.push_bind_param::<Bool, _>(v)?,
                 Some(Bind::BigInts(v)) => out.push_bind_param::<Array<BigInt>, _>(*v)?,
                 Some(Bind::Text(v)) => out.push_bind_param::<Text, _>(*v)?,
                 Some(Bind::OptText(v)) => out.push_bind_param::<Nullable<Text>, _>(v)?,

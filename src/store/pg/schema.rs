@@ -27,10 +27,26 @@ diesel::table! {
 }
 
 diesel::table! {
+    blocks (blocker_id, blocked_id) {
+        blocker_id -> Int8,
+        blocked_id -> Int8,
+        created_at_ms -> Int8,
+    }
+}
+
+diesel::table! {
     follows (follower_id, followee_id) {
         follower_id -> Int8,
         followee_id -> Int8,
         created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    mutes (muter_id, muted_id) {
+        muter_id -> Int8,
+        muted_id -> Int8,
+        created_at_ms -> Int8,
     }
 }
 
@@ -67,6 +83,7 @@ diesel::table! {
         inbox_idle_ttl_secs -> Int8,
         max_follows -> Int8,
         max_fanout_backlog -> Int8,
+        home_includes_own_posts -> Bool,
     }
 }
 
@@ -86,9 +103,11 @@ diesel::table! {
 diesel::joinable!(posts -> users (author_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
+    blocks,
     instances,
     fanout_jobs,
     follows,
+    mutes,
     posts,
     publish_keys,
     settings,

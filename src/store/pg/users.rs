@@ -6,7 +6,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 use super::jobs::{queue_job, queue_pair_job};
 use super::models::{NewUser, SettingsRow, User};
-use super::schema::{follows, settings, users};
+use super::schema::{blocks, follows, mutes, settings, users};
 use super::PgStore;
 use crate::error::{AppError, AppResult};
 use crate::types::{BigVChange, JobKind};
@@ -16,7 +16,8 @@ use crate::types::{BigVChange, JobKind};
 pub trait BigVRule: FnOnce(i64, bool, &SettingsRow) -> Option<BigVChange> + Send {}
 impl<F: FnOnce(i64, bool, &SettingsRow) -> Option<BigVChange> + Send> BigVRule for F {}
 
-/// Where a follow or unfollow left the edge.
+/// Where a follow, unfollow, mute or unmute left the reader's view of one
+/// author.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EdgeChange {
     /// False when the edge already was as asked (nothing changed).
@@ -27,6 +28,17 @@ pub struct EdgeChange {
     pub job: Option<i64>,
     /// The followee's new big-V epoch, if the change promoted it.
     pub promoted: Option<i64>,
+    /// Whether the reader's home shows the author's posts now: followed
+    /// and not muted.
+    pub shown: bool,
+}
+
+/// What a block changed: whether it is new, and the follows it removed,
+/// (follower, followee, change) each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    pub new: bool,
+    pub unfollowed: Vec<(i64, i64, EdgeChange)>,
 }
 
 impl PgStore {
@@ -54,7 +66,8 @@ impl PgStore {
 
     /// Inserts the edge (idempotent), bumps both counters and the
     /// follower's follow sequence number, queues the `follow` job and
-    /// records what `rule` decides for the followee, all in one transaction.
+    /// records what `rule` decides for the followee, all in one
+    /// transaction. Refused (422) while either blocks the other.
     pub async fn follow(
         &self,
         follower: i64,
@@ -62,8 +75,17 @@ impl PgStore {
         now_ms: i64,
         rule: impl BigVRule,
     ) -> AppResult<EdgeChange> {
-        self.change_edge(follower, followee, true, now_ms, rule)
-            .await
+        let mut conn = self.conn().await?;
+        conn.transaction::<_, AppError, _>(async move |conn| {
+            lock_pair(conn, follower, followee).await?;
+            if blocked_between(conn, follower, followee).await? {
+                return Err(AppError::Unprocessable(format!(
+                    "users {follower} and {followee}: one blocks the other"
+                )));
+            }
+            change_edge(conn, follower, followee, true, now_ms, rule).await
+        })
+        .await
     }
 
     /// Deletes the edge (idempotent), bumps both counters and the
@@ -76,83 +98,170 @@ impl PgStore {
         now_ms: i64,
         rule: impl BigVRule,
     ) -> AppResult<EdgeChange> {
-        self.change_edge(follower, followee, false, now_ms, rule)
-            .await
+        let mut conn = self.conn().await?;
+        conn.transaction::<_, AppError, _>(async move |conn| {
+            change_edge(conn, follower, followee, false, now_ms, rule).await
+        })
+        .await
     }
 
-    async fn change_edge(
+    /// Mutes (`mute`) or unmutes `target` for `reader` (idempotent):
+    /// records it, bumps the reader's follow sequence number and queues the
+    /// job that applies it, in one transaction.
+    pub async fn set_mute(
         &self,
-        follower: i64,
-        followee: i64,
-        follow: bool,
+        reader: i64,
+        target: i64,
+        mute: bool,
         now_ms: i64,
-        rule: impl BigVRule,
     ) -> AppResult<EdgeChange> {
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
-            let changed = (if follow {
-                diesel::insert_into(follows::table)
+            let changed = (if mute {
+                diesel::insert_into(mutes::table)
                     .values((
-                        follows::follower_id.eq(follower),
-                        follows::followee_id.eq(followee),
+                        mutes::muter_id.eq(reader),
+                        mutes::muted_id.eq(target),
+                        mutes::created_at_ms.eq(now_ms),
                     ))
                     .on_conflict_do_nothing()
                     .execute(conn)
                     .await?
             } else {
-                diesel::delete(follows::table.find((follower, followee)))
+                diesel::delete(mutes::table.find((reader, target)))
                     .execute(conn)
                     .await?
             }) == 1;
+            let shown = !mute && follows_now(conn, reader, target).await?;
             if !changed {
-                let seq = users::table
-                    .find(follower)
-                    .select(users::follow_seq)
-                    .first(conn)
-                    .await
-                    .optional()?
-                    .unwrap_or(0);
                 return Ok(EdgeChange {
-                    changed: false,
-                    seq,
+                    changed,
+                    seq: follow_seq(conn, reader).await?,
                     job: None,
                     promoted: None,
+                    shown,
                 });
             }
-            let delta = if follow { 1 } else { -1 };
-            let (count, big_v, (seq, following)) =
-                bump_counts(conn, follower, followee, delta).await?;
-            let kind = if follow {
-                JobKind::Follow
-            } else {
-                JobKind::Unfollow
-            };
-            let job = queue_pair_job(conn, kind, followee, follower, seq, now_ms).await?;
-            // The thresholds as committed now, not as this instance last
-            // loaded them.
-            let live = settings::table
-                .select(SettingsRow::as_select())
-                .first(conn)
+            let seq: i64 = diesel::update(users::table.find(reader))
+                .set(users::follow_seq.eq(users::follow_seq + 1))
+                .returning(users::follow_seq)
+                .get_result(conn)
                 .await?;
-            if follow && following > live.max_follows {
-                // The transaction rolls back: nothing changed.
-                return Err(AppError::Unprocessable(format!(
-                    "user {follower} follows {} accounts already, the most allowed",
-                    live.max_follows
-                )));
-            }
-            let promoted = match rule(count, big_v, &live) {
-                Some(change) => record_big_v(conn, followee, change, now_ms).await?,
-                None => None,
-            };
+            let kind = if mute { JobKind::Mute } else { JobKind::Unmute };
+            let job = queue_pair_job(conn, kind, target, reader, seq, now_ms).await?;
             Ok(EdgeChange {
-                changed: true,
+                changed,
                 seq,
                 job: Some(job),
-                promoted,
+                promoted: None,
+                shown,
             })
         })
         .await
+    }
+
+    /// `blocker` blocks `target` (idempotent): records it and removes the
+    /// follows between them, either way, each as an unfollow (counts, the
+    /// follower's sequence number, its job, the followee's big-V state),
+    /// in one transaction.
+    pub async fn block(
+        &self,
+        blocker: i64,
+        target: i64,
+        now_ms: i64,
+        rule: impl BigVRule + Copy,
+    ) -> AppResult<Blocked> {
+        let mut conn = self.conn().await?;
+        conn.transaction::<_, AppError, _>(async move |conn| {
+            lock_pair(conn, blocker, target).await?;
+            let new = diesel::insert_into(blocks::table)
+                .values((
+                    blocks::blocker_id.eq(blocker),
+                    blocks::blocked_id.eq(target),
+                    blocks::created_at_ms.eq(now_ms),
+                ))
+                .on_conflict_do_nothing()
+                .execute(conn)
+                .await?
+                == 1;
+            let mut unfollowed = Vec::new();
+            for (follower, followee) in [(blocker, target), (target, blocker)] {
+                let change = change_edge(conn, follower, followee, false, now_ms, rule).await?;
+                if change.changed {
+                    unfollowed.push((follower, followee, change));
+                }
+            }
+            Ok(Blocked { new, unfollowed })
+        })
+        .await
+    }
+
+    /// `blocker` no longer blocks `target` (idempotent; no follow comes
+    /// back). Whether a block was there.
+    pub async fn unblock(&self, blocker: i64, target: i64) -> AppResult<bool> {
+        let mut conn = self.conn().await?;
+        Ok(diesel::delete(blocks::table.find((blocker, target)))
+            .execute(&mut conn)
+            .await?
+            == 1)
+    }
+
+    /// Whether either of two users blocks the other.
+    pub async fn blocked_between(&self, a: i64, b: i64) -> AppResult<bool> {
+        let mut conn = self.conn().await?;
+        blocked_between(&mut conn, a, b).await
+    }
+
+    /// Whether `reader`'s home shows `author`'s posts: followed, not muted.
+    pub async fn shown(&self, reader: i64, author: i64) -> AppResult<bool> {
+        let mut conn = self.conn().await?;
+        Ok(follows_now(&mut conn, reader, author).await?
+            && mutes::table
+                .find((reader, author))
+                .count()
+                .get_result::<i64>(&mut conn)
+                .await?
+                == 0)
+    }
+
+    /// A page of the users `owner` mutes (`mutes`) or blocks, newest first
+    /// by when it did, with the feed's cursor over (time, user id).
+    pub async fn relations(
+        &self,
+        owner: i64,
+        mutes: bool,
+        max: Option<i64>,
+        offset: u32,
+        window: i64,
+    ) -> AppResult<Vec<(i64, User)>> {
+        #[derive(QueryableByName)]
+        struct Row {
+            #[diesel(sql_type = BigInt)]
+            at: i64,
+            #[diesel(embed)]
+            user: User,
+        }
+        let mut conn = self.conn().await?;
+        let sql = if mutes {
+            concat!(
+                "SELECT r.created_at_ms AS at, u.* FROM mutes r JOIN users u ON u.id = r.muted_id \
+                 WHERE r.muter_id = $1 AND r.created_at_ms <= $2 ",
+                "ORDER BY r.created_at_ms DESC, u.id::text COLLATE \"C\" DESC"
+            )
+        } else {
+            concat!(
+                "SELECT r.created_at_ms AS at, u.* FROM blocks r JOIN users u ON u.id = r.blocked_id \
+                 WHERE r.blocker_id = $1 AND r.created_at_ms <= $2 ",
+                "ORDER BY r.created_at_ms DESC, u.id::text COLLATE \"C\" DESC"
+            )
+        };
+        let rows: Vec<Row> = diesel::sql_query(format!("{sql} LIMIT $3"))
+            .bind::<BigInt, _>(owner)
+            .bind::<BigInt, _>(max.unwrap_or(i64::MAX))
+            .bind::<BigInt, _>(window + i64::from(offset))
+            .load(&mut conn)
+            .await?;
+        Ok(rows.into_iter().map(|r| (r.at, r.user)).collect())
     }
 
     // ----- settings -----
@@ -214,6 +323,129 @@ impl PgStore {
         })
         .await
     }
+}
+
+/// Inserts or deletes the edge (idempotent) inside a transaction, bumps
+/// both counters and the follower's follow sequence number, queues the
+/// job, and records what `rule` decides for the followee.
+async fn change_edge(
+    conn: &mut AsyncPgConnection,
+    follower: i64,
+    followee: i64,
+    follow: bool,
+    now_ms: i64,
+    rule: impl BigVRule,
+) -> AppResult<EdgeChange> {
+    let changed = (if follow {
+        diesel::insert_into(follows::table)
+            .values((
+                follows::follower_id.eq(follower),
+                follows::followee_id.eq(followee),
+            ))
+            .on_conflict_do_nothing()
+            .execute(conn)
+            .await?
+    } else {
+        diesel::delete(follows::table.find((follower, followee)))
+            .execute(conn)
+            .await?
+    }) == 1;
+    let shown = follow
+        && mutes::table
+            .find((follower, followee))
+            .count()
+            .get_result::<i64>(conn)
+            .await?
+            == 0;
+    if !changed {
+        return Ok(EdgeChange {
+            changed: false,
+            seq: follow_seq(conn, follower).await?,
+            job: None,
+            promoted: None,
+            shown,
+        });
+    }
+    let delta = if follow { 1 } else { -1 };
+    let (count, big_v, (seq, following)) = bump_counts(conn, follower, followee, delta).await?;
+    let kind = if follow {
+        JobKind::Follow
+    } else {
+        JobKind::Unfollow
+    };
+    let job = queue_pair_job(conn, kind, followee, follower, seq, now_ms).await?;
+    // The thresholds as committed now, not as this instance last
+    // loaded them.
+    let live = settings::table
+        .select(SettingsRow::as_select())
+        .first(conn)
+        .await?;
+    if follow && following > live.max_follows {
+        // The transaction rolls back: nothing changed.
+        return Err(AppError::Unprocessable(format!(
+            "user {follower} follows {} accounts already, the most allowed",
+            live.max_follows
+        )));
+    }
+    let promoted = match rule(count, big_v, &live) {
+        Some(change) => record_big_v(conn, followee, change, now_ms).await?,
+        None => None,
+    };
+    Ok(EdgeChange {
+        changed: true,
+        seq,
+        job: Some(job),
+        promoted,
+        shown,
+    })
+}
+
+/// Locks two users' rows, in id order (no deadlock between A→B and B→A):
+/// a follow and a block of the pair go one after the other.
+async fn lock_pair(conn: &mut AsyncPgConnection, a: i64, b: i64) -> AppResult<()> {
+    let _: Vec<i64> = users::table
+        .filter(users::id.eq_any([a, b]))
+        .order(users::id)
+        .select(users::id)
+        .for_update()
+        .load(conn)
+        .await?;
+    Ok(())
+}
+
+async fn blocked_between(conn: &mut AsyncPgConnection, a: i64, b: i64) -> AppResult<bool> {
+    Ok(blocks::table
+        .filter(
+            (blocks::blocker_id.eq(a).and(blocks::blocked_id.eq(b)))
+                .or(blocks::blocker_id.eq(b).and(blocks::blocked_id.eq(a))),
+        )
+        .count()
+        .get_result::<i64>(conn)
+        .await?
+        > 0)
+}
+
+async fn follows_now(
+    conn: &mut AsyncPgConnection,
+    follower: i64,
+    followee: i64,
+) -> AppResult<bool> {
+    Ok(follows::table
+        .find((follower, followee))
+        .count()
+        .get_result::<i64>(conn)
+        .await?
+        > 0)
+}
+
+async fn follow_seq(conn: &mut AsyncPgConnection, user: i64) -> AppResult<i64> {
+    Ok(users::table
+        .find(user)
+        .select(users::follow_seq)
+        .first(conn)
+        .await
+        .optional()?
+        .unwrap_or(0))
 }
 
 /// Bumps the follower's following_count (and its follow sequence number)

@@ -59,19 +59,22 @@
 //!
 //! # The contract of the reader state and the post cache
 //!
-//! 7. **Whom a reader follows** (`following:{r}`, a HASH): the field `""`
-//!    holds the follow sequence number the copy was built at (`b` while
-//!    building); each followee's field holds `F<seq>` (followed by change
-//!    `seq`) or `U<seq>` (unfollowed by it). A change ([`SET_FOLLOW`]) is
-//!    applied only if its `seq` is newer than the build and than the field,
-//!    so changes applied in any order leave the state of the newest; a change
-//!    reaching a copy being built abandons the build. An author is followed
-//!    iff its field starts with `F`. Beside the HASH, `followees:{r}` (a
-//!    SET, of the same slot) names the followed authors and `0` (a mark
-//!    that it is there); the scripts change both at once. A missing key,
-//!    or one of the two without the other, is unknown: rebuild both.
-//!    A follow also pushes the author's newest posts into the inbox (as a
-//!    push, clause 3); an unfollow that applies removes its posts.
+//! 7. **Whom a reader's home shows** (`following:{r}`, a HASH): the field
+//!    `""` holds the follow sequence number the copy was built at (`b`
+//!    while building); each author's field holds `F<seq>` (shown since
+//!    change `seq`: followed and not muted) or `U<seq>` (not shown since:
+//!    unfollowed, or muted). A change ([`SET_FOLLOW`]) is applied only if
+//!    its `seq` is newer than the build and than the field, so changes
+//!    applied in any order leave the state of the newest; a change
+//!    reaching a copy being built abandons the build. An author is
+//!    "followed" (shown) iff its field starts with `F`. Beside the HASH,
+//!    `followees:{r}` (a SET, of the same slot) names the shown authors and
+//!    `0` (a mark that it is there); the scripts change both at once. A
+//!    missing key, or one of the two without the other, is unknown: rebuild
+//!    both. A follow also pushes the author's newest posts into the inbox
+//!    (as a push, clause 3); an unfollow that applies removes its posts; a
+//!    mute or unmute leaves the inbox as it is (the posts come back with
+//!    the unmute).
 //! 8. **The pulled authors** (`pulled`, one HASH): `""` is `c` once built
 //!    (`b` while building); each author's field is `<epoch>;<ids>`: the
 //!    epoch of its current big-V time (empty if none; any number, 0
@@ -575,12 +578,13 @@ return 1
 });
 
 /// SET_FOLLOW: KEYS[1] `following:{r}`, KEYS[2] the reader's inbox,
-/// KEYS[3] `followees:{r}`; ARGV[1]
-/// author, ARGV[2] seq, ARGV[3] `F` (follow) or `U` (unfollow), ARGV[4]
-/// inbox cap, ARGV[5] cut (`""` or a score), ARGV[6..] the author's
-/// newest entries (score, id pairs). Clause 7: a follow pushes the
-/// entries (clause 3); an unfollow that applies removes them. Returns 1 if
-/// the change applied to the reader's copy.
+/// KEYS[3] `followees:{r}`; ARGV[1] author, ARGV[2] seq, ARGV[3] `F`
+/// (the home shows the author: followed, not muted) or `U` (it does not),
+/// ARGV[4] what the inbox gets: `push` (a follow: the author's newest
+/// entries), `remove` (an unfollow: they go, if the change applied) or
+/// `keep` (a mute or unmute), ARGV[5] inbox cap, ARGV[6] cut (`""` or a
+/// score), ARGV[7..] the entries (score, id pairs). Clause 7; a push is as
+/// clause 3. Returns 1 if the change applied to the reader's copy.
 pub static SET_FOLLOW: LazyLock<Script> = LazyLock::new(|| {
     script(&format!(
         r#"{LAYOUT}{PRELUDE}{STATE}
@@ -601,10 +605,10 @@ elseif state then
     applied = 1
   end
 end
-local entries = packed(6)
-if ARGV[3] == 'F' then
-  push(KEYS[2], tonumber(ARGV[4]), ARGV[5], entries)
-elseif applied == 1 then
+local entries = packed(7)
+if ARGV[4] == 'push' then
+  push(KEYS[2], tonumber(ARGV[5]), ARGV[6], entries)
+elseif ARGV[4] == 'remove' and applied == 1 then
   for _, x in ipairs(entries) do redis.call('LREM', KEYS[2], 1, x[2]) end
 end
 return applied
@@ -702,7 +706,9 @@ pub const OUTBOX_CHUNK: usize = 4;
 /// for an author's page its outbox), KEYS[3] `pulled`, KEYS[4]
 /// `followees:{r}`, KEYS[5] `pulled_authors`; ARGV[1] key prefix,
 /// ARGV[2] max (`+inf` or a score), ARGV[3] entries the page reads
-/// (`fetch`), ARGV[4] `home` or `author`, ARGV[5] `ties` (as [`RANGE`]).
+/// (`fetch`), ARGV[4] `home` or `author`, ARGV[5] `ties` (as [`RANGE`]),
+/// ARGV[6] the reader, ARGV[7] `1` if its home shows its own posts (its
+/// own outbox is then pulled while it is, and its posts are followed).
 /// Clause 10. Returns `{status}` when the reader state is missing or being
 /// built (`missing:following`, `building:pulled`, ...), else `{'ok',
 /// sources, meta}`.
@@ -735,6 +741,7 @@ pub static READ: LazyLock<Script> = LazyLock::new(|| {
         r#"{LAYOUT}
 local prefix, max, fetch, home = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == 'home'
 local cap = fetch + 1 + tonumber(ARGV[5])
+local reader, own = ARGV[6], home and ARGV[7] == '1'
 if home then
   local f = redis.call('HGET', KEYS[1], '')
   if not f then return {{'missing:following'}} end
@@ -755,6 +762,7 @@ if home then
     if redis.call('SISMEMBER', KEYS[4], '0') == 0 then return {{'missing:following'}} end
     return {{'missing:pulled'}}
   end
+  if own and redis.call('SISMEMBER', KEYS[5], reader) == 1 then authors[#authors + 1] = reader end
   table.sort(authors)
   for _, a in ipairs(authors) do
     sources[#sources + 1] = {{author = a, key = prefix .. 'outbox:{{' .. a .. '}}', chunk = OUTBOX_CHUNK}}
@@ -863,6 +871,7 @@ if home then
     local states = redis.call('SMISMEMBER', KEYS[4], unpack(authors))
     for i, a in ipairs(authors) do follows[a] = states[i] == 1 end
   end
+  if own then follows[reader] = true end
 end
 local meta = {{}}
 for i, id in ipairs(ids) do

@@ -8,7 +8,9 @@ use redis::Value;
 
 use super::{scripts, source_of, RedisStore};
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{page_reads, CachedPost, Entry, EntryMeta, Range, StateKey, WarmRead};
+use crate::types::{
+    page_reads, CachedPost, Edge, Entry, EntryMeta, Range, Scope, StateKey, WarmRead,
+};
 
 /// A change to the pulled authors (clause 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,29 +40,44 @@ fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppErro
 }
 
 impl RedisStore {
-    /// The warm read of a page (clause 10). `first` is the inbox (home) or
-    /// the author's outbox; `home` says which.
+    /// The warm read of a page of `scope` (clause 10): a home's first
+    /// source is its reader's inbox, an author's page's its outbox.
     pub async fn warm_read(
         &self,
-        reader: Option<i64>,
-        first: &str,
+        scope: Scope,
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<WarmRead> {
         if self.is_cluster() {
-            return self.warm_read_by_slot(reader, first, max, fetch).await;
+            return self.warm_read_by_slot(scope, max, fetch).await;
         }
-        let (following, followees) = match reader {
-            Some(r) => (self.keys.following(r), self.keys.followees(r)),
-            None => {
+        let (first, following, followees, reader, own) = match scope {
+            Scope::Home { reader, own } => (
+                self.keys.inbox(reader),
+                self.keys.following(reader),
+                self.keys.followees(reader),
+                reader.to_string(),
+                own,
+            ),
+            Scope::Author(author) => {
                 let unused = format!("{}unused", self.keys.prefix());
-                (unused.clone(), unused)
+                (
+                    self.keys.outbox(author),
+                    unused.clone(),
+                    unused,
+                    String::new(),
+                    false,
+                )
             }
         };
         let (pulled, pulled_authors) = (self.keys.pulled(), self.keys.pulled_authors());
         let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
         let prefix = self.keys.prefix().to_string();
-        let mode = if reader.is_some() { "home" } else { "author" };
+        let mode = match scope {
+            Scope::Home { .. } => "home",
+            Scope::Author(_) => "author",
+        };
+        let first = &first;
         let reply: Value = self
             .with_conn(|mut c| async move {
                 scripts::READ
@@ -74,6 +91,8 @@ impl RedisStore {
                     .arg(fetch)
                     .arg(mode)
                     .arg(scripts::TIES)
+                    .arg(&reader)
+                    .arg(if own { "1" } else { "0" })
                     .invoke_async(&mut c)
                     .await
             })
@@ -91,12 +110,16 @@ impl RedisStore {
     /// page's posts.
     async fn warm_read_by_slot(
         &self,
-        reader: Option<i64>,
-        first: &str,
+        scope: Scope,
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<WarmRead> {
         let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+        let (first, reader, own) = match scope {
+            Scope::Home { reader, own } => (self.keys.inbox(reader), Some(reader), own),
+            Scope::Author(author) => (self.keys.outbox(author), None, false),
+        };
+        let first = first.as_str();
         let pulled = match reader {
             Some(_) => {
                 let key = self.keys.pulled();
@@ -137,7 +160,12 @@ impl RedisStore {
             }
             None => HashMap::new(),
         };
-        let followed = |a: &str| following.get(a).is_some_and(|v| v.starts_with('F'));
+        // Whose posts the home shows: whom the reader follows, and itself
+        // with `own`.
+        let me = reader.filter(|_| own).map(|r| r.to_string());
+        let followed = |a: &str| {
+            me.as_deref() == Some(a) || following.get(a).is_some_and(|v| v.starts_with('F'))
+        };
         let mut pulled_authors = Vec::new();
         if let Some((state, authors)) = pulled {
             match following.get("").map(String::as_str) {
@@ -234,16 +262,18 @@ impl RedisStore {
         Ok(filled == 1)
     }
 
-    /// A follow (`follow`) or unfollow of `author` by `reader`, change
-    /// `seq`, with the author's newest `entries` for the inbox (`cut`: they
-    /// are the newest of more). True if the reader's copy took the change.
+    /// A change `seq` of what `reader`'s home shows of `author` (clause
+    /// 7): `shown` after it, and what its inbox gets: for a follow, the
+    /// author's newest `entries` (`cut`: they are the newest of more); for
+    /// an unfollow, those entries out. True if the reader's copy took the
+    /// change.
     #[allow(clippy::too_many_arguments)]
     pub async fn set_follow(
         &self,
         reader: i64,
         author: i64,
         seq: i64,
-        follow: bool,
+        (edge, shown): (Edge, bool),
         cap: i64,
         cut: Option<i64>,
         entries: &[Entry],
@@ -251,6 +281,11 @@ impl RedisStore {
         let following = self.keys.following(reader);
         let inbox = self.keys.inbox(reader);
         let names = self.keys.followees(reader);
+        let inbox_change = match edge {
+            Edge::Follow => "push",
+            Edge::Unfollow => "remove",
+            Edge::Mute | Edge::Unmute => "keep",
+        };
         let applied: i64 = self
             .with_conn(|mut c| async move {
                 let mut inv = scripts::SET_FOLLOW.key(&following);
@@ -258,7 +293,8 @@ impl RedisStore {
                     .key(&names)
                     .arg(author)
                     .arg(seq)
-                    .arg(if follow { "F" } else { "U" })
+                    .arg(if shown { "F" } else { "U" })
+                    .arg(inbox_change)
                     .arg(cap)
                     .arg(cut.map_or_else(String::new, |c| c.to_string()));
                 for e in entries {

@@ -1,0 +1,1 @@
+ALTER TABLE settings DROP COLUMN home_includes_own_posts;
