@@ -53,6 +53,20 @@ enum Plan {
     Retract {
         post: i64,
     },
+    /// The hidden accounts take an account's status.
+    Hide,
+    /// Many follows of one reader (`seq`) into Redis.
+    Follows {
+        seq: i64,
+        targets: Vec<i64>,
+    },
+    /// An import's list, a batch a step.
+    Import,
+    /// A deleted account's purge, a batch a step; its newest posts, which
+    /// its followers' inboxes may hold.
+    Purge {
+        newest: Vec<Entry>,
+    },
     Nothing,
 }
 
@@ -230,6 +244,30 @@ impl Engine {
                     .await?;
                 true
             }
+            Some(Plan::Hide) => {
+                self.hide_step(job.author_id).await?;
+                true
+            }
+            Some(Plan::Follows { seq, targets }) => {
+                // Whom the reader mutes is read now, as a follow's job
+                // reads whether it is shown.
+                let muted = self.pg().muted_of(job.author_id, targets).await?;
+                self.apply_follows(job.author_id, *seq, targets, &muted)
+                    .await?;
+                true
+            }
+            Some(Plan::Import) => self.import_step(job, record).await?,
+            Some(Plan::Purge { newest }) => {
+                let done = self.purge_step(job, newest).await?;
+                if !done && record {
+                    // A long purge keeps its lease.
+                    self.pg()
+                        .checkpoint_job(job, job.checkpoint + 1, self.lease_time())
+                        .await?;
+                    job.checkpoint += 1;
+                }
+                done
+            }
             Some(Plan::Retract { post }) => {
                 self.redis()
                     .tombstone(*post, self.tuning().post_cache_ttl_secs)
@@ -393,6 +431,18 @@ impl Engine {
                 Some(post) => Plan::Retract { post },
                 None => Plan::Nothing,
             },
+            JobKind::Hide => Plan::Hide,
+            JobKind::Purge => Plan::Purge {
+                newest: self.newest_of(author).await?,
+            },
+            JobKind::Import => Plan::Import,
+            JobKind::Follows => match job.epoch {
+                Some(seq) => Plan::Follows {
+                    seq,
+                    targets: job.targets.clone(),
+                },
+                None => Plan::Nothing,
+            },
         })
     }
 
@@ -470,6 +520,26 @@ impl Engine {
                     }
                     None => Ok(()),
                 }
+            }
+            // The hidden accounts are rebuilt from the accounts' status.
+            (_, JobKind::Hide) => self.redis().delete(&keys.hidden()).await,
+            // A purge does not stop halfway: parked as dead, for an
+            // operator (its account's posts stay hidden meanwhile).
+            (_, JobKind::Purge) => Err(AppError::internal(
+                "a purge",
+                crate::error::Message("an account's purge keeps failing".into()),
+            )),
+            // An import that keeps failing ends; its task says how far it got.
+            (_, JobKind::Import) => match job.task_id {
+                Some(task) => self.pg().task_progress(task, 0, 0, "failed").await,
+                None => Ok(()),
+            },
+            // The reader's copy and inbox are rebuilt from PostgreSQL.
+            (_, JobKind::Follows) => {
+                let r = job.author_id;
+                self.redis()
+                    .delete_many(&[keys.following(r), keys.followees(r), keys.inbox(r)])
+                    .await
             }
             (_, JobKind::Retract) => match job.post_id {
                 Some(post) => self.redis().delete(&keys.post(post)).await,

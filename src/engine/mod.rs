@@ -20,8 +20,10 @@
 //! - [`policy`]: big-V rule, audiences, valid settings;
 //! - [`fanout`]: the jobs that deliver posts into inboxes;
 //! - `read`: the page read path;
-//! - `relations`: follows, mutes and blocks.
+//! - `relations`: follows, mutes and blocks;
+//! - `accounts`: suspended and deleted accounts.
 
+mod accounts;
 mod bodies;
 pub mod cut;
 pub mod fanout;
@@ -50,7 +52,7 @@ use crate::store::redis::RedisStore;
 use crate::types::{CachedPost, Cursor, Entry, Prev};
 
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
-pub use relations::{Relation, UserPage};
+pub use relations::{Followed, Relation, UserPage, MAX_FOLLOW_MANY, MAX_IMPORT};
 
 /// How often an instance forgets the publish keys past their day.
 const FORGET_KEYS_EVERY: Duration = Duration::from_secs(60);
@@ -217,11 +219,13 @@ impl Engine {
         self.inner.pg.create_user(username.as_str()).await
     }
 
+    /// A user (an account being deleted is not found).
     pub async fn user(&self, id: i64) -> AppResult<User> {
         self.inner
             .pg
             .user(id)
             .await?
+            .filter(|u| u.status != User::DELETED)
             .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
     }
 
@@ -316,7 +320,9 @@ impl Engine {
         let post = match (published, key) {
             (Published::New(post), _) => post,
             (Published::NoAuthor, _) => {
-                return Err(AppError::NotFound(format!("user {author} does not exist")))
+                // No active author: none or deleted (404), or suspended (403).
+                self.active_user(author).await?;
+                return Err(AppError::NotFound(format!("user {author} does not exist")));
             }
             // A retry committed the key meanwhile: its post is the answer.
             (Published::KeyTaken, Some(key)) => {
@@ -596,6 +602,11 @@ impl Engine {
                     Err(e) => {
                         tracing::debug!(error = %e.chain(), "could not forget old publish keys")
                     }
+                }
+                match self.inner.pg.forget_old_tasks().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(tasks = n, "forgot tasks past their week"),
+                    Err(e) => tracing::debug!(error = %e.chain(), "could not forget old tasks"),
                 }
             }
             match self.sweep_pulled().await {

@@ -88,6 +88,10 @@ pub struct SettingsPatch {
     /// Whether a reader's home feed shows its own posts (live at once:
     /// nothing is rebuilt).
     pub home_includes_own_posts: Option<bool>,
+    /// An author's newest posts a follow copies into the follower's inbox
+    /// (0 to 100,000; the rest is read through the fallback).
+    #[schema(minimum = 0, maximum = 100000)]
+    pub follow_copy_limit: Option<i64>,
 }
 
 impl SettingsPatch {
@@ -113,6 +117,7 @@ impl SettingsPatch {
             home_includes_own_posts: self
                 .home_includes_own_posts
                 .unwrap_or(current.home_includes_own_posts),
+            follow_copy_limit: self.follow_copy_limit.unwrap_or(current.follow_copy_limit),
         };
         if new.big_v_threshold < 1 {
             return Err("big_v_threshold must be at least 1".into());
@@ -135,6 +140,9 @@ impl SettingsPatch {
             return Err(format!(
                 "inbox_idle_ttl_secs must be from {MIN_INBOX_IDLE_TTL_SECS} to {MAX_INBOX_IDLE_TTL_SECS}"
             ));
+        }
+        if !(0..=MAX_CAP).contains(&new.follow_copy_limit) {
+            return Err(format!("follow_copy_limit must be from 0 to {MAX_CAP}"));
         }
         for (name, value, max) in [
             ("inbox_max_len", new.inbox_max_len, MAX_CAP),
@@ -169,6 +177,7 @@ mod tests {
             max_follows: 10_000,
             max_fanout_backlog: 100_000,
             home_includes_own_posts: true,
+            follow_copy_limit: 100,
         }
     }
 

@@ -60,7 +60,9 @@ impl Engine {
     }
 
     /// A page of `author`'s own posts as `viewer` sees them (`None`: an
-    /// admin, who sees everything): nothing while either blocks the other.
+    /// admin, who sees everything): nothing while either blocks the other
+    /// (a PostgreSQL query; while PostgreSQL is down the page is served
+    /// unchecked, as warm pages are).
     pub async fn author_page_seen_by(
         &self,
         viewer: Option<i64>,
@@ -68,13 +70,22 @@ impl Engine {
         req: PageRequest,
     ) -> AppResult<Page> {
         if let Some(viewer) = viewer {
-            if self.apart(viewer, author).await? {
-                self.user(author).await?;
-                return Ok(Page {
-                    items: Vec::new(),
-                    next: None,
-                    prev: Prev::BOTTOM,
-                });
+            match self.apart(viewer, author).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    self.user(author).await?;
+                    return Ok(Page {
+                        items: Vec::new(),
+                        next: None,
+                        prev: Prev::BOTTOM,
+                    });
+                }
+                // Blocks are read from PostgreSQL: while it is away, warm
+                // pages are still served (as homes are), blocks unchecked.
+                Err(e @ (AppError::Unavailable { .. } | AppError::TimedOut { .. })) => {
+                    tracing::warn!(error = %e.chain(), "blocks unread: the author page is served without them");
+                }
+                Err(e) => return Err(e),
             }
         }
         self.author_page(author, req).await
@@ -139,9 +150,8 @@ impl Engine {
 
     /// The page straight from PostgreSQL.
     pub async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
-        if let Scope::Author(a) = scope {
-            self.user(a).await?;
-        }
+        // No account (or one being deleted) has a home or a page.
+        self.user(scope.user()).await?;
         Stats::bump(&self.inner.stats.pg_pages, 1);
         match req.min {
             None => self.page_down_from_pg(scope, req).await,
@@ -327,9 +337,9 @@ impl Engine {
             Scope::Home { reader, .. } => (Some(reader), Source::Inbox(reader)),
             Scope::Author(a) => (None, Source::Outbox(a)),
         };
-        // A read, then one more after each rebuild: of either state, and
-        // of the sources.
-        for _ in 0..4 {
+        // A read, then one more after each rebuild: of each state, and of
+        // the sources.
+        for _ in 0..5 {
             let read = match self.inner.redis.warm_read(scope, max, fetch).await {
                 Ok(r) => r,
                 Err(e) => {
@@ -589,7 +599,21 @@ impl Engine {
                 if !self.inner.redis.begin_following(r).await? {
                     return Ok(false);
                 }
-                let (seq, followees) = self.inner.pg.following_state(r).await?;
+                let (seq, followees) = match self.inner.pg.following_state(r).await {
+                    Ok(state) => state,
+                    Err(e) => {
+                        // No account: nothing of it is kept (its build
+                        // would wait out its TTL).
+                        if matches!(e, AppError::NotFound(_)) {
+                            let keys = self.inner.redis.keys();
+                            let begun = [keys.following(r), keys.followees(r)];
+                            if let Err(e) = self.inner.redis.delete_many(&begun).await {
+                                tracing::debug!(error = %e.chain(), "an abandoned build waits out its TTL");
+                            }
+                        }
+                        return Err(e);
+                    }
+                };
                 let ttl = self.settings().inbox_idle_ttl_secs as u64;
                 self.inner
                     .redis
@@ -613,6 +637,13 @@ impl Engine {
                 }
                 let authors: Vec<PulledAuthor> = by_author.into_values().collect();
                 self.inner.redis.fill_pulled(&authors).await?
+            }
+            (StateKey::Hidden, _) => {
+                if !self.inner.redis.begin_hidden().await? {
+                    return Ok(false);
+                }
+                let accounts = self.inner.pg.hidden_accounts().await?;
+                self.inner.redis.fill_hidden(&accounts).await?
             }
             (StateKey::Following, None) => return Ok(false),
         };

@@ -10,9 +10,9 @@ use serde::Serialize;
 
 use super::{now_ms, policy, retried, Engine};
 use crate::error::{AppError, AppResult};
-use crate::store::pg::models::User;
-use crate::store::pg::{EdgeChange, EntriesOf};
-use crate::types::{Cursor, Edge, PageRequest};
+use crate::store::pg::models::{Task, User};
+use crate::store::pg::{EdgeChange, EntriesOf, FollowedMany};
+use crate::types::{Cursor, Edge, Entry, Job, PageRequest};
 
 /// A page of users (whom one mutes or blocks), newest first by when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -21,6 +21,36 @@ pub struct UserPage {
     /// Where the next page starts (send back as `max` and `offset`); null
     /// at the end.
     pub next: Option<Cursor>,
+}
+
+/// The newest `copy` of an author's entries (newest first) a follow
+/// pushes, and its cut when the author has more: the score of the first one
+/// left out (the inbox claims nothing at or below it for this author).
+pub(crate) fn copied(mut entries: Vec<Entry>, copy: i64) -> (Vec<Entry>, Option<i64>) {
+    let copy = copy.max(0) as usize;
+    if entries.len() <= copy {
+        return (entries, None);
+    }
+    let cut = entries[copy].score;
+    entries.truncate(copy);
+    (entries, Some(cut))
+}
+
+/// Authors one call follows at the most.
+pub const MAX_FOLLOW_MANY: usize = 1000;
+
+/// Ids one import takes at the most.
+pub const MAX_IMPORT: usize = 1_000_000;
+
+/// What a follow of many answered: the authors followed now, those
+/// followed before, and those it could not follow (no such account,
+/// oneself, suspended, across a block).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"followed": [7, 9], "already": [12], "skipped": [99999]}))]
+pub struct Followed {
+    pub followed: Vec<i64>,
+    pub already: Vec<i64>,
+    pub skipped: Vec<i64>,
 }
 
 /// Which list of users a reader keeps.
@@ -35,7 +65,8 @@ impl Engine {
     /// reader's Redis state has it, the followee's newest posts in the
     /// reader's inbox; if Redis cannot be written the call fails with 503
     /// and its `follow` job does it (repeating the call is safe). Refused
-    /// (422) while either blocks the other.
+    /// (422) while either blocks the other, or the followee is suspended;
+    /// a suspended follower is refused (403).
     #[tracing::instrument(skip(self))]
     pub async fn follow(&self, follower: i64, followee: i64) -> AppResult<()> {
         if follower == followee {
@@ -43,8 +74,12 @@ impl Engine {
                 "a user cannot follow itself".into(),
             ));
         }
-        self.user(follower).await?;
-        self.user(followee).await?;
+        self.active_user(follower).await?;
+        if self.user(followee).await?.status == User::SUSPENDED {
+            return Err(AppError::Unprocessable(format!(
+                "user {followee} is suspended"
+            )));
+        }
         let change = self
             .inner
             .pg
@@ -52,6 +87,185 @@ impl Engine {
             .await?;
         self.after_edge_change(follower, followee, Edge::Follow, change)
             .await
+    }
+
+    /// `follower` follows up to [`MAX_FOLLOW_MANY`] authors at once: one
+    /// transaction, one job (done here, as a follow's is), each author's
+    /// newest posts (the admin's copy limit) into the inbox in one call.
+    /// Those it cannot follow are skipped and named; past `max_follows`
+    /// the whole call is refused (422) and nothing changes.
+    #[tracing::instrument(skip(self, targets), fields(targets = targets.len()))]
+    pub async fn follow_many(&self, follower: i64, targets: &[i64]) -> AppResult<Followed> {
+        if targets.is_empty() || targets.len() > MAX_FOLLOW_MANY {
+            return Err(AppError::Unprocessable(format!(
+                "from 1 to {MAX_FOLLOW_MANY} authors at once, got {}",
+                targets.len()
+            )));
+        }
+        self.active_user(follower).await?;
+        let done = self.follow_many_fitting(follower, targets, false).await?;
+        Ok(Followed {
+            followed: done.new,
+            already: done.already,
+            skipped: done.skipped,
+        })
+    }
+
+    /// [`Self::follow_many`]; with `fit`, the authors past `max_follows`
+    /// are skipped rather than the call refused.
+    async fn follow_many_fitting(
+        &self,
+        follower: i64,
+        targets: &[i64],
+        fit: bool,
+    ) -> AppResult<FollowedMany> {
+        let done = self
+            .inner
+            .pg
+            .follow_many(follower, targets, fit, now_ms(), policy::big_v_change)
+            .await?;
+        for (author, epoch) in &done.promoted {
+            let promote = crate::store::redis::state::PulledChange::Promote(*epoch);
+            if let Err(e) = self.inner.redis.pulled_change(*author, promote).await {
+                tracing::warn!(error = %e.chain(), "could not record a promotion in Redis yet");
+            }
+        }
+        let Some(job) = done.job else {
+            return Ok(done);
+        };
+        let applied = retried(|| async {
+            let mark = self.inner.redis.write_mark();
+            self.apply_follows(follower, done.seq, &done.new, &done.muted)
+                .await?;
+            self.inner.redis.replicated(mark).await
+        })
+        .await;
+        match applied {
+            Ok(()) => {
+                if let Err(e) = self.inner.pg.drop_job(job).await {
+                    tracing::debug!(error = %e.chain(), "a done job stays for a worker");
+                }
+                Ok(done)
+            }
+            Err(e) => {
+                self.deferred();
+                self.inner.wake.notify_waiters();
+                Err(AppError::Unavailable {
+                    what: "Redis",
+                    source: format!(
+                        "the follows are recorded; their cache update is queued: {}",
+                        e.chain()
+                    )
+                    .into(),
+                })
+            }
+        }
+    }
+
+    /// Applies follows `seq` of `follower` (the authors `new`, of which it
+    /// mutes `muted`) to Redis: the reader's copy, and into its inbox the
+    /// newest posts of each (the copy limit), merged, at most the inbox's
+    /// cap, in one call. Idempotent.
+    pub(crate) async fn apply_follows(
+        &self,
+        follower: i64,
+        seq: i64,
+        new: &[i64],
+        muted: &[i64],
+    ) -> AppResult<()> {
+        let cap = self.settings().inbox_max_len;
+        let copy = self.copy_limit();
+        let mut all: Vec<Entry> = Vec::new();
+        let mut cut: Option<i64> = None;
+        for (_, entries) in self.inner.pg.entries_of_many(new, copy + 1).await? {
+            let (kept, left_out) = copied(entries, copy);
+            all.extend(kept);
+            cut = cut.max(left_out);
+        }
+        all.sort_by(crate::types::feed_order);
+        if all.len() > cap as usize {
+            cut = cut.max(Some(all[cap as usize].score));
+            all.truncate(cap as usize);
+        }
+        if let Some(c) = cut {
+            all.retain(|e| e.score >= c);
+        }
+        let authors: Vec<(i64, bool)> = new.iter().map(|a| (*a, !muted.contains(a))).collect();
+        self.inner
+            .redis
+            .follow_many(follower, seq, &authors, (cap, cut), &all)
+            .await?;
+        Ok(())
+    }
+
+    /// Imports a follow list of any length (up to [`MAX_IMPORT`] ids) as a
+    /// task: a job follows them [`MAX_FOLLOW_MANY`] at a time, skipping
+    /// those it cannot follow and, once `max_follows` is reached, the rest.
+    pub async fn import_follows(&self, follower: i64, targets: &[i64]) -> AppResult<Task> {
+        if targets.is_empty() || targets.len() > MAX_IMPORT {
+            return Err(AppError::Unprocessable(format!(
+                "from 1 to {MAX_IMPORT} ids in one import, got {}",
+                targets.len()
+            )));
+        }
+        self.active_user(follower).await?;
+        let task = self
+            .inner
+            .pg
+            .create_import(follower, targets, now_ms())
+            .await?;
+        self.inner.wake.notify_waiters();
+        Ok(task)
+    }
+
+    /// One batch of an import: the next [`MAX_FOLLOW_MANY`] ids of its list
+    /// followed (as [`Self::follow_many`] does, past `max_follows`
+    /// skipped), its progress recorded. True once the list is done.
+    pub(crate) async fn import_step(&self, job: &mut Job, record: bool) -> AppResult<bool> {
+        let Some(task) = job.task_id else {
+            return Ok(true);
+        };
+        let follower = job.author_id;
+        let from = job.checkpoint;
+        let batch = self
+            .inner
+            .pg
+            .import_batch(task, from, MAX_FOLLOW_MANY as i64)
+            .await?;
+        if batch.is_empty() {
+            self.inner.pg.task_progress(task, 0, 0, "done").await?;
+            return Ok(true);
+        }
+        match self.user(follower).await {
+            Ok(u) if u.status == User::ACTIVE => {}
+            // The importer was suspended or deleted: the rest is not done.
+            _ => {
+                self.inner.pg.task_progress(task, 0, 0, "failed").await?;
+                return Ok(true);
+            }
+        }
+        let done = self.follow_many_fitting(follower, &batch, true).await?;
+        if record {
+            let to = from + batch.len() as i64;
+            self.inner
+                .pg
+                .task_progress(
+                    task,
+                    batch.len() as i64,
+                    done.skipped.len() as i64,
+                    "running",
+                )
+                .await?;
+            self.pg()
+                .checkpoint_job(
+                    job,
+                    to,
+                    std::time::Duration::from_secs(self.tuning().fanout_lease_secs),
+                )
+                .await?;
+            job.checkpoint = to;
+        }
+        Ok(false)
     }
 
     /// Unfollows (idempotent). Returns once no page of the reader shows the
@@ -77,7 +291,7 @@ impl Engine {
         if reader == target {
             return Err(AppError::Unprocessable("a user cannot mute itself".into()));
         }
-        self.user(reader).await?;
+        self.active_user(reader).await?;
         if mute {
             self.user(target).await?;
         }
@@ -98,7 +312,7 @@ impl Engine {
         if blocker == target {
             return Err(AppError::Unprocessable("a user cannot block itself".into()));
         }
-        self.user(blocker).await?;
+        self.active_user(blocker).await?;
         self.user(target).await?;
         let blocked = self
             .inner
@@ -221,6 +435,13 @@ impl Engine {
         }
     }
 
+    /// How many of an author's newest posts a follow copies: the admin's
+    /// limit, at most the inbox cap.
+    fn copy_limit(&self) -> i64 {
+        let s = self.settings();
+        s.follow_copy_limit.min(s.inbox_max_len)
+    }
+
     /// Applies change `seq` of what `follower`'s home shows of `author`
     /// (`shown` after it) to Redis: the reader's copy, and for a follow the
     /// author's newest posts into its inbox, for an unfollow out of it.
@@ -235,15 +456,13 @@ impl Engine {
         let cap = self.settings().inbox_max_len;
         let (entries, cut) = match edge {
             Edge::Follow => {
+                let copy = self.copy_limit();
                 let entries = self
                     .inner
                     .pg
-                    .entries(EntriesOf::Author(author), cap)
+                    .entries(EntriesOf::Author(author), copy + 1)
                     .await?;
-                let cut = (entries.len() as i64 >= cap)
-                    .then(|| entries.last().map(|e| e.score))
-                    .flatten();
-                (entries, cut)
+                copied(entries, copy)
             }
             // An inbox holds at most its cap and the trimming slack.
             Edge::Unfollow => (

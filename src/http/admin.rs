@@ -1,9 +1,11 @@
-use actix_web::{get, put, web, HttpResponse};
+use actix_web::{get, post, put, web, HttpResponse};
 
 use super::auth::Admin;
 use super::JsonObject;
+use crate::domain::parse_id;
 use crate::engine::{Engine, FeedSettings, SettingsPatch};
 use crate::error::AppError;
+use crate::store::pg::models::User;
 
 /// The admin settings.
 #[utoipa::path(
@@ -43,4 +45,49 @@ pub async fn put_settings(
 ) -> Result<HttpResponse, AppError> {
     let settings = engine.update_settings(&patch).await?;
     Ok(HttpResponse::Ok().json(settings))
+}
+
+/// Suspends an account: its posts leave every feed when this returns (and
+/// its author page shows none); it cannot post, follow, mute or block
+/// (403) until unsuspended. Idempotent.
+#[utoipa::path(
+    tag = "admin",
+    operation_id = "suspend_user",
+    params(("id" = i64, Path, description = "The account", minimum = 1)),
+    responses(
+        (status = 200, description = "The account, suspended", body = User),
+        (status = 403, description = "Not an admin", body = super::errors::ErrorBody),
+        (status = 404, description = "No such account", body = super::errors::ErrorBody),
+    )
+)]
+#[post("/admin/users/{id}/suspend")]
+pub async fn suspend(
+    _admin: Admin,
+    engine: web::Data<Engine>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, AppError> {
+    let id = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
+    Ok(HttpResponse::Ok().json(engine.suspend(id, true).await?))
+}
+
+/// Lifts an account's suspension: its posts are back in every feed when
+/// this returns. Idempotent.
+#[utoipa::path(
+    tag = "admin",
+    operation_id = "unsuspend_user",
+    params(("id" = i64, Path, description = "The account", minimum = 1)),
+    responses(
+        (status = 200, description = "The account, active", body = User),
+        (status = 403, description = "Not an admin", body = super::errors::ErrorBody),
+        (status = 404, description = "No such account", body = super::errors::ErrorBody),
+    )
+)]
+#[post("/admin/users/{id}/unsuspend")]
+pub async fn unsuspend(
+    _admin: Admin,
+    engine: web::Data<Engine>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, AppError> {
+    let id = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
+    Ok(HttpResponse::Ok().json(engine.suspend(id, false).await?))
 }

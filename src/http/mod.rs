@@ -9,6 +9,7 @@ pub mod auth;
 pub mod errors;
 pub mod feed;
 pub mod health;
+pub mod jobs;
 pub mod limits;
 pub mod openapi;
 pub mod posts;
@@ -39,7 +40,10 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
         scope::scope("/api/v1")
             .service(users::create)
             .service(users::get)
+            .service(users::delete)
             .service(users::follow)
+            .service(users::follow_many)
+            .service(users::import)
             .service(users::unfollow)
             .service(users::posts)
             .service(relations::mute)
@@ -52,8 +56,11 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(posts::get)
             .service(posts::delete)
             .service(feed::home)
+            .service(jobs::get)
             .service(admin::get_settings)
-            .service(admin::put_settings),
+            .service(admin::put_settings)
+            .service(admin::suspend)
+            .service(admin::unsuspend),
     );
 }
 

@@ -49,6 +49,7 @@ const REPLAYED: &str = "idempotent-replayed";
             ("DeletePost" = (operation_id = "delete_post", parameters(("id" = "$response.body#/id")))),
         )),
         (status = 400, description = "A malformed Idempotency-Key", body = ErrorBody),
+        (status = 403, description = "The caller's account is suspended", body = ErrorBody),
         (status = 404, description = "The caller is not a user", body = ErrorBody),
         (status = 409, description = "A publish with the same key is in progress", body = ErrorBody),
         (status = 422, description = "Invalid body or meta, or a key used for another post", body = ErrorBody),

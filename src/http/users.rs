@@ -5,9 +5,9 @@ use super::auth::{Admin, Caller};
 use super::errors::ErrorBody;
 use super::{JsonObject, PageQuery};
 use crate::domain::{parse_id, Username};
-use crate::engine::{Engine, Page};
+use crate::engine::{Engine, Followed, Page};
 use crate::error::AppError;
-use crate::store::pg::models::User;
+use crate::store::pg::models::{Task, User};
 
 /// A new user.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -70,6 +70,37 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(user))
 }
 
+/// Deletes an account (the user itself, or an admin): its posts leave every
+/// feed when this returns; its follows (either way), posts and cached
+/// state go in the background, a job whose progress `GET
+/// /api/v1/jobs/{id}` shows (also in `Location`). A repeated call answers
+/// the same job.
+#[utoipa::path(
+    tag = "users",
+    operation_id = "delete_user",
+    params(("id" = i64, Path, description = "The account (the caller's, unless admin)", minimum = 1)),
+    responses(
+        (status = 202, description = "Deleting: the job", body = Task,
+            headers(("Location" = String, description = "The job's URL")),
+            links(("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/id")))))),
+        (status = 403, description = "Acting for another user", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+    )
+)]
+#[delete("/users/{id}")]
+pub async fn delete(
+    caller: Caller,
+    engine: web::Data<Engine>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, AppError> {
+    let user = id(&path, "user id")?;
+    caller.may_act_for(user)?;
+    let task = engine.delete_account(user).await?;
+    Ok(HttpResponse::Accepted()
+        .insert_header(("Location", format!("/api/v1/jobs/{}", task.id)))
+        .json(task))
+}
+
 /// The (follower, target) of a following route, once the caller may act
 /// for the follower.
 fn edge(caller: &Caller, path: &(String, String)) -> Result<(i64, i64), AppError> {
@@ -103,6 +134,109 @@ pub async fn follow(
     let (follower, target) = edge(&caller, &path)?;
     engine.follow(follower, target).await?;
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// The authors a follow of many names.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"ids": [7, 9, 12]}))]
+pub struct Targets {
+    /// User ids (1 to 1,000 at once; up to 1,000,000 in an import).
+    ids: Vec<i64>,
+}
+
+/// User `id` follows up to 1,000 authors at once: one transaction, each
+/// author's newest posts (the admin's `follow_copy_limit`) in its home
+/// when this returns. Ids it cannot follow (unknown, itself, suspended,
+/// across a block) are skipped and named; past `max_follows` nothing
+/// changes (422).
+#[utoipa::path(
+    tag = "users",
+    operation_id = "follow_many",
+    params(("id" = i64, Path, description = "The follower (the caller, unless admin)", minimum = 1)),
+    request_body = Targets,
+    responses(
+        (status = 200, description = "Followed now, before, and skipped", body = Followed),
+        (status = 403, description = "Acting for another user, or suspended", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+        (status = 422, description = "No id or more than 1,000, or past max_follows", body = ErrorBody),
+    )
+)]
+#[put("/users/{id}/following")]
+pub async fn follow_many(
+    caller: Caller,
+    engine: web::Data<Engine>,
+    path: web::Path<String>,
+    JsonObject(body): JsonObject<Targets>,
+) -> Result<HttpResponse, AppError> {
+    let follower = id(&path, "user id")?;
+    caller.may_act_for(follower)?;
+    Ok(HttpResponse::Ok().json(engine.follow_many(follower, &body.ids).await?))
+}
+
+/// An import's body may be this large (a million ids).
+const MAX_IMPORT_BYTES: usize = 24 * 1024 * 1024;
+
+/// User `id` imports a follow list of any length (up to 1,000,000 ids) as
+/// a job (`Location`): followed 1,000 at a time, the ids it cannot follow
+/// skipped, and the rest once `max_follows` is reached. The body may be up
+/// to 24 MiB.
+#[utoipa::path(
+    tag = "users",
+    operation_id = "import_follows",
+    params(("id" = i64, Path, description = "The follower (the caller, unless admin)", minimum = 1)),
+    request_body = Targets,
+    responses(
+        (status = 202, description = "Importing: the job", body = Task,
+            headers(("Location" = String, description = "The job's URL")),
+            links(("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/id")))))),
+        (status = 403, description = "Acting for another user, or suspended", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+        (status = 413, description = "A body over 24 MiB", body = ErrorBody),
+        (status = 422, description = "No id, or more than 1,000,000", body = ErrorBody),
+    )
+)]
+#[post("/users/{id}/imports")]
+pub async fn import(
+    caller: Caller,
+    engine: web::Data<Engine>,
+    path: web::Path<String>,
+    mut payload: web::Payload,
+) -> Result<HttpResponse, AppError> {
+    use futures::StreamExt;
+    let follower = id(&path, "user id")?;
+    caller.may_act_for(follower)?;
+    let mut bytes = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| match e {
+            actix_web::error::PayloadError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+                AppError::RequestTimeout("the body came too slowly".into())
+            }
+            other => AppError::BadRequest(format!("could not read the body: {other}")),
+        })?;
+        if bytes.len() + chunk.len() > MAX_IMPORT_BYTES {
+            return Err(AppError::PayloadTooLarge(format!(
+                "an import's body is at most {MAX_IMPORT_BYTES} bytes"
+            )));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let body: Targets = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(map)) => {
+            serde_json::from_value(serde_json::Value::Object(map))
+                .map_err(|e| AppError::BadRequest(format!("invalid JSON body: {e}")))?
+        }
+        Ok(_) => {
+            return Err(AppError::BadRequest(
+                "the body must be a JSON object".into(),
+            ))
+        }
+        Err(e) => return Err(AppError::BadRequest(format!("invalid JSON body: {e}"))),
+    };
+    let task = engine.import_follows(follower, &body.ids).await?;
+    Ok(HttpResponse::Accepted()
+        .insert_header(("Location", format!("/api/v1/jobs/{}", task.id)))
+        .json(task))
 }
 
 /// User `id` stops following `target` (idempotent). No page shows the

@@ -23,10 +23,20 @@ pub enum JobKind {
     Mute,
     /// An author unmuted by one reader: back in its home if followed.
     Unmute,
+    /// An account's posts out of every feed, or back: the hidden accounts
+    /// take its status.
+    Hide,
+    /// A deleted account's follows, posts and keys, in batches, then its
+    /// row (its task counts the progress).
+    Purge,
+    /// A task's list of follows, a batch at a time.
+    Import,
+    /// Many follows of one reader, made in one transaction.
+    Follows,
 }
 
 impl JobKind {
-    pub const ALL: [JobKind; 7] = [
+    pub const ALL: [JobKind; 11] = [
         JobKind::Deliver,
         JobKind::Backfill,
         JobKind::Follow,
@@ -34,6 +44,10 @@ impl JobKind {
         JobKind::Retract,
         JobKind::Mute,
         JobKind::Unmute,
+        JobKind::Hide,
+        JobKind::Purge,
+        JobKind::Import,
+        JobKind::Follows,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -45,6 +59,10 @@ impl JobKind {
             JobKind::Retract => "retract",
             JobKind::Mute => "mute",
             JobKind::Unmute => "unmute",
+            JobKind::Hide => "hide",
+            JobKind::Purge => "purge",
+            JobKind::Import => "import",
+            JobKind::Follows => "follows",
         }
     }
 }
@@ -95,6 +113,10 @@ pub struct Job {
     /// `Unfollow`, `Mute` and `Unmute`: the reader's follow sequence
     /// number of the change.
     pub epoch: Option<i64>,
+    /// For `Purge` and `Import`: the task whose progress it makes.
+    pub task_id: Option<i64>,
+    /// For `Follows`: the authors followed.
+    pub targets: Vec<i64>,
 }
 
 #[cfg(test)]

@@ -140,6 +140,8 @@ pub enum StateKey {
     Following,
     /// The authors every follower pulls.
     Pulled,
+    /// The accounts whose posts are in no feed.
+    Hidden,
 }
 
 /// One warm read: the sources of a page and what the cache knows of their

@@ -1,9 +1,11 @@
 //! API tests against the real PostgreSQL and Redis: each test spawns the
 //! application with its own database and key prefix.
 
+mod accounts;
 mod admin;
 mod auth;
 mod bad_input;
+mod bulk;
 mod failover;
 mod fanout;
 mod feed;

@@ -77,6 +77,8 @@ const THRESHOLDS: [(i64, i64); 6] = [
 ];
 /// Inbox and outbox caps: small ones make floors, cuts and trims common.
 const CAPS: [i64; 5] = [2, 3, 5, 10, 1000];
+/// How many of an author's posts a follow copies.
+const COPY_LIMITS: [i64; 4] = [0, 1, 3, 100];
 
 #[derive(Debug, Clone, Copy)]
 enum Stamp {
@@ -103,6 +105,8 @@ enum KeyDrop {
     Idle(u8),
     /// The pulled authors (the HASH; the SET of names is left).
     Pulled,
+    /// The hidden accounts.
+    Hidden,
     /// The SET of the pulled authors' names (the HASH is left).
     PulledAuthors,
     /// A cached post (the `pick`-th, modulo how many there are).
@@ -232,6 +236,22 @@ enum Op {
         whom: u8,
         on: bool,
     },
+    /// An admin suspends `who` (or lifts it).
+    Suspend {
+        who: u8,
+        on: bool,
+    },
+    /// `who` deletes its account; its purge runs to its end at once.
+    Remove {
+        who: u8,
+    },
+    /// `who` follows several at once.
+    FollowMany {
+        who: u8,
+        whom: Vec<u8>,
+    },
+    /// An admin sets how many of an author's posts a follow copies.
+    CopyLimit(u8),
 }
 
 impl Op {
@@ -243,6 +263,9 @@ impl Op {
             Op::Rise { .. } => 1 << 17,
             Op::Mute { .. } => 1 << 18,
             Op::Block { .. } => 1 << 19,
+            Op::Suspend { .. } => 1 << 20,
+            Op::Remove { .. } => 1 << 21,
+            Op::FollowMany { .. } | Op::CopyLimit(_) => 1 << 22,
             Op::Delete { .. } => 1,
             Op::Unfollow { .. } => 1 << 1,
             Op::Refollow { .. } => 1 << 2,
@@ -302,6 +325,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => user().prop_map(KeyDrop::Followees),
         2 => user().prop_map(KeyDrop::Idle),
         4 => Just(KeyDrop::Pulled),
+        2 => Just(KeyDrop::Hidden),
         2 => Just(KeyDrop::PulledAuthors),
         2 => any::<u16>().prop_map(KeyDrop::Post),
         2 => any::<u16>().prop_map(KeyDrop::Any),
@@ -341,6 +365,11 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(who, whom, on)| Op::Mute { who, whom, on }),
         3 => (user(), user(), prop::bool::weighted(0.6))
             .prop_map(|(who, whom, on)| Op::Block { who, whom, on }),
+        3 => (user(), prop::bool::weighted(0.6)).prop_map(|(who, on)| Op::Suspend { who, on }),
+        1 => user().prop_map(|who| Op::Remove { who }),
+        4 => (user(), prop::collection::vec(user(), 1..6))
+            .prop_map(|(who, whom)| Op::FollowMany { who, whom }),
+        2 => (0..COPY_LIMITS.len() as u8).prop_map(Op::CopyLimit),
     ]
 }
 
@@ -455,6 +484,9 @@ struct Model {
     mutes: BTreeSet<(usize, usize)>,
     /// (blocker, blocked)
     blocks: BTreeSet<(usize, usize)>,
+    suspended: BTreeSet<usize>,
+    /// Deleted accounts.
+    gone: BTreeSet<usize>,
     posts: Vec<MPost>,
     big_v: Vec<bool>,
     thresholds: (i64, i64),
@@ -482,6 +514,14 @@ impl Model {
 
     /// Whether `author`'s posts are in `feed`.
     fn holds(&self, feed: Feed, author: usize) -> bool {
+        self.holds_with(&self.suspended, feed, author)
+    }
+
+    /// [`Self::holds`] with these accounts suspended.
+    fn holds_with(&self, suspended: &BTreeSet<usize>, feed: Feed, author: usize) -> bool {
+        if suspended.contains(&author) || self.gone.contains(&author) {
+            return false;
+        }
         match feed {
             Feed::Home(reader) => {
                 (self.follows.contains(&(reader, author))
@@ -716,7 +756,8 @@ impl World {
         pg.batch_execute(
             "TRUNCATE users, follows, posts, fanout_jobs, mutes, blocks RESTART IDENTITY CASCADE; \
              UPDATE settings SET big_v_threshold = 1000, big_v_demote_threshold = 900, \
-                inbox_max_len = 1000, outbox_max_len = 1000, home_includes_own_posts = TRUE",
+                inbox_max_len = 1000, outbox_max_len = 1000, home_includes_own_posts = TRUE, \
+                follow_copy_limit = 100",
         )
         .await
         .map_err(fail("resetting"))?;
@@ -765,6 +806,8 @@ impl World {
                 follows: BTreeSet::new(),
                 mutes: BTreeSet::new(),
                 blocks: BTreeSet::new(),
+                suspended: BTreeSet::new(),
+                gone: BTreeSet::new(),
                 posts: Vec::new(),
                 big_v: vec![false; USERS],
                 thresholds: (1000, 900),
@@ -806,10 +849,22 @@ impl World {
                     let key =
                         IdempotencyKey::parse(format!("k{}", self.model.posts.len()).as_bytes())
                             .unwrap();
-                    let post = self
+                    let published = self
                         .engine()
                         .publish_keyed_at(self.model.ids[a], (&body, None), Some(&key), score)
-                        .await
+                        .await;
+                    if self.model.gone.contains(&a) || self.model.suspended.contains(&a) {
+                        // A deleted account is not found; a suspended one may not.
+                        return match published {
+                            Err(AppError::NotFound(_)) if self.model.gone.contains(&a) => Ok(()),
+                            Err(AppError::Forbidden(_)) if !self.model.gone.contains(&a) => Ok(()),
+                            other => Err(format!(
+                                "a publish by a deleted or suspended account answered {:?}",
+                                other.map(|p| p.post.id).map_err(|e| e.chain())
+                            )),
+                        };
+                    }
+                    let post = published
                         .map_err(|e| format!("publish: {}", e.chain()))?
                         .post;
                     let model = &mut self.model;
@@ -859,7 +914,9 @@ impl World {
                 let i = pick as usize % self.model.posts.len();
                 let id = self.model.posts[i].id;
                 let result = self.engine().delete_post(id, None).await;
-                match (self.model.posts[i].deleted, result) {
+                // A deleted account's posts are gone with it.
+                let gone = self.model.gone.contains(&self.model.posts[i].author);
+                match (self.model.posts[i].deleted || gone, result) {
                     (false, Ok(()) | Err(AppError::Unavailable { what: "Redis", .. })) => {
                         self.model.posts[i].deleted = true;
                         for s in self.model.scrolls.iter_mut().flatten() {
@@ -893,8 +950,18 @@ impl World {
                         Some(&first.key),
                         self.model.clock + 1,
                     )
-                    .await
-                    .map_err(|e| format!("retried publish: {}", e.chain()))?;
+                    .await;
+                if self.model.gone.contains(&first.author) {
+                    // Its keys went with it: not found.
+                    return match answer {
+                        Err(AppError::NotFound(_)) => Ok(()),
+                        other => Err(format!(
+                            "a retry by a deleted account answered {:?}",
+                            other.map(|a| a.post.id).map_err(|e| e.chain())
+                        )),
+                    };
+                }
+                let answer = answer.map_err(|e| format!("retried publish: {}", e.chain()))?;
                 if (answer.post.id, answer.replayed) != (first.id, true) {
                     return Err(format!(
                         "a retry of post {} answered post {} (replayed: {})",
@@ -964,6 +1031,7 @@ impl World {
                             .await
                     }
                     KeyDrop::Pulled => self.redis.delete(&keys.pulled()).await,
+                    KeyDrop::Hidden => self.redis.delete(&keys.hidden()).await,
                     KeyDrop::PulledAuthors => self.redis.delete(&keys.pulled_authors()).await,
                     KeyDrop::Post(pick) => match self.model.posts.len() {
                         0 => Ok(()),
@@ -1031,6 +1099,10 @@ impl World {
                 size,
             } => {
                 let r = reader as usize % USERS;
+                if self.model.gone.contains(&r) {
+                    // A deleted account reads nothing (and has no page).
+                    return Ok(());
+                }
                 let feed = if own { Feed::Author(r) } else { Feed::Home(r) };
                 let initial = self
                     .model
@@ -1079,6 +1151,19 @@ impl World {
                     .await
                     .map_err(|e| format!("heartbeat: {}", e.chain()))?;
             }
+            Op::Suspend { who, on } => self.suspend(who, on).await?,
+            Op::FollowMany { who, ref whom } => self.follow_many(who, whom).await?,
+            Op::CopyLimit(pick) => {
+                self.settings(SettingsPatch {
+                    follow_copy_limit: Some(COPY_LIMITS[pick as usize % COPY_LIMITS.len()]),
+                    ..Default::default()
+                })
+                .await?;
+                for u in 0..USERS {
+                    self.model.rule(u);
+                }
+            }
+            Op::Remove { who } => self.remove(who).await?,
             Op::Mute { who, whom, on } => self.mute(who, whom, on).await?,
             Op::Block { who, whom, on } => self.block(who, whom, on).await?,
             Op::Rise { slot, reader, size } => {
@@ -1145,11 +1230,29 @@ impl World {
             .engine()
             .follow(self.model.ids[a], self.model.ids[b])
             .await;
-        if a == b || self.model.blocks.contains(&(a, b)) || self.model.blocks.contains(&(b, a)) {
+        let m = &self.model;
+        // In the engine's order: oneself, the follower, the followee.
+        let refused = if a == b {
+            Some("unprocessable")
+        } else if m.gone.contains(&a) {
+            Some("not_found")
+        } else if m.suspended.contains(&a) {
+            Some("forbidden")
+        } else if m.gone.contains(&b) {
+            Some("not_found")
+        } else if m.suspended.contains(&b)
+            || m.blocks.contains(&(a, b))
+            || m.blocks.contains(&(b, a))
+        {
+            Some("unprocessable")
+        } else {
+            None
+        };
+        if let Some(code) = refused {
             return match result {
-                Err(AppError::Unprocessable(_)) => Ok(()),
+                Err(e) if e.code() == code => Ok(()),
                 other => Err(format!(
-                    "a follow of oneself, or across a block, answered {:?}",
+                    "a follow refused as {code} answered {:?}",
                     other.map_err(|e| e.chain())
                 )),
             };
@@ -1169,11 +1272,23 @@ impl World {
             .engine()
             .mute(self.model.ids[a], self.model.ids[b], on)
             .await;
-        if a == b {
+        let m = &self.model;
+        let refused = if a == b {
+            Some("unprocessable")
+        } else if m.gone.contains(&a) {
+            Some("not_found")
+        } else if m.suspended.contains(&a) {
+            Some("forbidden")
+        } else if on && m.gone.contains(&b) {
+            Some("not_found")
+        } else {
+            None
+        };
+        if let Some(code) = refused {
             return match result {
-                Err(AppError::Unprocessable(_)) => Ok(()),
+                Err(e) if e.code() == code => Ok(()),
                 other => Err(format!(
-                    "a self-mute answered {:?}",
+                    "a mute refused as {code} answered {:?}",
                     other.map_err(|e| e.chain())
                 )),
             };
@@ -1208,11 +1323,23 @@ impl World {
             return Ok(());
         }
         let result = self.engine().block(ia, ib).await;
-        if a == b {
+        let m = &self.model;
+        let refused = if a == b {
+            Some("unprocessable")
+        } else if m.gone.contains(&a) {
+            Some("not_found")
+        } else if m.suspended.contains(&a) {
+            Some("forbidden")
+        } else if m.gone.contains(&b) {
+            Some("not_found")
+        } else {
+            None
+        };
+        if let Some(code) = refused {
             return match result {
-                Err(AppError::Unprocessable(_)) => Ok(()),
+                Err(e) if e.code() == code => Ok(()),
                 other => Err(format!(
-                    "a self-block answered {:?}",
+                    "a block refused as {code} answered {:?}",
                     other.map_err(|e| e.chain())
                 )),
             };
@@ -1231,6 +1358,169 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    async fn follow_many(&mut self, who: u8, whom: &[u8]) -> Outcome {
+        let a = who as usize % USERS;
+        let targets: Vec<usize> = whom.iter().map(|w| *w as usize % USERS).collect();
+        let ids: Vec<i64> = targets.iter().map(|t| self.model.ids[*t]).collect();
+        let result = self.engine().follow_many(self.model.ids[a], &ids).await;
+        let m = &self.model;
+        let refused = if m.gone.contains(&a) {
+            Some("not_found")
+        } else if m.suspended.contains(&a) {
+            Some("forbidden")
+        } else {
+            None
+        };
+        if let Some(code) = refused {
+            return match result {
+                Err(e) if e.code() == code => Ok(()),
+                other => Err(format!(
+                    "a follow of many refused as {code} answered {:?}",
+                    other.map_err(|e| e.chain())
+                )),
+            };
+        }
+        // What it should answer, author by author in the order given.
+        let (mut new, mut already, mut skipped) = (vec![], vec![], vec![]);
+        let mut seen = BTreeSet::new();
+        for &b in &targets {
+            if !seen.insert(b) {
+                continue;
+            }
+            let id = m.ids[b];
+            if b == a
+                || m.gone.contains(&b)
+                || m.suspended.contains(&b)
+                || m.blocks.contains(&(a, b))
+                || m.blocks.contains(&(b, a))
+            {
+                skipped.push(id);
+            } else if m.follows.contains(&(a, b)) {
+                already.push(id);
+            } else {
+                new.push(b);
+            }
+        }
+        match result {
+            Ok(got) => {
+                let want: Vec<i64> = new.iter().map(|b| m.ids[*b]).collect();
+                if (got.followed.clone(), got.already.clone(), got.skipped.clone())
+                    != (want.clone(), already.clone(), skipped.clone())
+                {
+                    return Err(format!(
+                        "a follow of many answered {got:?}, want followed {want:?} already \
+                         {already:?} skipped {skipped:?}"
+                    ));
+                }
+            }
+            Err(AppError::Unavailable { what: "Redis", .. }) => {}
+            Err(e) => return Err(format!("follow many: {}", e.chain())),
+        }
+        for b in new {
+            self.model.follows.insert((a, b));
+            let scores = self.model.scores_of(b);
+            self.model.disturb(a, &scores);
+            self.model.rule(b);
+        }
+        Ok(())
+    }
+
+    async fn suspend(&mut self, who: u8, on: bool) -> Outcome {
+        let u = who as usize % USERS;
+        let result = self.engine().suspend(self.model.ids[u], on).await;
+        if self.model.gone.contains(&u) {
+            return match result {
+                Err(AppError::NotFound(_)) => Ok(()),
+                other => Err(format!(
+                    "a suspension of a deleted account answered {:?}",
+                    other.map(|u| u.status).map_err(|e| e.chain())
+                )),
+            };
+        }
+        match result {
+            Ok(_) | Err(AppError::Unavailable { what: "Redis", .. }) => {}
+            Err(e) => return Err(format!("suspend: {}", e.chain())),
+        }
+        if on == self.model.suspended.contains(&u) {
+            return Ok(());
+        }
+        // Its posts leave (or join) every feed that holds it.
+        let scores = self.model.scores_of(u);
+        let mut after = self.model.suspended.clone();
+        if on {
+            after.insert(u);
+        } else {
+            after.remove(&u);
+        }
+        for slot in 0..2 {
+            let Some(feed) = self.model.scrolls[slot].as_ref().map(|s| s.feed) else {
+                continue;
+            };
+            let changed = self.model.holds(feed, u) || self.model.holds_with(&after, feed, u);
+            if changed {
+                let s = self.model.scrolls[slot].as_mut().expect("checked");
+                if let Some(at) = s.score() {
+                    if scores.contains(&at) {
+                        s.disturbed.insert(at);
+                    }
+                }
+                if on {
+                    s.lost.insert(u);
+                }
+            }
+        }
+        self.model.suspended = after;
+        Ok(())
+    }
+
+    /// An account deleted: its posts leave every feed at once; its purge
+    /// then runs (drained here) and removes its follows either way.
+    async fn remove(&mut self, who: u8) -> Outcome {
+        let u = who as usize % USERS;
+        let result = self.engine().delete_account(self.model.ids[u]).await;
+        match result {
+            Ok(_) | Err(AppError::Unavailable { what: "Redis", .. }) => {}
+            Err(e) => return Err(format!("delete account: {}", e.chain())),
+        }
+        if !self.model.gone.insert(u) {
+            return Ok(());
+        }
+        let scores = self.model.scores_of(u);
+        for slot in 0..2 {
+            let Some(s) = self.model.scrolls[slot].as_mut() else {
+                continue;
+            };
+            if s.feed == Feed::Home(u) || s.feed == Feed::Author(u) {
+                // Its own pages are not found any more.
+                self.model.scrolls[slot] = None;
+                continue;
+            }
+            if let Some(at) = s.score() {
+                if scores.contains(&at) {
+                    s.disturbed.insert(at);
+                }
+            }
+            s.lost.insert(u);
+        }
+        let edges: Vec<(usize, usize)> = self
+            .model
+            .follows
+            .iter()
+            .filter(|(f, g)| *f == u || *g == u)
+            .copied()
+            .collect();
+        for (f, g) in edges {
+            self.model.follows.remove(&(f, g));
+            if f == u {
+                self.model.rule(g);
+            }
+        }
+        self.model.mutes.retain(|(a, b)| *a != u && *b != u);
+        self.model.blocks.retain(|(a, b)| *a != u && *b != u);
+        self.model.suspended.remove(&u);
+        self.drain().await
     }
 
     async fn unfollow(&mut self, who: u8, whom: u8) -> Outcome {
@@ -1364,6 +1654,7 @@ impl World {
                 Some(p) => (s.feed, p),
                 None => return Ok(()),
             },
+            None if self.model.gone.contains(&(reader as usize % USERS)) => return Ok(()),
             None => (Feed::Home(reader as usize % USERS), Prev::BOTTOM),
         };
         let initial = self.model.above(feed, from);
@@ -1521,6 +1812,17 @@ impl World {
             return Err(format!("{dead} dead jobs"));
         }
         for u in 0..USERS {
+            if self.model.gone.contains(&u) {
+                match self.engine().user(self.model.ids[u]).await {
+                    Err(AppError::NotFound(_)) => continue,
+                    other => {
+                        return Err(format!(
+                            "deleted user {u} answered {:?}",
+                            other.map_err(|e| e.chain())
+                        ))
+                    }
+                }
+            }
             let user = self
                 .engine()
                 .user(self.model.ids[u])
@@ -1536,7 +1838,10 @@ impl World {
             }
         }
         self.check_feeds().await?;
-        for r in 0..USERS {
+        let readers: Vec<usize> = (0..USERS)
+            .filter(|r| !self.model.gone.contains(r))
+            .collect();
+        for r in readers {
             let feed = Feed::Home(r);
             let initial = self
                 .model
@@ -1565,6 +1870,35 @@ impl World {
         let keys = self.redis.keys().clone();
         for u in 0..USERS {
             let id = self.model.ids[u];
+            if self.model.gone.contains(&u) {
+                // Nothing of a deleted account is left: no key, no post.
+                let mut owned = vec![
+                    keys.inbox(id),
+                    keys.outbox(id),
+                    keys.following(id),
+                    keys.followees(id),
+                    keys.active_fans(id),
+                    keys.active_mark(id),
+                ];
+                owned.extend(
+                    self.model
+                        .posts
+                        .iter()
+                        .filter(|p| p.author == u)
+                        .map(|p| keys.post(p.id)),
+                );
+                for key in owned {
+                    let n: i64 = redis::cmd("EXISTS")
+                        .arg(&key)
+                        .query_async(&mut conn)
+                        .await
+                        .map_err(|e| format!("{key}: {e}"))?;
+                    if n != 0 {
+                        return Err(format!("{key} of deleted user {u} is left"));
+                    }
+                }
+                continue;
+            }
             for (key, inbox) in [(keys.inbox(id), true), (keys.outbox(id), false)] {
                 let Some((entries, floor)) = crate::helpers::feed_list(&mut conn, &key).await
                 else {

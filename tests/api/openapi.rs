@@ -27,7 +27,7 @@ async fn the_document_and_the_route_table_agree_both_ways() {
     let bob = app.create_user("bob").await;
     let post = app.publish(&alice, "hello").await;
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 11, "{:?}", paths.keys().collect::<Vec<_>>());
+    assert_eq!(paths.len(), 20, "{:?}", paths.keys().collect::<Vec<_>>());
     for (template, item) in paths {
         // Ids that exist, so that each operation can do its work.
         let path = template
@@ -94,7 +94,7 @@ async fn the_document_and_the_route_table_agree_both_ways() {
         "/",
         "/api",
         "/api/v1",
-        "/api/v1/users/1/following",
+        "/api/v1/users/1/followers/2",
         "/api/v1/admin",
         "/api/v1/posts/1/likes",
         "/health",

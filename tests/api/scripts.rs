@@ -131,6 +131,9 @@ impl Zsets {
             })
             .collect();
         self.store.fill_pulled(&pulled).await.unwrap();
+        if self.store.begin_hidden().await.unwrap() {
+            assert!(self.store.fill_hidden(&[]).await.unwrap());
+        }
     }
 
     async fn read(&self, key: &str, fetch: usize) -> Range {
@@ -727,6 +730,16 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     );
     assert!(z.store.begin_pulled().await.unwrap());
     z.store.fill_pulled(&[]).await.unwrap();
+    assert_eq!(
+        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
+        WarmRead::Missing(StateKey::Hidden)
+    );
+    assert!(z.store.begin_hidden().await.unwrap());
+    assert_eq!(
+        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
+        WarmRead::Building(StateKey::Hidden)
+    );
+    assert!(z.store.fill_hidden(&[]).await.unwrap());
     // Author 2 publishes (its outbox exists): the post is cached, pulled.
     z.built(&keys.outbox(2), 10, None, &[]).await;
     z.store.publish(&post(2, 20), 200, 10, 60).await.unwrap();
@@ -986,4 +999,73 @@ async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
         .await
         .unwrap());
     assert!((1..=100).contains(&z.ttl(&fans).await));
+}
+
+#[tokio::test]
+async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_every_read() {
+    use feed_service::types::{CachedPost, StateKey, WarmRead};
+    let mut z = Zsets::new().await;
+    let keys = z.store.keys().clone();
+    let hidden = keys.hidden();
+    let post = |author: i64, t: i64| CachedPost {
+        author_id: author,
+        author_username: format!("u{author}"),
+        body: "b".into(),
+        created_at_ms: at(t),
+        deleted: false,
+        meta: None,
+    };
+    // Reader 9 follows 1 (pushed) and 2 (a pulled big-V).
+    z.reader_state(9, &[1, 2], &[2]).await;
+    z.built(&keys.outbox(2), 10, None, &[]).await;
+    z.store.publish(&post(2, 20), 200, 10, 60).await.unwrap();
+    z.built(&keys.inbox(9), 10, None, &entries(&[(10, 100)]))
+        .await;
+    z.store.fill_posts(&[(100, post(1, 10))], 60).await.unwrap();
+    let read =
+        async |z: &Zsets, scope: Scope| match z.store.warm_read(scope, None, 5).await.unwrap() {
+            WarmRead::Read { sources, meta } => (
+                sources.iter().map(|(a, _)| *a).collect::<Vec<_>>(),
+                meta.iter()
+                    .filter(|(_, m)| m.followed)
+                    .map(|(id, _)| *id)
+                    .collect::<std::collections::BTreeSet<_>>(),
+            ),
+            other => panic!("{other:?}"),
+        };
+    assert_eq!(
+        read(&z, HOME_9).await,
+        (vec![None, Some(2)], [100, 200].into())
+    );
+    // Both hidden: no outbox of 2 is read, no post of either is followed,
+    // on a home and on an author's page.
+    z.store.hidden_change(1, true).await.unwrap();
+    z.store.hidden_change(2, true).await.unwrap();
+    assert_eq!(read(&z, HOME_9).await, (vec![None], [].into()));
+    assert_eq!(read(&z, Scope::Author(2)).await, (vec![None], [].into()));
+    // Shown again.
+    z.store.hidden_change(1, false).await.unwrap();
+    z.store.hidden_change(2, false).await.unwrap();
+    assert_eq!(
+        read(&z, HOME_9).await,
+        (vec![None, Some(2)], [100, 200].into())
+    );
+    // A change during a build abandons it; the fill then finds nothing.
+    z.store.delete(&hidden).await.unwrap();
+    assert_eq!(
+        z.store.warm_read(Scope::Author(2), None, 5).await.unwrap(),
+        WarmRead::Missing(StateKey::Hidden)
+    );
+    assert!(z.store.begin_hidden().await.unwrap());
+    assert!(!z.store.begin_hidden().await.unwrap());
+    z.store.hidden_change(1, true).await.unwrap();
+    assert!(!z.store.fill_hidden(&[2]).await.unwrap());
+    assert!(z.names(&hidden).await.is_empty());
+    // A build completes with its ids; it has no TTL once built.
+    assert!(z.store.begin_hidden().await.unwrap());
+    assert!((1..=30).contains(&z.ttl(&hidden).await));
+    assert!(z.store.fill_hidden(&[1]).await.unwrap());
+    assert_eq!(z.names(&hidden).await, ["0", "1"]);
+    assert_eq!(z.ttl(&hidden).await, -1);
+    assert_eq!(read(&z, HOME_9).await.1, [200].into());
 }

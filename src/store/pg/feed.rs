@@ -52,11 +52,12 @@ macro_rules! home_2 {
 /// The authors of a scope's feed, as SQL selecting their ids: with `home`
 /// true, those whose posts `user`'s home shows (whom it follows and has not
 /// muted, and itself where `own` holds); else `user` alone, an author's
-/// page. The three are SQL expressions (binds, or columns).
+/// page. Only active accounts: a suspended or deleted one's posts are in
+/// no feed. The three are SQL expressions (binds, or columns).
 macro_rules! scope_authors {
     ($user:literal, $home:literal, $own:literal) => {
         concat!(
-            "SELECT f.followee_id FROM follows f WHERE ",
+            "SELECT x.a FROM (SELECT f.followee_id FROM follows f WHERE ",
             $home,
             " AND f.follower_id = ",
             $user,
@@ -67,7 +68,8 @@ macro_rules! scope_authors {
             "::bigint WHERE NOT ",
             $home,
             " OR ",
-            $own
+            $own,
+            ") x(a) JOIN users su ON su.id = x.a WHERE su.status = 'active'"
         )
     };
 }
@@ -144,7 +146,7 @@ impl PgStore {
             // is taken), no post.
             Some(key) => (
                 &[
-                    "WITH a AS (SELECT id, username, big_v FROM users WHERE id = ",
+                    "WITH a AS (SELECT id, username, big_v FROM users WHERE status = 'active' AND id = ",
                     " FOR UPDATE), \
                      k AS (INSERT INTO publish_keys (author_id, key, post_id) SELECT id, ",
                     ", nextval('posts_id_seq') FROM a ON CONFLICT DO NOTHING RETURNING post_id), \
@@ -162,7 +164,7 @@ impl PgStore {
             ),
             None => (
                 &[
-                    "WITH a AS (SELECT id, username, big_v FROM users WHERE id = ",
+                    "WITH a AS (SELECT id, username, big_v FROM users WHERE status = 'active' AND id = ",
                     " FOR UPDATE), \
                      p AS (INSERT INTO posts (author_id, body, meta, created_at_ms, pulled) \
                        SELECT a.id, ",
@@ -191,7 +193,14 @@ impl PgStore {
                 .optional()?;
         Ok(match post {
             Some(post) => Published::New(post),
-            None if key.is_some() && self.user(author).await?.is_some() => Published::KeyTaken,
+            None if key.is_some()
+                && self
+                    .user(author)
+                    .await?
+                    .is_some_and(|u| u.status == super::models::User::ACTIVE) =>
+            {
+                Published::KeyTaken
+            }
             None => Published::NoAuthor,
         })
     }
@@ -229,14 +238,14 @@ impl PgStore {
         .await?)
     }
 
-    /// A live post.
+    /// A live post of an active account.
     pub async fn post(&self, id: i64) -> AppResult<Option<Post>> {
         let mut conn = self.conn().await?;
         Ok(diesel::sql_query(
             "SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
                 p.meta \
              FROM posts p JOIN users u ON u.id = p.author_id \
-             WHERE p.id = $1 AND p.deleted_at IS NULL",
+             WHERE p.id = $1 AND p.deleted_at IS NULL AND u.status = 'active'",
         )
         .bind::<BigInt, _>(id)
         .get_result(&mut conn)
@@ -341,7 +350,8 @@ impl PgStore {
                             "SELECT ",
                             feed_columns!(),
                             " FROM posts p \
-                         JOIN users u ON u.id = p.author_id WHERE p.id = ANY("
+                         JOIN users u ON u.id = p.author_id \
+                         WHERE u.status = 'active' AND p.id = ANY("
                         ),
                         ") AND p.author_id = ",
                         "",
@@ -425,7 +435,7 @@ impl PgStore {
                             feed_columns!(),
                             " \
                          FROM posts p JOIN users u ON u.id = p.author_id \
-                         WHERE p.author_id = "
+                         WHERE u.status = 'active' AND p.author_id = "
                         ),
                         " AND p.created_at_ms = ",
                         " ORDER BY p.id::text COLLATE \"C\" DESC OFFSET ",
@@ -435,7 +445,7 @@ impl PgStore {
                             feed_columns!(),
                             " \
                          FROM posts p JOIN users u ON u.id = p.author_id \
-                         WHERE p.author_id = "
+                         WHERE u.status = 'active' AND p.author_id = "
                         ),
                         " AND p.deleted_at IS NULL AND p.created_at_ms < ",
                         " ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
@@ -534,7 +544,7 @@ impl PgStore {
                             feed_columns!(),
                             " \
                          FROM posts p JOIN users u ON u.id = p.author_id \
-                         WHERE p.author_id = "
+                         WHERE u.status = 'active' AND p.author_id = "
                         ),
                         " AND p.created_at_ms = ",
                         concat!(
@@ -542,7 +552,7 @@ impl PgStore {
                             feed_columns!(),
                             " \
                          FROM posts p JOIN users u ON u.id = p.author_id \
-                         WHERE p.author_id = "
+                         WHERE u.status = 'active' AND p.author_id = "
                         ),
                         " AND p.created_at_ms > ",
                         " ORDER BY p.created_at_ms ASC, p.id::text COLLATE \"C\" ASC LIMIT ",
@@ -678,9 +688,48 @@ impl PgStore {
             .collect())
     }
 
+    /// The newest `limit` entries of each of `authors` (deleted posts
+    /// included), by author: what a follow of many copies.
+    pub async fn entries_of_many(
+        &self,
+        authors: &[i64],
+        limit: i64,
+    ) -> AppResult<Vec<(i64, Vec<Entry>)>> {
+        #[derive(QueryableByName)]
+        struct Row {
+            #[diesel(sql_type = BigInt)]
+            author_id: i64,
+            #[diesel(sql_type = BigInt)]
+            id: i64,
+            #[diesel(sql_type = BigInt)]
+            created_at_ms: i64,
+        }
+        let mut conn = self.conn().await?;
+        let rows: Vec<Row> = diesel::sql_query(format!(
+            "SELECT p.author_id, p.id, p.created_at_ms FROM unnest($1::bigint[]) a(id) \
+             CROSS JOIN LATERAL (SELECT p.author_id, p.id, p.created_at_ms FROM posts p \
+                WHERE p.author_id = a.id {FEED_ORDER} LIMIT $2) p"
+        ))
+        .bind::<diesel::sql_types::Array<BigInt>, _>(authors)
+        .bind::<BigInt, _>(limit)
+        .load(&mut conn)
+        .await?;
+        let mut by_author: std::collections::BTreeMap<i64, Vec<Entry>> = Default::default();
+        for r in rows {
+            by_author
+                .entry(r.author_id)
+                .or_default()
+                .push(Entry::new(r.created_at_ms, r.id));
+        }
+        for entries in by_author.values_mut() {
+            entries.sort_by(feed_order);
+        }
+        Ok(by_author.into_iter().collect())
+    }
+
     /// Whom `reader`'s home shows (whom it follows and has not muted) and
     /// its follow sequence number, read in one snapshot (to build the Redis
-    /// copy).
+    /// copy). Not found for no account, or one being deleted.
     pub async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
         let mut conn = self.conn().await?;
         let rows: Vec<(i64, Option<i64>)> =
@@ -689,13 +738,17 @@ impl PgStore {
                     "SELECT u.follow_seq, f.followee_id FROM users u \
                  LEFT JOIN follows f ON f.follower_id = u.id AND NOT EXISTS ( \
                     SELECT 1 FROM mutes m WHERE m.muter_id = u.id AND m.muted_id = f.followee_id) \
-                 WHERE u.id = ",
+                 WHERE u.status <> 'deleted' AND u.id = ",
                     "",
                 ],
                 vec![Bind::BigInt(reader)],
             )
             .load::<(i64, Option<i64>)>(&mut conn)
             .await?;
+        if rows.is_empty() {
+            // No account, or one being deleted: no home.
+            return Err(AppError::NotFound(format!("user {reader} does not exist")));
+        }
         let seq = <[_]>::first(&rows).map_or(0, |r| r.0);
         Ok((seq, rows.into_iter().filter_map(|r| r.1).collect()))
     }

@@ -77,7 +77,7 @@ impl PgStore {
                      AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
                  ORDER BY j.id {order} OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
              RETURNING id, kind, author_id, post_id, follower_id, checkpoint, attempts, \
-                created_at_ms, lease, epoch"
+                created_at_ms, lease, epoch, task_id, targets"
         ))
         .bind::<BigInt, _>(lease.as_secs() as i64)
         .bind::<BigInt, _>(skip)
@@ -98,6 +98,8 @@ impl PgStore {
                 created_at_ms: r.created_at_ms,
                 lease: r.lease,
                 epoch: r.epoch,
+                task_id: r.task_id,
+                targets: r.targets.unwrap_or_default(),
             }),
             Err(_) => Claimed::Unknown {
                 id: r.id,
@@ -297,6 +299,8 @@ pub(super) async fn queue_job(
             follower_id: follower,
             epoch,
             created_at_ms: now_ms,
+            task_id: None,
+            targets: None,
         })
         .returning(fanout_jobs::id)
         .get_result(conn)

@@ -3,7 +3,8 @@
 //! - [`pool`]: the pool, migrations, creating and dropping databases;
 //! - [`users`]: users, follows and the admin settings;
 //! - [`feed`]: posts and the feed queries;
-//! - [`jobs`]: the fan-out jobs table.
+//! - [`jobs`]: the fan-out jobs table;
+//! - `accounts`: suspended and deleted accounts, their purge, tasks.
 //!
 //! Simple reads and writes use diesel's DSL; the feed queries that need
 //! `LATERAL` or `FETCH … WITH TIES` are hand-written SQL with bound
@@ -11,6 +12,7 @@
 //! records what the engine decides: whether an author is big-V, whom a post
 //! goes to, what a job does are the engine's.
 
+mod accounts;
 mod feed;
 mod jobs;
 pub use jobs::{HEARTBEAT, QUIET_INSTANCE};
@@ -29,12 +31,13 @@ use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use crate::error::AppResult;
 use crate::settings::DatabaseSettings;
 
+pub use accounts::{StatusChange, TASK_KEPT_DAYS};
 pub use feed::{Deletion, EntriesOf, FeedRows, Published, PUBLISH_KEY_HOURS};
 pub use jobs::Claimed;
 pub use pool::{
     drop_database, ensure_database, run_migrations, split_database_url, with_database, MIGRATIONS,
 };
-pub use users::{BigVRule, Blocked, EdgeChange};
+pub use users::{BigVRule, Blocked, EdgeChange, FollowedMany};
 
 /// Ordering of every feed query: the order Redis gives (score, member bytes).
 const FEED_ORDER: &str = r#"ORDER BY p.created_at_ms DESC, p.id::text COLLATE "C" DESC"#;

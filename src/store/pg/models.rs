@@ -13,7 +13,7 @@ use super::schema::{fanout_jobs, settings, users};
     Debug, Clone, PartialEq, Eq, Queryable, QueryableByName, Selectable, Serialize, utoipa::ToSchema,
 )]
 #[diesel(table_name = users, check_for_backend(diesel::pg::Pg))]
-#[schema(example = json!({"id": 42, "username": "alice", "follower_count": 120, "following_count": 300, "big_v": false}))]
+#[schema(example = json!({"id": 42, "username": "alice", "follower_count": 120, "following_count": 300, "big_v": false, "status": "active"}))]
 pub struct User {
     pub id: i64,
     pub username: String,
@@ -21,6 +21,16 @@ pub struct User {
     pub following_count: i64,
     /// Whether this author's posts are currently pulled rather than pushed.
     pub big_v: bool,
+    /// `active`, or `suspended` by an admin (its posts are in no feed; it
+    /// cannot post, follow, mute or block). A deleted account is not found.
+    #[schema(pattern = "^(active|suspended)$")]
+    pub status: String,
+}
+
+impl User {
+    pub const ACTIVE: &'static str = "active";
+    pub const SUSPENDED: &'static str = "suspended";
+    pub const DELETED: &'static str = "deleted";
 }
 
 #[derive(Debug, Insertable)]
@@ -136,7 +146,7 @@ pub struct DeliveryRow {
     serde::Deserialize,
     utoipa::ToSchema,
 )]
-#[schema(as = Settings, example = json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000, "max_follows": 10000, "max_fanout_backlog": 100000, "home_includes_own_posts": true}))]
+#[schema(as = Settings, example = json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000, "max_follows": 10000, "max_fanout_backlog": 100000, "home_includes_own_posts": true, "follow_copy_limit": 100}))]
 #[diesel(table_name = settings, check_for_backend(diesel::pg::Pg))]
 pub struct SettingsRow {
     pub big_v_threshold: i64,
@@ -152,6 +162,9 @@ pub struct SettingsRow {
     pub max_fanout_backlog: i64,
     /// Whether a reader's home feed shows its own posts.
     pub home_includes_own_posts: bool,
+    /// An author's newest posts a follow copies into the inbox (the rest
+    /// is read through the fallback).
+    pub follow_copy_limit: i64,
 }
 
 #[derive(Debug, Insertable)]
@@ -163,6 +176,41 @@ pub struct NewJob {
     pub follower_id: Option<i64>,
     pub epoch: Option<i64>,
     pub created_at_ms: i64,
+    pub task_id: Option<i64>,
+    pub targets: Option<Vec<i64>>,
+}
+
+/// Work a user or an admin started and can watch (`GET /api/v1/jobs/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, QueryableByName, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": 7, "kind": "delete_account", "user_id": 42, "state": "running", "total": 1200, "done": 300, "skipped": 0, "created_at_ms": 1764500000123_i64, "finished_at_ms": null}))]
+pub struct Task {
+    #[diesel(sql_type = BigInt)]
+    pub id: i64,
+    /// `delete_account` or `import_follows`.
+    #[diesel(sql_type = Text)]
+    #[schema(pattern = "^(delete_account|import_follows)$")]
+    pub kind: String,
+    /// The account deleted, or the importer.
+    #[diesel(sql_type = BigInt)]
+    pub user_id: i64,
+    /// `pending`, `running`, `done` or `failed`.
+    #[diesel(sql_type = Text)]
+    #[schema(pattern = "^(pending|running|done|failed)$")]
+    pub state: String,
+    /// Units of work in all: follows, posts (a deletion); ids (an import).
+    #[diesel(sql_type = BigInt)]
+    pub total: i64,
+    /// Units done so far.
+    #[diesel(sql_type = BigInt)]
+    pub done: i64,
+    /// Of an import's ids, those not followed: unknown, oneself, across a
+    /// block, suspended, or past `max_follows`.
+    #[diesel(sql_type = BigInt)]
+    pub skipped: i64,
+    #[diesel(sql_type = BigInt)]
+    pub created_at_ms: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub finished_at_ms: Option<i64>,
 }
 
 /// A claimed fan-out job as stored; [`crate::types::Job`] once its kind
@@ -189,6 +237,10 @@ pub struct JobRow {
     pub lease: i64,
     #[diesel(sql_type = Nullable<BigInt>)]
     pub epoch: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub task_id: Option<i64>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Array<BigInt>>)]
+    pub targets: Option<Vec<i64>>,
 }
 
 /// A row of the pulled authors' state: a big-V (epoch), a backfill

@@ -16,6 +16,8 @@ diesel::table! {
         lease -> Int8,
         epoch -> Nullable<Int8>,
         instance -> Nullable<Int8>,
+        task_id -> Nullable<Int8>,
+        targets -> Nullable<Array<Int8>>,
     }
 }
 
@@ -84,6 +86,23 @@ diesel::table! {
         max_follows -> Int8,
         max_fanout_backlog -> Int8,
         home_includes_own_posts -> Bool,
+        follow_copy_limit -> Int8,
+    }
+}
+
+diesel::table! {
+    tasks (id) {
+        id -> Int8,
+        kind -> Text,
+        user_id -> Int8,
+        state -> Text,
+        total -> Int8,
+        done -> Int8,
+        skipped -> Int8,
+        error -> Nullable<Text>,
+        targets -> Nullable<Array<Int8>>,
+        created_at -> Timestamptz,
+        finished_at -> Nullable<Timestamptz>,
     }
 }
 
@@ -97,6 +116,7 @@ diesel::table! {
         created_at -> Timestamptz,
         follow_seq -> Int8,
         big_v_epoch -> Int8,
+        status -> Text,
     }
 }
 
@@ -111,5 +131,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     posts,
     publish_keys,
     settings,
+    tasks,
     users,
 );

@@ -33,6 +33,28 @@ pub struct EdgeChange {
     pub shown: bool,
 }
 
+/// What a follow of many authors at once did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FollowedMany {
+    /// Followed by this call, in the order given.
+    pub new: Vec<i64>,
+    /// Followed before.
+    pub already: Vec<i64>,
+    /// Not followed: no such account, the reader itself, suspended or
+    /// being deleted, across a block; and, when fitting, past
+    /// `max_follows`.
+    pub skipped: Vec<i64>,
+    /// The reader's follow sequence number of the change.
+    pub seq: i64,
+    /// The job that applies it, for its requester to do at once.
+    pub job: Option<i64>,
+    /// Authors it promoted, with their new big-V epochs.
+    pub promoted: Vec<(i64, i64)>,
+    /// Of the new ones, those the reader mutes (its home does not show
+    /// them).
+    pub muted: Vec<i64>,
+}
+
 /// What a block changed: whether it is new, and the follows it removed,
 /// (follower, followee, change) each.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +108,164 @@ impl PgStore {
             change_edge(conn, follower, followee, true, now_ms, rule).await
         })
         .await
+    }
+
+    /// `follower` follows every author of `targets` it may (those it
+    /// cannot are skipped), in one transaction: the edges, both sides'
+    /// counts, its sequence number (one change for all), the big-V rule for
+    /// each, and one `follows` job. Past `max_follows` the whole call is
+    /// refused (422), or with `fit` the ones that do not fit are skipped.
+    pub async fn follow_many(
+        &self,
+        follower: i64,
+        targets: &[i64],
+        fit: bool,
+        now_ms: i64,
+        rule: impl BigVRule + Copy,
+    ) -> AppResult<FollowedMany> {
+        let targets = targets.to_vec();
+        let mut conn = self.conn().await?;
+        conn.transaction::<_, AppError, _>(async move |conn| {
+            // Every row touched, locked in id order (as a follow locks its
+            // pair): no deadlock with a follow or a block.
+            let mut rows: Vec<i64> = targets.clone();
+            rows.push(follower);
+            let _: Vec<i64> = users::table
+                .filter(users::id.eq_any(&rows))
+                .order(users::id)
+                .select(users::id)
+                .for_update()
+                .load(conn)
+                .await?;
+            let valid: Vec<i64> = diesel::sql_query(
+                "SELECT u.id AS n FROM users u WHERE u.id = ANY($2) AND u.id <> $1 \
+                 AND u.status = 'active' AND NOT EXISTS (SELECT 1 FROM blocks b \
+                    WHERE (b.blocker_id = $1 AND b.blocked_id = u.id) \
+                       OR (b.blocker_id = u.id AND b.blocked_id = $1))",
+            )
+            .bind::<BigInt, _>(follower)
+            .bind::<diesel::sql_types::Array<BigInt>, _>(&targets)
+            .load::<Id>(conn)
+            .await?
+            .into_iter()
+            .map(|r| r.n)
+            .collect();
+            let already: Vec<i64> = follows::table
+                .filter(follows::follower_id.eq(follower))
+                .filter(follows::followee_id.eq_any(&valid))
+                .select(follows::followee_id)
+                .load(conn)
+                .await?;
+            let mut out = FollowedMany::default();
+            let mut seen = std::collections::HashSet::new();
+            for t in targets {
+                if !seen.insert(t) {
+                    continue;
+                }
+                if already.contains(&t) {
+                    out.already.push(t);
+                } else if valid.contains(&t) {
+                    out.new.push(t);
+                } else {
+                    out.skipped.push(t);
+                }
+            }
+            let live = settings::table
+                .select(SettingsRow::as_select())
+                .first(conn)
+                .await?;
+            let following: i64 = users::table
+                .find(follower)
+                .select(users::following_count)
+                .first(conn)
+                .await?;
+            let room = (live.max_follows - following).max(0) as usize;
+            if out.new.len() > room {
+                if !fit {
+                    return Err(AppError::Unprocessable(format!(
+                        "user {follower} follows {following} accounts: {} more would pass the \
+                         most allowed, {}",
+                        out.new.len(),
+                        live.max_follows
+                    )));
+                }
+                out.skipped.extend(out.new.split_off(room));
+            }
+            out.seq = follow_seq(conn, follower).await?;
+            if out.new.is_empty() {
+                return Ok(out);
+            }
+            let edges: Vec<_> = out
+                .new
+                .iter()
+                .map(|t| {
+                    (
+                        follows::follower_id.eq(follower),
+                        follows::followee_id.eq(*t),
+                    )
+                })
+                .collect();
+            diesel::insert_into(follows::table)
+                .values(edges)
+                .execute(conn)
+                .await?;
+            out.seq = diesel::update(users::table.find(follower))
+                .set((
+                    users::following_count.eq(users::following_count + out.new.len() as i64),
+                    users::follow_seq.eq(users::follow_seq + 1),
+                ))
+                .returning(users::follow_seq)
+                .get_result(conn)
+                .await?;
+            let counted: Vec<(i64, i64, bool)> = diesel::update(users::table)
+                .filter(users::id.eq_any(&out.new))
+                .set(users::follower_count.eq(users::follower_count + 1))
+                .returning((users::id, users::follower_count, users::big_v))
+                .load(conn)
+                .await?;
+            for (author, count, big_v) in counted {
+                if let Some(change) = rule(count, big_v, &live) {
+                    if let Some(epoch) = record_big_v(conn, author, change, now_ms).await? {
+                        out.promoted.push((author, epoch));
+                    }
+                }
+            }
+            out.muted = mutes::table
+                .filter(mutes::muter_id.eq(follower))
+                .filter(mutes::muted_id.eq_any(&out.new))
+                .select(mutes::muted_id)
+                .load(conn)
+                .await?;
+            out.job = Some(
+                diesel::insert_into(super::schema::fanout_jobs::table)
+                    .values(super::models::NewJob {
+                        kind: JobKind::Follows.as_str(),
+                        author_id: follower,
+                        post_id: None,
+                        follower_id: None,
+                        epoch: Some(out.seq),
+                        created_at_ms: now_ms,
+                        task_id: None,
+                        targets: Some(out.new.clone()),
+                    })
+                    .returning(super::schema::fanout_jobs::id)
+                    .get_result(conn)
+                    .await?,
+            );
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Of `authors`, those `reader` mutes.
+    pub async fn muted_of(&self, reader: i64, authors: &[i64]) -> AppResult<Vec<i64>> {
+        let mut conn = self.conn().await?;
+        Ok(mutes::table
+            .filter(mutes::muter_id.eq(reader))
+            .filter(mutes::muted_id.eq_any(authors))
+            .select(mutes::muted_id)
+            .load(&mut conn)
+            .await?)
     }
 
     /// Deletes the edge (idempotent), bumps both counters and the
@@ -204,6 +384,17 @@ impl PgStore {
             .execute(&mut conn)
             .await?
             == 1)
+    }
+
+    /// The accounts whose posts are in no feed: suspended, or being
+    /// deleted (to build the Redis copy).
+    pub async fn hidden_accounts(&self) -> AppResult<Vec<i64>> {
+        let mut conn = self.conn().await?;
+        Ok(users::table
+            .filter(users::status.ne(User::ACTIVE))
+            .select(users::id)
+            .load(&mut conn)
+            .await?)
     }
 
     /// Whether either of two users blocks the other.
@@ -436,6 +627,12 @@ async fn follows_now(
         .get_result::<i64>(conn)
         .await?
         > 0)
+}
+
+#[derive(QueryableByName)]
+struct Id {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
 }
 
 async fn follow_seq(conn: &mut AsyncPgConnection, user: i64) -> AppResult<i64> {

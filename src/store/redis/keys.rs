@@ -73,6 +73,12 @@ impl Keys {
         format!("{}pulled_authors:{{pulled}}", self.prefix)
     }
 
+    /// The accounts whose posts are in no feed: suspended, or being
+    /// deleted (a SET of ids, of the pulled authors' slot; see scripts.rs).
+    pub fn hidden(&self) -> String {
+        format!("{}hidden:{{pulled}}", self.prefix)
+    }
+
     /// A post as readers see it (HASH: author, username, body, time, and a
     /// tombstone once deleted).
     pub fn post(&self, id: i64) -> String {
@@ -131,6 +137,7 @@ mod tests {
         assert_eq!(at(k.inbox(1024)), at(k.following(1500)));
         assert_eq!(at(k.following(1500)), at(k.followees(1500)));
         assert_eq!(at(k.pulled()), at(k.pulled_authors()));
+        assert_eq!(at(k.pulled()), at(k.hidden()));
         assert_eq!(at(k.inbox(1024)), at(k.active_mark(2000)));
         assert_ne!(at(k.inbox(1023)), at(k.inbox(1024)));
         assert_ne!(at(k.inbox(1)), at(k.outbox(1)));

@@ -100,6 +100,15 @@
 //!     mark interval, [`TOUCH`]), the admin's idle TTL; an outbox and the
 //!     pulled authors never expire. Expiry is a key gone missing (clauses
 //!     1 and 7): pushes skip it, and the next read rebuilds it.
+//! 12. **Hidden accounts** (`hidden`, a SET of the pulled authors' slot):
+//!     the ids of the accounts whose posts are in no feed (suspended, or
+//!     being deleted), and `0` once built (`b` while building, with a
+//!     TTL). A change ([`HIDDEN`]) adds or removes an id of a built set,
+//!     and abandons a build (the key is deleted: the build's read of
+//!     PostgreSQL could predate the change); [`FILL_HIDDEN`] completes only
+//!     a set still building. A missing key is unknown: rebuild it. Reads
+//!     drop every post of a hidden account (as of an author not followed)
+//!     and pull no hidden outbox.
 
 use std::sync::LazyLock;
 
@@ -506,6 +515,8 @@ local function pulled_change(key, set, op, a, x)
   elseif op == 'promote' then epoch = later(epoch, tonumber(x))
   elseif op == 'demoted' then
     if epoch == tonumber(x) then epoch = nil end
+  elseif op == 'forget' then
+    epoch, ids = nil, {}
   end
   store_pulled(key, set, a, epoch, ids)
   return 1
@@ -616,8 +627,43 @@ return applied
     ))
 });
 
+/// FOLLOW_MANY: KEYS as [`SET_FOLLOW`]; ARGV[1] seq, ARGV[2] how many
+/// authors (`n`), ARGV[3..3+2n] author, `F` or `U` pairs (clause 7, one
+/// change for all), then inbox cap, cut (`""` or a score), and the entries
+/// of them all to push (score, id pairs; clause 3). Returns how many of
+/// the authors' fields the change set.
+pub static FOLLOW_MANY: LazyLock<Script> = LazyLock::new(|| {
+    script(&format!(
+        r#"{LAYOUT}{PRELUDE}{STATE}
+local state = redis.call('HGET', KEYS[1], '')
+local seq, n = tonumber(ARGV[1]), tonumber(ARGV[2])
+local applied = 0
+if state == 'b' or (state and not named(KEYS[3])) then
+  redis.call('DEL', KEYS[1], KEYS[3])
+elseif state and seq > tonumber(state) then
+  for i = 3, 2 + 2 * n, 2 do
+    local cur = redis.call('HGET', KEYS[1], ARGV[i])
+    if not cur or seq_of(cur) < seq then
+      redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1] .. seq)
+      if ARGV[i + 1] == 'F' then
+        redis.call('SADD', KEYS[3], ARGV[i])
+      else
+        redis.call('SREM', KEYS[3], ARGV[i])
+      end
+      applied = applied + 1
+    end
+  end
+end
+local at = 3 + 2 * n
+push(KEYS[2], tonumber(ARGV[at]), ARGV[at + 1], packed(at + 2))
+return applied
+"#
+    ))
+});
+
 /// PULLED: KEYS[1] `pulled`, KEYS[2] `pulled_authors`; ARGV[1] `add` / `done` (ARGV[3] a post id),
-/// `promote` / `demoted` (ARGV[3] an epoch); ARGV[2] the author. Clause 8.
+/// `promote` / `demoted` (ARGV[3] an epoch), `forget` (a purged account:
+/// its field goes); ARGV[2] the author. Clause 8.
 pub static PULLED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r#"{STATE}
@@ -697,6 +743,53 @@ return 1
     )
 });
 
+/// HIDDEN: KEYS[1] `hidden`; ARGV[1] `add` or `remove`, ARGV[2] an account.
+/// Clause 12: changes a built set, abandons a build. Returns 1 if it
+/// changed a built set.
+pub static HIDDEN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('SISMEMBER', KEYS[1], '0') == 1 then
+  if ARGV[1] == 'add' then redis.call('SADD', KEYS[1], ARGV[2])
+  else redis.call('SREM', KEYS[1], ARGV[2]) end
+  return 1
+end
+if redis.call('SISMEMBER', KEYS[1], 'b') == 1 then redis.call('DEL', KEYS[1]) end
+return 0
+"#,
+    )
+});
+
+/// BEGIN_HIDDEN: KEYS[1] `hidden`; ARGV[1] TTL. Creates a missing set in
+/// the building state (clause 12); returns 1 if this caller builds it.
+pub static BEGIN_HIDDEN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SADD', KEYS[1], 'b')
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+return 1
+"#,
+    )
+});
+
+/// FILL_HIDDEN: KEYS[1] `hidden`; ARGV the hidden accounts. Completes a
+/// build (clause 12); 0 if the set is no longer building.
+pub static FILL_HIDDEN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('SISMEMBER', KEYS[1], 'b') == 0 then return 0 end
+for from = 1, #ARGV, 1000 do
+  redis.call('SADD', KEYS[1], unpack(ARGV, from, math.min(from + 999, #ARGV)))
+end
+redis.call('SADD', KEYS[1], '0')
+redis.call('SREM', KEYS[1], 'b')
+redis.call('PERSIST', KEYS[1])
+return 1
+"#,
+    )
+});
+
 /// Entries the first read of a pulled outbox takes in a warm read ([`READ`]);
 /// the merge reads more of it (twice as many each time) only while its
 /// entries are still the newest.
@@ -704,14 +797,15 @@ pub const OUTBOX_CHUNK: usize = 4;
 
 /// READ: KEYS[1] `following:{r}`, KEYS[2] the first source (the inbox, or
 /// for an author's page its outbox), KEYS[3] `pulled`, KEYS[4]
-/// `followees:{r}`, KEYS[5] `pulled_authors`; ARGV[1] key prefix,
+/// `followees:{r}`, KEYS[5] `pulled_authors`, KEYS[6] `hidden`; ARGV[1]
+/// key prefix,
 /// ARGV[2] max (`+inf` or a score), ARGV[3] entries the page reads
 /// (`fetch`), ARGV[4] `home` or `author`, ARGV[5] `ties` (as [`RANGE`]),
 /// ARGV[6] the reader, ARGV[7] `1` if its home shows its own posts (its
 /// own outbox is then pulled while it is, and its posts are followed).
-/// Clause 10. Returns `{status}` when the reader state is missing or being
-/// built (`missing:following`, `building:pulled`, ...), else `{'ok',
-/// sources, meta}`.
+/// Clauses 10 and 12. Returns `{status}` when the reader state or the
+/// hidden accounts are missing or being built (`missing:following`,
+/// `building:pulled`, `missing:hidden`, ...), else `{'ok', sources, meta}`.
 ///
 /// The sources are the first, then the outbox of each pulled author the
 /// reader follows (one `SINTER` of the two SETs of names: Redis walks the
@@ -734,7 +828,8 @@ pub const OUTBOX_CHUNK: usize = 4;
 /// if it was read to its end, else the score above which it gave every
 /// entry. Only the part's posts are looked up: meta is a flat list of id,
 /// author (`''` if the post is not cached), `1` if deleted (else `''`), 1
-/// if its author is followed (else 0, from `followees:{r}`). So the reads, the lookups and the
+/// if its author is followed (else 0, from `followees:{r}`; 0 for a hidden
+/// account's post on any page). So the reads, the lookups and the
 /// reply follow the page, not sources × window.
 pub static READ: LazyLock<Script> = LazyLock::new(|| {
     script(&format!(
@@ -750,6 +845,10 @@ if home then
   if not p then return {{'missing:pulled'}} end
   if p == 'b' then return {{'building:pulled'}} end
 end
+if redis.call('SISMEMBER', KEYS[6], '0') == 0 then
+  if redis.call('SISMEMBER', KEYS[6], 'b') == 1 then return {{'building:hidden'}} end
+  return {{'missing:hidden'}}
+end
 local sources = {{{{author = '', key = KEYS[2], chunk = fetch + 1}}}}
 if home then
   -- The pulled authors the reader follows: the two SETs of names
@@ -764,8 +863,13 @@ if home then
   end
   if own and redis.call('SISMEMBER', KEYS[5], reader) == 1 then authors[#authors + 1] = reader end
   table.sort(authors)
-  for _, a in ipairs(authors) do
-    sources[#sources + 1] = {{author = a, key = prefix .. 'outbox:{{' .. a .. '}}', chunk = OUTBOX_CHUNK}}
+  -- No hidden account's outbox is pulled.
+  local hidden = {{}}
+  if #authors > 0 then hidden = redis.call('SMISMEMBER', KEYS[6], unpack(authors)) end
+  for i, a in ipairs(authors) do
+    if hidden[i] == 0 then
+      sources[#sources + 1] = {{author = a, key = prefix .. 'outbox:{{' .. a .. '}}', chunk = OUTBOX_CHUNK}}
+    end
   end
 end
 -- Lengths and floors: the merge trusts nothing at or below the highest.
@@ -857,27 +961,28 @@ for _, e in ipairs(part) do
     posts[#posts + 1] = redis.call('HMGET', prefix .. 'post:{{' .. e[2] .. '}}', 'a', 'd')
   end
 end
-local follows = {{}}
-if home then
-  local authors, known = {{}}, {{}}
-  for _, m in ipairs(posts) do
-    local a = m[1]
-    if a and not known[a] then
-      known[a] = true
-      authors[#authors + 1] = a
-    end
+-- An author is followed (its posts in the feed) unless it is hidden, or,
+-- on a home, the reader does not follow it (itself, with `own`).
+local follows, authors, known = {{}}, {{}}, {{}}
+for _, m in ipairs(posts) do
+  local a = m[1]
+  if a and not known[a] then
+    known[a] = true
+    authors[#authors + 1] = a
   end
-  if #authors > 0 then
-    local states = redis.call('SMISMEMBER', KEYS[4], unpack(authors))
-    for i, a in ipairs(authors) do follows[a] = states[i] == 1 end
+end
+if #authors > 0 then
+  local hidden = redis.call('SMISMEMBER', KEYS[6], unpack(authors))
+  local states = home and redis.call('SMISMEMBER', KEYS[4], unpack(authors))
+  for i, a in ipairs(authors) do
+    follows[a] = hidden[i] == 0 and (not home or states[i] == 1 or (own and a == reader))
   end
-  if own then follows[reader] = true end
 end
 local meta = {{}}
 for i, id in ipairs(ids) do
   local a = posts[i][1] or ''
   local f = 1
-  if home and a ~= '' and not follows[a] then f = 0 end
+  if a ~= '' and not follows[a] then f = 0 end
   meta[#meta + 1] = id
   meta[#meta + 1] = a
   meta[#meta + 1] = posts[i][2] or ''

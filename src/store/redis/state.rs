@@ -23,6 +23,9 @@ pub enum PulledChange {
     Promote(i64),
     /// The big-V time of this epoch is settled (its backfill done).
     Demoted(i64),
+    /// The author is gone (a purged account): its field goes, whatever it
+    /// holds.
+    Forget,
 }
 
 /// One author of a pulled-authors fill: its big-V epoch (`None` if it is
@@ -71,6 +74,7 @@ impl RedisStore {
             }
         };
         let (pulled, pulled_authors) = (self.keys.pulled(), self.keys.pulled_authors());
+        let hidden = self.keys.hidden();
         let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
         let prefix = self.keys.prefix().to_string();
         let mode = match scope {
@@ -86,6 +90,7 @@ impl RedisStore {
                     .key(&pulled)
                     .key(&followees)
                     .key(&pulled_authors)
+                    .key(&hidden)
                     .arg(&prefix)
                     .arg(&max)
                     .arg(fetch)
@@ -120,34 +125,61 @@ impl RedisStore {
             Scope::Author(author) => (self.keys.outbox(author), None, false),
         };
         let first = first.as_str();
-        let pulled = match reader {
-            Some(_) => {
-                let key = self.keys.pulled();
-                let (state, authors): (Option<String>, Vec<String>) = self
-                    .with_conn(|mut c| async move {
-                        redis::pipe()
-                            .hget(&key, "")
-                            .hkeys(&key)
-                            .query_async(&mut c)
-                            .await
-                    })
-                    .await?;
-                Some((state, authors))
-            }
-            None => None,
+        // The pulled authors (a home's) and the hidden accounts: one slot.
+        let shared = async {
+            let (pulled, hidden) = (self.keys.pulled(), self.keys.hidden());
+            let home = reader.is_some();
+            self.with_conn(|mut c| async move {
+                let mut pipe = redis::pipe();
+                pipe.smembers(&hidden);
+                if home {
+                    pipe.hget(&pulled, "").hkeys(&pulled);
+                }
+                pipe.query_async::<Vec<Value>>(&mut c).await
+            })
+            .await
         };
         let following_key = reader.map(|r| self.keys.following(r));
         let first_key = first.to_string();
-        let reply: Vec<Value> = self
-            .with_conn(|mut c| async move {
+        let first_read = async {
+            self.with_conn(|mut c| async move {
                 let mut call = scripts::RANGE.key(&first_key);
                 if let Some(key) = &following_key {
                     call.key(key);
                 }
                 call.arg(&max_arg).arg(fetch).arg(scripts::TIES);
-                call.invoke_async(&mut c).await
+                call.invoke_async::<Vec<Value>>(&mut c).await
             })
-            .await?;
+            .await
+        };
+        // A home reads the pulled authors first: a delivery done before
+        // that read is in the inbox read after it. An author's page reads
+        // both at once.
+        let (shared, reply) = match reader {
+            Some(_) => {
+                let shared = shared.await?;
+                (shared, first_read.await?)
+            }
+            None => {
+                let (shared, reply) = futures::join!(shared, first_read);
+                (shared?, reply?)
+            }
+        };
+        let mut shared = shared.into_iter();
+        let hidden: Vec<String> = redis::from_redis_value(shared.next().unwrap_or(Value::Nil))
+            .map_err(bad("the hidden accounts"))?;
+        let pulled = match reader {
+            Some(_) => {
+                let state: Option<String> =
+                    redis::from_redis_value(shared.next().unwrap_or(Value::Nil))
+                        .map_err(bad("the pulled authors"))?;
+                let authors: Vec<String> =
+                    redis::from_redis_value(shared.next().unwrap_or(Value::Nil))
+                        .map_err(bad("the pulled authors"))?;
+                Some((state, authors))
+            }
+            None => None,
+        };
         let [floor, cut, range, rest @ ..] = &reply[..] else {
             return Err(bad::<Message>("a first source")(Message(format!(
                 "{reply:?}"
@@ -167,7 +199,7 @@ impl RedisStore {
             me.as_deref() == Some(a) || following.get(a).is_some_and(|v| v.starts_with('F'))
         };
         let mut pulled_authors = Vec::new();
-        if let Some((state, authors)) = pulled {
+        if let Some((state, _)) = &pulled {
             match following.get("").map(String::as_str) {
                 None => return Ok(WarmRead::Missing(StateKey::Following)),
                 Some("b") => return Ok(WarmRead::Building(StateKey::Following)),
@@ -178,9 +210,18 @@ impl RedisStore {
                 Some("b") => return Ok(WarmRead::Building(StateKey::Pulled)),
                 Some(_) => {}
             }
+        }
+        if !hidden.iter().any(|m| m == "0") {
+            return Ok(match hidden.iter().any(|m| m == "b") {
+                true => WarmRead::Building(StateKey::Hidden),
+                false => WarmRead::Missing(StateKey::Hidden),
+            });
+        }
+        let hidden: std::collections::HashSet<&str> = hidden.iter().map(String::as_str).collect();
+        if let Some((_, authors)) = pulled {
             let authors: Vec<i64> = authors
                 .iter()
-                .filter(|a| !a.is_empty() && followed(a))
+                .filter(|a| !a.is_empty() && followed(a) && !hidden.contains(a.as_str()))
                 .map(|a| a.parse::<i64>())
                 .collect::<Result<_, _>>()
                 .map_err(bad("a pulled author"))?;
@@ -209,6 +250,7 @@ impl RedisStore {
                 .transpose()
                 .map_err(bad("a post's author"))?;
             let followed = match (reader, author) {
+                (_, Some(a)) if hidden.contains(a.to_string().as_str()) => false,
                 (Some(_), Some(a)) => followed(&a.to_string()),
                 _ => true,
             };
@@ -306,6 +348,37 @@ impl RedisStore {
         Ok(applied == 1)
     }
 
+    /// Many follows of `reader`, change `seq` (clause 7): each author shown
+    /// or not (a muted one), and `entries` (their newest, merged, `cut` the
+    /// score of the first left out) into its inbox. Returns how many fields
+    /// the change set.
+    pub async fn follow_many(
+        &self,
+        reader: i64,
+        seq: i64,
+        authors: &[(i64, bool)],
+        (cap, cut): (i64, Option<i64>),
+        entries: &[Entry],
+    ) -> AppResult<i64> {
+        let following = self.keys.following(reader);
+        let inbox = self.keys.inbox(reader);
+        let names = self.keys.followees(reader);
+        self.with_conn(|mut c| async move {
+            let mut inv = scripts::FOLLOW_MANY.key(&following);
+            inv.key(&inbox).key(&names).arg(seq).arg(authors.len());
+            for (author, shown) in authors {
+                inv.arg(author).arg(if *shown { "F" } else { "U" });
+            }
+            inv.arg(cap)
+                .arg(cut.map_or_else(String::new, |c| c.to_string()));
+            for e in entries {
+                inv.arg(e.score).arg(e.id);
+            }
+            inv.invoke_async(&mut c).await
+        })
+        .await
+    }
+
     /// Whether `reader`'s copy of whom it follows has `author` followed:
     /// `None` when the copy has no word of it (no field, or no copy).
     pub async fn followed_in_copy(&self, reader: i64, author: i64) -> AppResult<Option<bool>> {
@@ -359,6 +432,7 @@ impl RedisStore {
             PulledChange::Done(id) => ("done", id),
             PulledChange::Promote(e) => ("promote", e),
             PulledChange::Demoted(e) => ("demoted", e),
+            PulledChange::Forget => ("forget", 0),
         };
         self.with_conn(|mut c| async move {
             let _: i64 = scripts::PULLED
@@ -372,6 +446,44 @@ impl RedisStore {
             Ok(())
         })
         .await
+    }
+
+    /// Hides (`hide`) or shows again an account's posts everywhere
+    /// (clause 12).
+    pub async fn hidden_change(&self, account: i64, hide: bool) -> AppResult<()> {
+        let key = self.keys.hidden();
+        self.with_conn(|mut c| async move {
+            let _: i64 = scripts::HIDDEN
+                .key(&key)
+                .arg(if hide { "add" } else { "remove" })
+                .arg(account)
+                .invoke_async(&mut c)
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Starts building the hidden accounts (clause 12); true if this
+    /// caller must fill them.
+    pub async fn begin_hidden(&self) -> AppResult<bool> {
+        let key = self.keys.hidden();
+        self.begin(&scripts::BEGIN_HIDDEN, &[&key]).await
+    }
+
+    /// Completes the build of the hidden accounts.
+    pub async fn fill_hidden(&self, accounts: &[i64]) -> AppResult<bool> {
+        let key = self.keys.hidden();
+        let filled: i64 = self
+            .with_conn(|mut c| async move {
+                let mut inv = scripts::FILL_HIDDEN.key(&key);
+                for a in accounts {
+                    inv.arg(a);
+                }
+                inv.invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(filled == 1)
     }
 
     /// Completes the build of the pulled authors.
@@ -584,6 +696,7 @@ fn parse_read(reply: Value, first: &str) -> AppResult<WarmRead> {
     let state = |what: &str| match what {
         "following" => Ok(StateKey::Following),
         "pulled" => Ok(StateKey::Pulled),
+        "hidden" => Ok(StateKey::Hidden),
         other => Err(bad::<Message>("a warm read")(Message(other.to_string()))),
     };
     if let Some(what) = status.strip_prefix("missing:") {

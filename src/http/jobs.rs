@@ -1,0 +1,32 @@
+//! Tasks a user or an admin started (an account's deletion, an import of
+//! follows), and how far they have got.
+
+use actix_web::{get, web, HttpResponse};
+
+use super::auth::Caller;
+use super::errors::ErrorBody;
+use crate::domain::parse_id;
+use crate::engine::Engine;
+use crate::error::AppError;
+use crate::store::pg::models::Task;
+
+/// A task and its progress: its user's, or any for an admin. Kept a week
+/// after it ends.
+#[utoipa::path(
+    tag = "jobs",
+    operation_id = "get_job",
+    params(("id" = i64, Path, description = "The task", minimum = 1)),
+    responses(
+        (status = 200, description = "The task", body = Task),
+        (status = 404, description = "No such task (or another user's)", body = ErrorBody),
+    )
+)]
+#[get("/jobs/{id}")]
+pub async fn get(
+    caller: Caller,
+    engine: web::Data<Engine>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, AppError> {
+    let id = parse_id(&path, "job id").map_err(AppError::BadRequest)?;
+    Ok(HttpResponse::Ok().json(engine.task(caller.viewer(), id).await?))
+}

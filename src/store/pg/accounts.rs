@@ -1,0 +1,344 @@
+//! Accounts' status (suspended, deleted), the purge of a deleted account,
+//! and the tasks users watch.
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Text};
+use diesel_async::{AsyncConnection, RunQueryDsl};
+
+use super::models::{NewJob, Task, User};
+use super::schema::{fanout_jobs, users};
+use super::PgStore;
+use crate::error::{AppError, AppResult};
+use crate::types::JobKind;
+
+/// The columns of a [`Task`].
+const TASK_COLUMNS: &str = "id, kind, user_id, state, total, done, skipped, \
+     (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
+     (extract(epoch FROM finished_at) * 1000)::bigint AS finished_at_ms";
+
+/// How long a task is kept once it has ended.
+pub const TASK_KEPT_DAYS: i64 = 7;
+
+/// What a status change committed: the account as it is now, and the job
+/// that brings the hidden accounts in Redis in line (for its requester to
+/// do at once).
+#[derive(Debug, Clone)]
+pub struct StatusChange {
+    pub user: User,
+    pub job: i64,
+}
+
+impl PgStore {
+    /// Moves an account from one of `from` to `to`, with the `hide` job
+    /// that tells Redis. `None`: no account in one of `from` with that id.
+    pub async fn set_status(
+        &self,
+        id: i64,
+        from: &[&str],
+        to: &str,
+        now_ms: i64,
+    ) -> AppResult<Option<StatusChange>> {
+        let from: Vec<String> = from.iter().map(|s| s.to_string()).collect();
+        let to = to.to_string();
+        let mut conn = self.conn().await?;
+        conn.transaction::<_, AppError, _>(async move |conn| {
+            let user: Option<User> =
+                diesel::update(users::table.find(id).filter(users::status.eq_any(&from)))
+                    .set(users::status.eq(&to))
+                    .returning(User::as_returning())
+                    .get_result(conn)
+                    .await
+                    .optional()?;
+            let Some(user) = user else {
+                return Ok(None);
+            };
+            let job = insert_job(conn, JobKind::Hide, id, None, now_ms).await?;
+            Ok(Some(StatusChange { user, job }))
+        })
+        .await
+    }
+
+    /// Marks an account deleted (unless it is already), with its `hide`
+    /// job and the `purge` job and task that remove the rest: its follows
+    /// either way and its posts count as the task's work. `None`: no such
+    /// account, or deleted already.
+    pub async fn delete_account(&self, id: i64, now_ms: i64) -> AppResult<Option<(Task, i64)>> {
+        let mut conn = self.conn().await?;
+        conn.transaction::<_, AppError, _>(async move |conn| {
+            let marked = diesel::update(
+                users::table
+                    .find(id)
+                    .filter(users::status.ne(User::DELETED)),
+            )
+            .set(users::status.eq(User::DELETED))
+            .execute(conn)
+            .await?;
+            if marked == 0 {
+                return Ok(None);
+            }
+            let task: Task = diesel::sql_query(format!(
+                "INSERT INTO tasks (kind, user_id, total) SELECT 'delete_account', $1, \
+                    (SELECT count(*) FROM follows WHERE follower_id = $1 OR followee_id = $1) \
+                    + (SELECT count(*) FROM posts WHERE author_id = $1) \
+                 RETURNING {TASK_COLUMNS}"
+            ))
+            .bind::<BigInt, _>(id)
+            .get_result(conn)
+            .await?;
+            let hide = insert_job(conn, JobKind::Hide, id, None, now_ms).await?;
+            insert_job(conn, JobKind::Purge, id, Some(task.id), now_ms).await?;
+            Ok(Some((task, hide)))
+        })
+        .await
+    }
+
+    /// The newest deletion task of an account (deleted already, or being).
+    pub async fn deletion_of(&self, account: i64) -> AppResult<Option<Task>> {
+        let mut conn = self.conn().await?;
+        Ok(diesel::sql_query(format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE kind = 'delete_account' AND user_id = $1 \
+             ORDER BY id DESC LIMIT 1"
+        ))
+        .bind::<BigInt, _>(account)
+        .get_result(&mut conn)
+        .await
+        .optional()?)
+    }
+
+    /// An import of follows by `follower`: its task (the list kept with it)
+    /// and the `import` job that follows them.
+    pub async fn create_import(
+        &self,
+        follower: i64,
+        targets: &[i64],
+        now_ms: i64,
+    ) -> AppResult<Task> {
+        let targets = targets.to_vec();
+        let mut conn = self.conn().await?;
+        conn.transaction::<_, AppError, _>(async move |conn| {
+            let task: Task = diesel::sql_query(format!(
+                "INSERT INTO tasks (kind, user_id, total, targets) \
+                 VALUES ('import_follows', $1, $2, $3) RETURNING {TASK_COLUMNS}"
+            ))
+            .bind::<BigInt, _>(follower)
+            .bind::<BigInt, _>(targets.len() as i64)
+            .bind::<Array<BigInt>, _>(&targets)
+            .get_result(conn)
+            .await?;
+            insert_job(conn, JobKind::Import, follower, Some(task.id), now_ms).await?;
+            Ok(task)
+        })
+        .await
+    }
+
+    /// The ids of an import's list after the first `from`, `limit` of them.
+    pub async fn import_batch(&self, task: i64, from: i64, limit: i64) -> AppResult<Vec<i64>> {
+        #[derive(QueryableByName)]
+        struct Slice {
+            #[diesel(sql_type = diesel::sql_types::Nullable<Array<BigInt>>)]
+            ids: Option<Vec<i64>>,
+        }
+        let mut conn = self.conn().await?;
+        let slice: Option<Slice> =
+            diesel::sql_query("SELECT targets[$2 + 1 : $2 + $3] AS ids FROM tasks WHERE id = $1")
+                .bind::<BigInt, _>(task)
+                .bind::<BigInt, _>(from)
+                .bind::<BigInt, _>(limit)
+                .get_result(&mut conn)
+                .await
+                .optional()?;
+        Ok(slice.and_then(|s| s.ids).unwrap_or_default())
+    }
+
+    /// A task, if it is there (kept [`TASK_KEPT_DAYS`] after it ends).
+    pub async fn task(&self, id: i64) -> AppResult<Option<Task>> {
+        let mut conn = self.conn().await?;
+        Ok(
+            diesel::sql_query(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"))
+                .bind::<BigInt, _>(id)
+                .get_result(&mut conn)
+                .await
+                .optional()?,
+        )
+    }
+
+    /// Records a task's progress: `done` and `skipped` more units, and its
+    /// state (`running`, or `done` / `failed` with its end).
+    pub async fn task_progress(
+        &self,
+        id: i64,
+        done: i64,
+        skipped: i64,
+        state: &str,
+    ) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query(
+            "UPDATE tasks SET done = done + $2, skipped = skipped + $3, state = $4, \
+                finished_at = CASE WHEN $4 IN ('done', 'failed') THEN now() END \
+             WHERE id = $1",
+        )
+        .bind::<BigInt, _>(id)
+        .bind::<BigInt, _>(done)
+        .bind::<BigInt, _>(skipped)
+        .bind::<Text, _>(state)
+        .execute(&mut conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Forgets the tasks ended more than [`TASK_KEPT_DAYS`] ago.
+    pub async fn forget_old_tasks(&self) -> AppResult<usize> {
+        let mut conn = self.uncounted_conn().await?;
+        Ok(diesel::sql_query(format!(
+            "DELETE FROM tasks WHERE finished_at < now() - interval '{TASK_KEPT_DAYS} days'"
+        ))
+        .execute(&mut conn)
+        .await?)
+    }
+
+    /// Whether an account's posts are hidden now: it is suspended, or
+    /// being deleted (a purged account is gone: nothing to hide).
+    pub async fn hidden(&self, id: i64) -> AppResult<bool> {
+        let mut conn = self.conn().await?;
+        let status: Option<String> = users::table
+            .find(id)
+            .select(users::status)
+            .first(&mut conn)
+            .await
+            .optional()?;
+        Ok(status.is_some_and(|s| s != User::ACTIVE))
+    }
+
+    // ----- the purge of a deleted account, a batch at a time -----
+
+    /// The first `limit` of `account`'s followers (`followers`) or of whom
+    /// it follows, ascending.
+    pub async fn edges_of(&self, account: i64, followers: bool, limit: i64) -> AppResult<Vec<i64>> {
+        use super::schema::follows;
+        let mut conn = self.conn().await?;
+        Ok(if followers {
+            follows::table
+                .filter(follows::followee_id.eq(account))
+                .order(follows::follower_id)
+                .select(follows::follower_id)
+                .limit(limit)
+                .load(&mut conn)
+                .await?
+        } else {
+            follows::table
+                .filter(follows::follower_id.eq(account))
+                .order(follows::followee_id)
+                .select(follows::followee_id)
+                .limit(limit)
+                .load(&mut conn)
+                .await?
+        })
+    }
+
+    /// Removes `account`'s follows by `followers`, each follower's count
+    /// with it, in one transaction. How many were there.
+    pub async fn drop_followers(&self, account: i64, followers: &[i64]) -> AppResult<usize> {
+        let mut conn = self.conn().await?;
+        Ok(diesel::sql_query(
+            "WITH gone AS (DELETE FROM follows WHERE followee_id = $1 AND follower_id = ANY($2) \
+                RETURNING follower_id) \
+             UPDATE users SET following_count = following_count - 1 \
+             WHERE id IN (SELECT follower_id FROM gone)",
+        )
+        .bind::<BigInt, _>(account)
+        .bind::<Array<BigInt>, _>(followers)
+        .execute(&mut conn)
+        .await?)
+    }
+
+    /// The first `limit` of `account`'s posts (live or deleted).
+    pub async fn post_ids_of(&self, account: i64, limit: i64) -> AppResult<Vec<i64>> {
+        use super::schema::posts;
+        let mut conn = self.conn().await?;
+        Ok(posts::table
+            .filter(posts::author_id.eq(account))
+            .order(posts::id)
+            .select(posts::id)
+            .limit(limit)
+            .load(&mut conn)
+            .await?)
+    }
+
+    /// Deletes posts of `account`, and their deliveries still queued.
+    pub async fn drop_posts(&self, account: i64, ids: &[i64]) -> AppResult<usize> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query("DELETE FROM fanout_jobs WHERE kind = 'deliver' AND post_id = ANY($1)")
+            .bind::<Array<BigInt>, _>(ids)
+            .execute(&mut conn)
+            .await?;
+        Ok(
+            diesel::sql_query("DELETE FROM posts WHERE author_id = $1 AND id = ANY($2)")
+                .bind::<BigInt, _>(account)
+                .bind::<Array<BigInt>, _>(ids)
+                .execute(&mut conn)
+                .await?,
+        )
+    }
+
+    /// The end of a purge: the account's row (its mutes, blocks and keys
+    /// with it) and every other job about it go, and its task is done.
+    pub async fn finish_purge(
+        &self,
+        account: i64,
+        purge_job: i64,
+        task: Option<i64>,
+    ) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        conn.transaction::<_, AppError, _>(async move |conn| {
+            diesel::sql_query(
+                "DELETE FROM fanout_jobs WHERE (author_id = $1 OR follower_id = $1) AND id <> $2",
+            )
+            .bind::<BigInt, _>(account)
+            .bind::<BigInt, _>(purge_job)
+            .execute(conn)
+            .await?;
+            diesel::delete(
+                users::table
+                    .find(account)
+                    .filter(users::status.eq(User::DELETED)),
+            )
+            .execute(conn)
+            .await?;
+            if let Some(task) = task {
+                diesel::sql_query(
+                    "UPDATE tasks SET state = 'done', done = total, finished_at = now() \
+                     WHERE id = $1",
+                )
+                .bind::<BigInt, _>(task)
+                .execute(conn)
+                .await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// Queues a job of an account (and its task).
+async fn insert_job(
+    conn: &mut diesel_async::AsyncPgConnection,
+    kind: JobKind,
+    account: i64,
+    task: Option<i64>,
+    now_ms: i64,
+) -> AppResult<i64> {
+    Ok(diesel::insert_into(fanout_jobs::table)
+        .values(NewJob {
+            kind: kind.as_str(),
+            author_id: account,
+            post_id: None,
+            follower_id: None,
+            epoch: None,
+            created_at_ms: now_ms,
+            task_id: task,
+            targets: None,
+        })
+        .returning(fanout_jobs::id)
+        .get_result(conn)
+        .await?)
+}

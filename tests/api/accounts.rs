@@ -1,0 +1,349 @@
+//! Suspended and deleted accounts, through the API.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::helpers::{error_code, ids, spawn_app, TestApp, TestUser};
+
+async fn admin_post(app: &TestApp, path: &str) -> (StatusCode, Value) {
+    let res = app
+        .request(Method::POST, path, Some(&app.admin), None)
+        .await;
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+/// Publishes as `who` and answers the status.
+async fn try_publish(app: &TestApp, who: &TestUser) -> StatusCode {
+    app.request(
+        Method::POST,
+        "/api/v1/posts",
+        Some(&who.token),
+        Some(json!({"body": "anything"})),
+    )
+    .await
+    .status()
+}
+
+#[tokio::test]
+async fn a_suspended_account_s_posts_leave_every_feed_at_once_and_come_back() {
+    let app = spawn_app().await;
+    app.set_settings(json!({"big_v_threshold": 3, "big_v_demote_threshold": 2}))
+        .await;
+    let spammer = app.create_user("spammer").await;
+    let star = app.create_user("star").await;
+    let readers = app.users("reader", 3).await;
+    for r in &readers {
+        app.follow(r, &spammer).await;
+        app.follow(r, &star).await;
+    }
+    // The star is a big-V (pulled); the spammer's posts are pushed.
+    assert_eq!(app.user(star.id).await["big_v"], true);
+    let spam = app.publish(&spammer, "buy now").await;
+    let shine = app.publish(&star, "hello").await;
+    app.settle().await;
+    let r = &readers[0];
+    assert_eq!(app.home(r, 5).await, vec![shine.id, spam.id]);
+    // Suspended mid-scroll: gone from homes (pushed or pulled), from its
+    // page and its posts, at once and with no fan-out.
+    let (first, next) = app.page("/api/v1/feed", &r.token, None, 1).await;
+    assert_eq!(ids(&first), vec![shine.id]);
+    for who in [&spammer, &star] {
+        let (status, user) =
+            admin_post(&app, &format!("/api/v1/admin/users/{}/suspend", who.id)).await;
+        assert_eq!(
+            (status, user["status"].as_str()),
+            (StatusCode::OK, Some("suspended"))
+        );
+    }
+    let (rest, _) = app.page("/api/v1/feed", &r.token, next, 5).await;
+    assert!(rest.is_empty());
+    for reader in &readers {
+        assert!(app.home(reader, 5).await.is_empty());
+    }
+    let (items, _) = app
+        .page(
+            &format!("/api/v1/users/{}/posts", spammer.id),
+            &r.token,
+            None,
+            5,
+        )
+        .await;
+    assert!(items.is_empty());
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/posts/{}", spam.id),
+            Some(&r.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    // The same when Redis has lost everything (from PostgreSQL, and
+    // rebuilt).
+    app.engine.redis().delete_all().await.unwrap();
+    assert!(app.home(r, 5).await.is_empty());
+    assert!(app.home(r, 5).await.is_empty());
+    // A suspended account may not post, follow, mute or block; it is
+    // not followed either.
+    assert_eq!(try_publish(&app, &spammer).await, StatusCode::FORBIDDEN);
+    for what in ["following", "mutes", "blocks"] {
+        let res = app
+            .request(
+                Method::PUT,
+                &format!("/api/v1/users/{}/{what}/{}", spammer.id, star.id),
+                Some(&spammer.token),
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::FORBIDDEN, "{what}");
+    }
+    let newcomer = app.create_user("newcomer").await;
+    let res = app
+        .request(
+            Method::PUT,
+            &format!("/api/v1/users/{}/following/{}", newcomer.id, spammer.id),
+            Some(&newcomer.token),
+            None,
+        )
+        .await;
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable".into())
+    );
+    // Lifted: everything is back, follows and counts untouched.
+    for who in [&spammer, &star] {
+        let (status, user) =
+            admin_post(&app, &format!("/api/v1/admin/users/{}/unsuspend", who.id)).await;
+        assert_eq!(
+            (status, user["status"].as_str()),
+            (StatusCode::OK, Some("active"))
+        );
+    }
+    assert_eq!(app.home(r, 1).await, vec![shine.id, spam.id]);
+    assert_eq!(app.user(spammer.id).await["follower_count"], 3);
+    // Only an admin suspends; an unknown account is not found.
+    let res = app
+        .request(
+            Method::POST,
+            &format!("/api/v1/admin/users/{}/suspend", star.id),
+            Some(&r.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert_eq!(
+        admin_post(&app, "/api/v1/admin/users/999999/suspend")
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+}
+
+/// Waits for a job to end; its last state.
+async fn job_done(app: &TestApp, token: &str, path: &str) -> Value {
+    for _ in 0..600 {
+        let res = app.request(Method::GET, path, Some(token), None).await;
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        let job: Value = res.json().await.unwrap();
+        if job["state"] == "done" {
+            return job;
+        }
+        assert!(job["done"].as_i64() <= job["total"].as_i64(), "{job}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("job {path} never ends");
+}
+
+#[tokio::test]
+async fn a_deleted_account_leaves_no_post_no_follow_and_no_key_behind() {
+    let app = spawn_app().await;
+    let leaving = app.create_user("leaving").await;
+    let friends = app.users("friend", 120).await;
+    let other = app.create_user("other").await;
+    // 120 follow it (more than a batch), it follows 60, 70 posts.
+    for (i, f) in friends.iter().enumerate() {
+        app.follow(f, &leaving).await;
+        if i < 60 {
+            app.follow(&leaving, f).await;
+        }
+    }
+    app.follow(&friends[0], &other).await;
+    let mut posts = Vec::new();
+    for i in 0..70 {
+        posts.push(app.publish(&leaving, &format!("p{i}")).await.id);
+    }
+    let kept = app.publish(&other, "stays").await;
+    app.settle().await;
+    let reader = &friends[0];
+    let (first, next) = app.page("/api/v1/feed", &reader.token, None, 3).await;
+    assert!(first.iter().any(|p| p.author_id == leaving.id));
+    // Deleted mid-scroll, by itself: 202 with its job.
+    let res = app
+        .request(
+            Method::DELETE,
+            &format!("/api/v1/users/{}", leaving.id),
+            Some(&leaving.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let location = res.headers()["location"].to_str().unwrap().to_string();
+    let job: Value = res.json().await.unwrap();
+    assert_eq!(location, format!("/api/v1/jobs/{}", job["id"]));
+    assert_eq!(job["kind"], "delete_account");
+    assert_eq!(job["total"], 120 + 60 + 70);
+    // Feeds never show its posts again, from the call on.
+    let (rest, _) = app.page("/api/v1/feed", &reader.token, next, 100).await;
+    assert!(rest.iter().all(|p| p.author_id != leaving.id));
+    // Another user may not watch its job; it and an admin may.
+    let res = app
+        .request(Method::GET, &location, Some(&other.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    let done = job_done(&app, &leaving.token, &location).await;
+    assert_eq!(done["done"], done["total"]);
+    assert!(done["finished_at_ms"].is_i64());
+    let again = job_done(&app, &app.admin, &location).await;
+    assert_eq!(again["id"], job["id"]);
+    // A repeated call answers the same job.
+    let res = app
+        .request(
+            Method::DELETE,
+            &format!("/api/v1/users/{}", leaving.id),
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let repeat: Value = res.json().await.unwrap();
+    assert_eq!(repeat["id"], job["id"]);
+    // The account, its follows either way, its posts: gone.
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/users/{}", leaving.id),
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    for (i, f) in friends.iter().enumerate() {
+        let u = app.user(f.id).await;
+        let following = if i == 0 { 1 } else { 0 };
+        assert_eq!(
+            (u["following_count"].as_i64(), u["follower_count"].as_i64()),
+            (Some(following), Some(0)),
+            "friend {i}"
+        );
+    }
+    assert_eq!(app.home(reader, 50).await, vec![kept.id]);
+    for id in [posts[0], posts[69]] {
+        let res = app
+            .request(
+                Method::GET,
+                &format!("/api/v1/posts/{id}"),
+                Some(&app.admin),
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    }
+    // Its token reads nothing and writes nothing.
+    assert_eq!(try_publish(&app, &leaving).await, StatusCode::NOT_FOUND);
+    let res = app
+        .request(Method::GET, "/api/v1/feed", Some(&leaving.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    // Redis holds no key of it, and no inbox entry of its posts.
+    let keys = app.engine.redis().keys().clone();
+    let mut conn = app.engine.redis().connection().await.unwrap();
+    let mut owned = vec![
+        keys.inbox(leaving.id),
+        keys.outbox(leaving.id),
+        keys.following(leaving.id),
+        keys.followees(leaving.id),
+        keys.active_fans(leaving.id),
+        keys.active_mark(leaving.id),
+    ];
+    owned.extend(posts.iter().map(|p| keys.post(*p)));
+    for key in owned {
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(n, 0, "{key}");
+    }
+    let hidden: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(keys.hidden())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!hidden.contains(&leaving.id.to_string()), "{hidden:?}");
+    for f in &friends {
+        if let Some((entries, _)) = crate::helpers::feed_list(&mut conn, &keys.inbox(f.id)).await {
+            assert!(
+                entries.iter().all(|e| !posts.contains(&e.id)),
+                "friend {}",
+                f.id
+            );
+        }
+    }
+    // And PostgreSQL no row.
+    #[derive(diesel::QueryableByName)]
+    struct N {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let mut pg = <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(
+        app.database_url(),
+    )
+    .await
+    .unwrap();
+    let left: N = diesel_async::RunQueryDsl::get_result(
+        diesel::sql_query(format!(
+            "SELECT (SELECT count(*) FROM posts WHERE author_id = {0}) \
+               + (SELECT count(*) FROM follows WHERE follower_id = {0} OR followee_id = {0}) \
+               + (SELECT count(*) FROM users WHERE id = {0}) \
+               + (SELECT count(*) FROM fanout_jobs WHERE author_id = {0}) AS n",
+            leaving.id
+        )),
+        &mut pg,
+    )
+    .await
+    .unwrap();
+    assert_eq!(left.n, 0);
+}
+
+#[tokio::test]
+async fn only_the_user_itself_or_an_admin_deletes_an_account() {
+    let app = spawn_app().await;
+    let alice = app.create_user("alice").await;
+    let bob = app.create_user("bob").await;
+    let res = app
+        .request(
+            Method::DELETE,
+            &format!("/api/v1/users/{}", alice.id),
+            Some(&bob.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let res = app
+        .request(
+            Method::DELETE,
+            "/api/v1/users/987654",
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    assert_eq!(app.user(alice.id).await["status"], "active");
+    let res = app
+        .request(Method::GET, "/api/v1/jobs/987654", Some(&app.admin), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+}
