@@ -162,6 +162,14 @@ pub struct EngineSettings {
     /// Bytes of bodies and usernames that cache holds at most (the oldest
     /// leave first).
     pub body_cache_bytes: usize,
+    /// Open live streams (`GET /api/v1/feed/stream`) one user may hold on
+    /// this instance; one more answers 429.
+    pub streams_per_user: usize,
+    /// Open live streams this instance holds at most; one more answers 503.
+    pub streams_per_instance: usize,
+    /// Seconds between a stream's heartbeats (a comment line), which keep
+    /// proxies from closing an idle stream and tell a client it is alive.
+    pub stream_heartbeat_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -480,6 +488,24 @@ impl Settings {
         )?;
         let bytes = feed.body_cache_bytes as u64;
         within("feed.body_cache_bytes", bytes, 0, 1 << 40)?;
+        within(
+            "feed.streams_per_user",
+            feed.streams_per_user as u64,
+            1,
+            1000,
+        )?;
+        within(
+            "feed.streams_per_instance",
+            feed.streams_per_instance as u64,
+            1,
+            1_000_000,
+        )?;
+        within(
+            "feed.stream_heartbeat_secs",
+            feed.stream_heartbeat_secs,
+            1,
+            3600,
+        )?;
         self.validate_secrets()?;
         within("auth.leeway_secs", self.auth.leeway_secs, 0, 600)?;
         let l = &self.limits;

@@ -24,6 +24,7 @@ pub struct Application {
     server: Server,
     metrics_server: Option<Server>,
     engine: Engine,
+    streams: crate::engine::stream::Streams,
     limits: web::Data<Limits>,
     metrics_refresh: Duration,
     shutdown_timeout: Duration,
@@ -69,6 +70,8 @@ impl Application {
         let api = http::openapi::document(!metrics_apart);
         let table = web::Data::new(http::openapi::route_table(&api));
         let data = web::Data::new(engine.clone());
+        let streams = crate::engine::stream::Streams::new(engine.clone());
+        let app_streams = web::Data::new(streams.clone());
         let workers = settings.server.workers;
         let app_limits = limits.clone();
         let app_token = metrics_token.clone();
@@ -80,6 +83,7 @@ impl Application {
                 .into_utoipa_app()
                 .app_data(keys.clone())
                 .app_data(data.clone())
+                .app_data(app_streams.clone())
                 .app_data(app_limits.clone())
                 .app_data(app_token.clone())
                 .app_data(table.clone())
@@ -135,6 +139,7 @@ impl Application {
             server,
             metrics_server,
             engine,
+            streams,
             limits,
             metrics_refresh: Duration::from_millis(settings.metrics.refresh_ms),
             shutdown_timeout: Duration::from_secs(settings.server.shutdown_timeout_secs),
@@ -169,6 +174,8 @@ impl Application {
         let engine = self.engine.clone();
         let heartbeat = tokio::spawn(async move { engine.heartbeat_forever().await });
         let shrink = tokio::spawn(http::limits::shrink_forever(self.limits.clone()));
+        let streams = self.streams.clone();
+        let hints = tokio::spawn(async move { streams.listen_forever().await });
         let metrics_handle = self.metrics_server.as_ref().map(|s| s.handle());
         if let Some(metrics) = self.metrics_server {
             tokio::spawn(metrics);
@@ -179,6 +186,7 @@ impl Application {
         }
         gauges.abort();
         shrink.abort();
+        hints.abort();
         let _ = stop.send(true);
         if tokio::time::timeout(self.shutdown_timeout, background)
             .await
@@ -193,9 +201,12 @@ impl Application {
     /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
     pub async fn run_until_signalled(self) -> std::io::Result<()> {
         let handle = self.handle();
+        let streams = self.streams.clone();
         tokio::spawn(async move {
             wait_for_signal().await;
             tracing::info!("shutting down");
+            // Live streams end first: a client reconnects elsewhere.
+            streams.close_all();
             handle.stop(true).await;
         });
         self.run().await

@@ -10,7 +10,7 @@
 
 use futures::StreamExt;
 
-use super::{now_ms, retried, Engine};
+use super::{now_ms, retried, Engine, Hinted};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::models::{Task, User};
 use crate::store::pg::EntriesOf;
@@ -50,6 +50,8 @@ impl Engine {
         match self.inner.pg.set_status(id, &[from], to, now_ms()).await? {
             Some(change) => {
                 self.hide_now(id, suspend, Some(change.job)).await?;
+                let op = if suspend { "h" } else { "s" };
+                self.hint(Hinted::Hidden, format!("{op}:{id}")).await;
                 Ok(change.user)
             }
             // Already so, or no such account (404).
@@ -73,6 +75,7 @@ impl Engine {
         // purge is over there is nothing left to hide.)
         if job.is_some() || self.pg().hidden(id).await? {
             self.hide_now(id, true, job).await?;
+            self.hint(Hinted::Hidden, format!("x:{id}")).await;
         }
         self.inner.wake.notify_waiters();
         // Its own reads stop: its copy and inbox go, and a rebuild of them

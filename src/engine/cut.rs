@@ -148,6 +148,10 @@ pub enum CutUp<T> {
         /// Above the page's first item; the request's position when the
         /// page is empty (nothing newer yet).
         prev: Prev,
+        /// Above each item, in the items' order (the first is `prev`): a
+        /// stream's event ids, so that a client that saw an item resumes
+        /// right above it.
+        marks: Vec<Prev>,
     },
     /// The stream starts too low to decide the page: read further up.
     NeedMore,
@@ -202,13 +206,13 @@ pub fn cut_up<T>(
                 min,
                 offset: req.offset,
             },
+            marks: Vec::new(),
         };
     };
     let last_score = stream[oldest].0.score;
     if open_at(last_score) {
         return CutUp::NeedMore;
     }
-    let first_score = stream[newest].0.score;
     let count = |range: &[(Entry, Slot<T>)], score: i64| {
         range.iter().filter(|(e, _)| e.score == score).count() as u32
     };
@@ -216,10 +220,12 @@ pub fn cut_up<T>(
         max: last_score,
         offset: count(&stream[..=oldest], last_score),
     };
-    let prev = Prev {
-        min: first_score,
-        offset: count(&stream[newest..], first_score),
+    let mark = |i: usize| Prev {
+        min: stream[i].0.score,
+        offset: count(&stream[i..], stream[i].0.score),
     };
+    let prev = mark(newest);
+    let marks: Vec<Prev> = picked.iter().rev().map(|&i| mark(i)).collect();
     let mut items = Vec::with_capacity(picked.len());
     let mut stream = stream;
     for i in picked.into_iter().rev() {
@@ -227,7 +233,12 @@ pub fn cut_up<T>(
             items.push(item);
         }
     }
-    CutUp::Page { items, next, prev }
+    CutUp::Page {
+        items,
+        next,
+        prev,
+        marks,
+    }
 }
 
 #[cfg(test)]
@@ -415,12 +426,20 @@ mod tests {
             (Entry::new(8, 1), Slot::Shown(Entry::new(8, 1))),
         ];
         let req = PageRequest::before(Prev { min: 8, offset: 1 }, 2);
-        let CutUp::Page { items, next, prev } = cut_up(stream.clone(), &req, true) else {
+        let CutUp::Page {
+            items,
+            next,
+            prev,
+            marks,
+        } = cut_up(stream.clone(), &req, true)
+        else {
             unreachable!()
         };
         assert_eq!(items, vec![Entry::new(9, 4), Entry::new(8, 3)]);
         assert_eq!(next, Cursor { max: 8, offset: 1 });
         assert_eq!(prev, Prev { min: 9, offset: 1 });
+        // Above 8/3: the entries of 8 from it down, the hidden one counted.
+        assert_eq!(marks, vec![prev, Prev { min: 8, offset: 3 }]);
         // Started above an entry of 9, it decides the page (the cursors
         // count from the items away from the top); started inside the run
         // of 8, it cannot tell that run's length: read more.
@@ -431,7 +450,10 @@ mod tests {
         assert_eq!(cut_up(stream[2..].to_vec(), &req, false), CutUp::NeedMore);
         // Nothing newer: the position stays, next is the position from above.
         let req = PageRequest::before(Prev { min: 9, offset: 2 }, 2);
-        let CutUp::Page { items, next, prev } = cut_up(stream[..2].to_vec(), &req, true) else {
+        let CutUp::Page {
+            items, next, prev, ..
+        } = cut_up(stream[..2].to_vec(), &req, true)
+        else {
             unreachable!()
         };
         assert!(items.is_empty());

@@ -396,6 +396,9 @@ impl Engine {
                     let promote = PulledChange::Promote(delivery.big_v_epoch);
                     self.redis().pulled_change(author, promote).await?;
                 }
+                // Streams hear of it (again, if its publish could tell them).
+                let hinted = format!("p:{post}:{}", delivery.created_at_ms);
+                self.hint(super::Hinted::Author(author), hinted).await;
                 let to = match policy::audience(delivery.pulled) {
                     Audience::Followers => Targets::Followers,
                     Audience::ActiveFans => {

@@ -21,7 +21,8 @@
 //! - [`fanout`]: the jobs that deliver posts into inboxes;
 //! - `read`: the page read path;
 //! - `relations`: follows, mutes and blocks;
-//! - `accounts`: suspended and deleted accounts.
+//! - `accounts`: suspended and deleted accounts;
+//! - [`stream`]: live streams of homes, and the hints that wake them.
 
 mod accounts;
 mod bodies;
@@ -31,6 +32,7 @@ pub mod merge;
 pub mod policy;
 mod read;
 mod relations;
+pub mod stream;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,6 +74,10 @@ pub struct Page {
     /// `min` and `offset` to refresh); on a page with no item, the
     /// position it was read from (the bottom of the feed for a first page).
     pub prev: Prev,
+    /// On a refresh page, the position above each item (its first `prev`):
+    /// what a stream gives as each event's id.
+    #[serde(skip)]
+    pub marks: Vec<Prev>,
 }
 
 /// What a publish answered: the post, and whether it is the answer to an
@@ -137,6 +143,19 @@ struct Inner {
     bodies: Mutex<bodies::Bodies>,
     /// Fan-out jobs not dead, as last counted (see `refresh_gauges_forever`).
     backlog: std::sync::atomic::AtomicI64,
+}
+
+/// Whose channel a hint goes to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Hinted {
+    /// An author's posts: `p:<id>:<score>` published, `d:<id>` deleted.
+    Author(i64),
+    /// What a reader's home shows: `f:<author>` shown, `u:`, `m:`, `b:`
+    /// not any more (unfollowed, muted, blocked).
+    Reader(i64),
+    /// The hidden accounts: `h:<id>` suspended, `x:<id>` deleted, `s:<id>`
+    /// shown again.
+    Hidden,
 }
 
 /// Seconds a publish refused for the backlog asks its client to wait.
@@ -358,6 +377,8 @@ impl Engine {
         }
         self.remember(std::slice::from_ref(&post));
         self.inner.wake.notify_waiters();
+        let hinted = format!("p:{}:{}", post.id, post.created_at_ms);
+        self.hint(Hinted::Author(author), hinted).await;
         Ok(Publication {
             post,
             replayed: false,
@@ -387,6 +408,20 @@ impl Engine {
             post,
             replayed: true,
         }))
+    }
+
+    /// Tells every instance something of `about` (pub/sub; see
+    /// [`stream`]): best effort, a hint is only a hint.
+    pub(crate) async fn hint(&self, about: Hinted, payload: String) {
+        let keys = self.inner.redis.keys();
+        let channel = match about {
+            Hinted::Author(a) => keys.author_channel(a),
+            Hinted::Reader(r) => keys.reader_channel(r),
+            Hinted::Hidden => keys.hidden_channel(),
+        };
+        if let Err(e) = self.inner.redis.hint(&channel, &payload).await {
+            tracing::debug!(error = %e.chain(), "a hint was not sent");
+        }
     }
 
     /// Counts a write whose Redis update was left to its job.
@@ -459,7 +494,9 @@ impl Engine {
                 }
                 Err(gone())
             }
-            Deletion::Deleted { job, .. } => {
+            Deletion::Deleted { job, author_id } => {
+                self.hint(Hinted::Author(author_id), format!("d:{id}"))
+                    .await;
                 let hide = || async {
                     let mark = self.inner.redis.write_mark();
                     self.inner.redis.tombstone(id, ttl).await?;

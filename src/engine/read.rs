@@ -78,6 +78,7 @@ impl Engine {
                         items: Vec::new(),
                         next: None,
                         prev: Prev::BOTTOM,
+                        marks: Vec::new(),
                     });
                 }
                 // Blocks are read from PostgreSQL: while it is away, warm
@@ -193,7 +194,12 @@ impl Engine {
                         },
                         _ => self.prev_of_empty(scope, req).await?,
                     };
-                    return Ok(Page { items, next, prev });
+                    return Ok(Page {
+                        items,
+                        next,
+                        prev,
+                        marks: Vec::new(),
+                    });
                 }
                 // The run of entries scored `max` filled the window (deleted
                 // ones included): read further into it.
@@ -212,11 +218,17 @@ impl Engine {
             Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
             let stream = rows.into_iter().map(slot).collect();
             match cut_up(stream, req, complete) {
-                CutUp::Page { items, next, prev } => {
+                CutUp::Page {
+                    items,
+                    next,
+                    prev,
+                    marks,
+                } => {
                     return Ok(Page {
                         items,
                         next: Some(next),
                         prev,
+                        marks,
                     })
                 }
                 CutUp::NeedMore => window *= 4,
@@ -301,11 +313,17 @@ impl Engine {
                 loop {
                     let stream = self.slots(scope, &entries[start..], &meta).await?;
                     match cut_up(stream, req, start == 0) {
-                        CutUp::Page { items, next, prev } => {
+                        CutUp::Page {
+                            items,
+                            next,
+                            prev,
+                            marks,
+                        } => {
                             return Ok(Ok(Page {
                                 items,
                                 next: Some(next),
                                 prev,
+                                marks,
                             }))
                         }
                         CutUp::NeedMore => start = start.saturating_sub((end - start).max(1)),
@@ -441,7 +459,12 @@ impl Engine {
                         },
                         _ => self.prev_of_empty(scope, req).await?,
                     };
-                    return Ok(Some(Page { items, next, prev }));
+                    return Ok(Some(Page {
+                        items,
+                        next,
+                        prev,
+                        marks: Vec::new(),
+                    }));
                 }
                 Cut::NeedMore if all => return Ok(None),
                 Cut::NeedMore => take = (take * 2).min(entries.len()),

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{now_ms, policy, retried, Engine};
+use super::{now_ms, policy, retried, Engine, Hinted};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::models::{Task, User};
 use crate::store::pg::{EdgeChange, EntriesOf, FollowedMany};
@@ -86,7 +86,10 @@ impl Engine {
             .follow(follower, followee, now_ms(), policy::big_v_change)
             .await?;
         self.after_edge_change(follower, followee, Edge::Follow, change)
-            .await
+            .await?;
+        self.hint_edge(follower, followee, Edge::Follow, change.shown)
+            .await;
+        Ok(())
     }
 
     /// `follower` follows up to [`MAX_FOLLOW_MANY`] authors at once: one
@@ -104,6 +107,9 @@ impl Engine {
         }
         self.active_user(follower).await?;
         let done = self.follow_many_fitting(follower, targets, false).await?;
+        for author in done.new.iter().filter(|a| !done.muted.contains(a)) {
+            self.hint_edge(follower, *author, Edge::Follow, true).await;
+        }
         Ok(Followed {
             followed: done.new,
             already: done.already,
@@ -279,7 +285,10 @@ impl Engine {
             .unfollow(follower, followee, now_ms(), policy::big_v_change)
             .await?;
         self.after_edge_change(follower, followee, Edge::Unfollow, change)
-            .await
+            .await?;
+        self.hint_edge(follower, followee, Edge::Unfollow, false)
+            .await;
+        Ok(())
     }
 
     /// Mutes (`mute`) or unmutes `target` for `reader` (idempotent).
@@ -301,7 +310,9 @@ impl Engine {
             .set_mute(reader, target, mute, now_ms())
             .await?;
         let edge = if mute { Edge::Mute } else { Edge::Unmute };
-        self.after_edge_change(reader, target, edge, change).await
+        self.after_edge_change(reader, target, edge, change).await?;
+        self.hint_edge(reader, target, edge, change.shown).await;
+        Ok(())
     }
 
     /// `blocker` blocks `target` (idempotent): the follows between them
@@ -327,6 +338,9 @@ impl Engine {
             if first_error.is_ok() {
                 first_error = done;
             }
+        }
+        for (who, other) in [(blocker, target), (target, blocker)] {
+            self.hint(Hinted::Reader(who), format!("b:{other}")).await;
         }
         first_error
     }
@@ -371,6 +385,19 @@ impl Engine {
                 Cut::NeedMore => window *= 4,
             }
         }
+    }
+
+    /// Tells every instance's streams of `follower` what its home shows of
+    /// `author` now.
+    async fn hint_edge(&self, follower: i64, author: i64, edge: Edge, shown: bool) {
+        let op = match edge {
+            Edge::Follow | Edge::Unmute if shown => "f",
+            Edge::Follow | Edge::Unmute => return,
+            Edge::Unfollow => "u",
+            Edge::Mute => "m",
+        };
+        self.hint(Hinted::Reader(follower), format!("{op}:{author}"))
+            .await;
     }
 
     /// The Redis side of a follow, unfollow, mute or unmute, done by its

@@ -2,8 +2,10 @@ use actix_web::{get, web, HttpResponse};
 
 use super::auth::Caller;
 use super::PageQuery;
+use crate::engine::stream::{Event, Streams};
 use crate::engine::{Engine, Page};
 use crate::error::AppError;
+use crate::types::Prev;
 
 /// The caller's own home feed, newest first. The first request sends no
 /// `max`; each next one sends back the `next` of the previous response. A
@@ -27,4 +29,94 @@ pub async fn home(
     let req = query.parse()?;
     let page = engine.home_page(caller.id, req).await?;
     Ok(HttpResponse::Ok().json(page))
+}
+
+/// The caller's home feed, live (Server-Sent Events): first `open` with the
+/// current position as its id, then each new entry of the home as a
+/// `post` (the post as JSON; its id the position right above it, a
+/// `prev`), oldest first, pushed or pulled; `delete` (`{"id"}`) when a post
+/// of an author it shows is deleted; `remove` (`{"author_id", "reason"}`)
+/// when an author's posts leave it (`unfollow`, `mute`, `block`,
+/// `suspend`, `delete`); a comment line as heartbeat. Reconnecting with
+/// `Last-Event-ID` (an id it got) replays what came after it, from the
+/// feed itself: no gap, no repeat. At most `feed.streams_per_user` per
+/// user and `feed.streams_per_instance` per instance.
+#[utoipa::path(
+    tag = "feed",
+    operation_id = "home_stream",
+    params(
+        ("Last-Event-ID" = Option<String>, Header,
+            description = "The id of the last event received (`<min>:<offset>`): resume after it"),
+    ),
+    responses(
+        (status = 200, description = "The live stream", content_type = "text/event-stream", body = String),
+        (status = 400, description = "A malformed Last-Event-ID", body = super::errors::ErrorBody),
+        (status = 404, description = "The caller is no account (or one being deleted)", body = super::errors::ErrorBody),
+        (status = 429, description = "Too many streams of this user", body = super::errors::ErrorBody),
+        (status = 503, description = "Too many streams on this instance", body = super::errors::ErrorBody),
+    )
+)]
+#[get("/feed/stream")]
+pub async fn stream(
+    req: actix_web::HttpRequest,
+    caller: Caller,
+    engine: web::Data<Engine>,
+    streams: web::Data<Streams>,
+) -> Result<HttpResponse, AppError> {
+    let from = match req.headers().get("last-event-id") {
+        None => None,
+        Some(v) => Some(v.to_str().ok().and_then(parse_event_id).ok_or_else(|| {
+            AppError::BadRequest(
+                "Last-Event-ID must be an event id of this stream: <min>:<offset>".into(),
+            )
+        })?),
+    };
+    // An account being deleted (or none) has no home.
+    engine.user(caller.id).await?;
+    let events = streams.follow(caller.id, from).await?;
+    let body = futures::stream::unfold(events, |mut events| async move {
+        let event = events.recv().await?;
+        Some((
+            Ok::<_, actix_web::Error>(web::Bytes::from(sse(&event))),
+            events,
+        ))
+    });
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(body))
+}
+
+/// An event id: a position, `<min>:<offset>`.
+fn event_id(at: &Prev) -> String {
+    format!("{}:{}", at.min, at.offset)
+}
+
+fn parse_event_id(text: &str) -> Option<Prev> {
+    let (min, offset) = text.trim().split_once(':')?;
+    let (min, offset) = (min.parse::<i64>().ok()?, offset.parse::<u32>().ok()?);
+    (min >= 0).then_some(Prev { min, offset })
+}
+
+/// An event as Server-Sent Events write it.
+fn sse(event: &Event) -> String {
+    match event {
+        Event::Open(at) => format!(
+            "retry: 1000\nevent: open\nid: {}\ndata: {}\n\n",
+            event_id(at),
+            serde_json::json!({"min": at.min, "offset": at.offset})
+        ),
+        Event::Post { post, id } => format!(
+            "event: post\nid: {}\ndata: {}\n\n",
+            event_id(id),
+            serde_json::to_string(post).unwrap_or_default()
+        ),
+        Event::Delete(id) => format!("event: delete\ndata: {}\n\n", serde_json::json!({"id": id})),
+        Event::Remove { author, reason } => format!(
+            "event: remove\ndata: {}\n\n",
+            serde_json::json!({"author_id": author, "reason": reason})
+        ),
+        Event::Heartbeat => ": heartbeat\n\n".to_string(),
+    }
 }

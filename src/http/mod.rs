@@ -56,6 +56,7 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(posts::get)
             .service(posts::delete)
             .service(feed::home)
+            .service(feed::stream)
             .service(jobs::get)
             .service(admin::get_settings)
             .service(admin::put_settings)

@@ -24,6 +24,7 @@ mod publish_keys;
 mod redis_outage;
 mod relations;
 mod scripts;
+mod stream;
 mod timeline;
 mod upgrade;
 mod users;

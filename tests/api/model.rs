@@ -47,6 +47,7 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use feed_service::domain::{IdempotencyKey, PostBody};
 use feed_service::engine::fanout::{Lease, Step};
+use feed_service::engine::stream::{Event, Streams};
 use feed_service::engine::{Engine, Page, SettingsPatch, Stats};
 use feed_service::error::AppError;
 use feed_service::settings::Settings;
@@ -252,6 +253,14 @@ enum Op {
     },
     /// An admin sets how many of an author's posts a follow copies.
     CopyLimit(u8),
+    /// A live stream of `reader`'s home opens on the operation's instance
+    /// (the one open before is checked and closed).
+    Listen {
+        reader: u8,
+    },
+    /// The live stream drops and reconnects, on the other instance, with
+    /// the id of the last event it got.
+    Reconnect,
 }
 
 impl Op {
@@ -266,6 +275,7 @@ impl Op {
             Op::Suspend { .. } => 1 << 20,
             Op::Remove { .. } => 1 << 21,
             Op::FollowMany { .. } | Op::CopyLimit(_) => 1 << 22,
+            Op::Listen { .. } | Op::Reconnect => 1 << 23,
             Op::Delete { .. } => 1,
             Op::Unfollow { .. } => 1 << 1,
             Op::Refollow { .. } => 1 << 2,
@@ -370,6 +380,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (user(), prop::collection::vec(user(), 1..6))
             .prop_map(|(who, whom)| Op::FollowMany { who, whom }),
         2 => (0..COPY_LIMITS.len() as u8).prop_map(Op::CopyLimit),
+        3 => user().prop_map(|reader| Op::Listen { reader }),
+        2 => Just(Op::Reconnect),
     ]
 }
 
@@ -545,8 +557,9 @@ impl Model {
     }
 
     /// The page a request should get, by the cursor's definition:
-    /// (items, next, prev).
-    fn page(&self, feed: Feed, req: &PageRequest) -> (Vec<i64>, Option<Cursor>, Prev) {
+    /// (items, next, prev), and on a page read up the position above each
+    /// item (a stream's event ids).
+    fn page(&self, feed: Feed, req: &PageRequest) -> ((Vec<i64>, Option<Cursor>, Prev), Vec<Prev>) {
         let s = self.feed(feed);
         let count =
             |range: &[&MPost], score: i64| range.iter().filter(|p| p.score == score).count() as u32;
@@ -575,14 +588,15 @@ impl Model {
                     min,
                     offset: req.offset,
                 };
-                return (Vec::new(), Some(next), prev);
+                return ((Vec::new(), Some(next), prev), Vec::new());
             };
             let items = picked.iter().rev().map(|&i| s[i].id).collect();
             let next = Cursor {
                 max: s[oldest].score,
                 offset: count(&s[..=oldest], s[oldest].score),
             };
-            return (items, Some(next), prev_of(newest));
+            let marks = picked.iter().rev().map(|&i| prev_of(i)).collect();
+            return ((items, Some(next), prev_of(newest)), marks);
         }
         let mut i = 0;
         if let Some(max) = req.max {
@@ -632,7 +646,7 @@ impl Model {
                 offset: count(&s, max).saturating_sub(req.offset),
             },
         };
-        (items, next, prev)
+        ((items, next, prev), Vec::new())
     }
 
     /// The live posts of `feed` above a refresh position.
@@ -716,6 +730,11 @@ fn check_scroll(model: &Model, s: &Scroll) -> Result<(), String> {
 /// each operation goes through one of them (the case says which).
 struct World {
     engines: [Engine; 2],
+    /// Each instance's live streams, listening to hints.
+    hubs: [Streams; 2],
+    hints: Vec<tokio::task::JoinHandle<()>>,
+    /// The live stream open, if any.
+    listener: Option<Listener>,
     /// The instance of the operation at hand.
     current: usize,
     redis: RedisStore,
@@ -729,6 +748,61 @@ struct World {
     /// Deferred writes counted so far, over both instances.
     deferred: u64,
 }
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for h in &self.hints {
+            h.abort();
+        }
+    }
+}
+
+/// A live stream of a reader's home, and what it must send.
+struct Listener {
+    reader: usize,
+    instance: usize,
+    events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    /// Live posts of the home when it opened: none may come.
+    initial: BTreeSet<i64>,
+    /// Posts that must come: each at the top of the home when published.
+    expected: BTreeSet<i64>,
+    /// Authors whose posts joined or left the home while it was open.
+    touched: BTreeSet<usize>,
+    /// The authors the home showed after the last operation.
+    shown: BTreeSet<usize>,
+    seen: Vec<i64>,
+    /// The id of the last event.
+    last: Option<Prev>,
+    /// Opened while a write's Redis update was deferred: the home it read
+    /// its position from may have lagged the records (what it had is not
+    /// known).
+    lagged: bool,
+    /// Scores at which a post entered below others of its millisecond.
+    disturbed: BTreeSet<i64>,
+}
+
+impl Listener {
+    /// Takes every event sent so far.
+    fn pump(&mut self) {
+        while let Ok(event) = self.events.try_recv() {
+            self.take(event);
+        }
+    }
+
+    fn take(&mut self, event: Event) {
+        match event {
+            Event::Open(at) => self.last = Some(at),
+            Event::Post { post, id } => {
+                self.seen.push(post.id);
+                self.last = Some(id);
+            }
+            Event::Delete(_) | Event::Remove { .. } | Event::Heartbeat => {}
+        }
+    }
+}
+
+/// Live streams checked against the model, over all cases.
+static STREAMS: AtomicUsize = AtomicUsize::new(0);
 
 /// Pages checked against the model, over all cases.
 static PAGES: AtomicUsize = AtomicUsize::new(0);
@@ -796,8 +870,19 @@ impl World {
                 .map_err(|e| e.chain())?;
             ids.push(u.id);
         }
+        let hubs = [Streams::new(engine.clone()), Streams::new(other.clone())];
+        let hints = hubs
+            .iter()
+            .map(|h| {
+                let h = h.clone();
+                tokio::spawn(async move { h.listen_forever().await })
+            })
+            .collect();
         Ok(World {
             redis,
+            hubs,
+            hints,
+            listener: None,
             engines: [engine, other],
             current: 0,
             pg,
@@ -896,6 +981,29 @@ impl World {
                         if moved {
                             let s = model.scrolls[slot].as_mut().expect("checked");
                             s.disturbed.insert(score);
+                        }
+                    }
+                    if let Some(l) = self.listener.as_mut() {
+                        let home = Feed::Home(l.reader);
+                        // It enters the home at its top (a stream sends
+                        // what enters above its position).
+                        let newest = self.model.feed(home).iter().all(|p| {
+                            score > p.score
+                                || (score == p.score && post.id.to_string() > p.id.to_string())
+                        });
+                        if self.model.holds(home, a) && newest {
+                            l.expected.insert(post.id);
+                        }
+                        // A post that sorts below others of its millisecond
+                        // (its id has fewer digits: `10` after `9`) moves a
+                        // position that counts that millisecond's oldest
+                        // entries: the count-based cursor's one slack.
+                        let below =
+                            self.model.feed(home).iter().any(|p| {
+                                p.score == score && p.id.to_string() > post.id.to_string()
+                            });
+                        if self.model.holds(home, a) && below {
+                            l.disturbed.insert(score);
                         }
                     }
                     self.model.posts.push(MPost {
@@ -1152,6 +1260,8 @@ impl World {
                     .map_err(|e| format!("heartbeat: {}", e.chain()))?;
             }
             Op::Suspend { who, on } => self.suspend(who, on).await?,
+            Op::Listen { reader } => self.listen(reader as usize % USERS).await?,
+            Op::Reconnect => self.reconnect().await?,
             Op::FollowMany { who, ref whom } => self.follow_many(who, whom).await?,
             Op::CopyLimit(pick) => {
                 self.settings(SettingsPatch {
@@ -1360,6 +1470,157 @@ impl World {
         Ok(())
     }
 
+    /// The authors `reader`'s home shows now.
+    fn shown_by(&self, reader: usize) -> BTreeSet<usize> {
+        (0..USERS)
+            .filter(|a| self.model.holds(Feed::Home(reader), *a))
+            .collect()
+    }
+
+    /// Opens a live stream of `reader`'s home (the one open is checked
+    /// first).
+    async fn listen(&mut self, reader: usize) -> Outcome {
+        self.check_listener().await?;
+        if self.model.gone.contains(&reader) {
+            return Ok(());
+        }
+        let instance = self.current;
+        let events = match self.hubs[instance]
+            .follow(self.model.ids[reader], None)
+            .await
+        {
+            Ok(events) => events,
+            // Redis refusing (an armed fault), or the hints not connected yet.
+            Err(AppError::Unavailable { .. } | AppError::TimedOut { .. }) => return Ok(()),
+            Err(e) => return Err(format!("listen: {}", e.chain())),
+        };
+        let initial = self
+            .model
+            .feed(Feed::Home(reader))
+            .iter()
+            .filter(|p| !p.deleted)
+            .map(|p| p.id)
+            .collect();
+        let shown = self.shown_by(reader);
+        self.listener = Some(Listener {
+            reader,
+            instance,
+            events,
+            initial,
+            expected: BTreeSet::new(),
+            touched: BTreeSet::new(),
+            shown,
+            seen: Vec::new(),
+            last: None,
+            lagged: self.dirty,
+            disturbed: BTreeSet::new(),
+        });
+        Ok(())
+    }
+
+    /// The live stream drops and reconnects on the other instance with the
+    /// id of its last event.
+    async fn reconnect(&mut self) -> Outcome {
+        let Some(l) = self.listener.as_mut() else {
+            return Ok(());
+        };
+        // Let what is under way arrive, then drop.
+        tokio::task::yield_now().await;
+        l.pump();
+        let Some(last) = l.last else {
+            return Ok(());
+        };
+        let instance = 1 - l.instance;
+        let reader = self.model.ids[l.reader];
+        match self.hubs[instance].follow(reader, Some(last)).await {
+            Ok(events) => {
+                l.events = events;
+                l.instance = instance;
+            }
+            Err(AppError::Unavailable { .. } | AppError::TimedOut { .. }) => {}
+            Err(AppError::NotFound(_)) => self.listener = None,
+            Err(e) => return Err(format!("reconnect: {}", e.chain())),
+        }
+        Ok(())
+    }
+
+    /// Notes the authors whose posts joined or left the open stream's home
+    /// with the last operation.
+    fn note_listener(&mut self) {
+        let Some(reader) = self.listener.as_ref().map(|l| l.reader) else {
+            return;
+        };
+        let now = self.shown_by(reader);
+        let l = self.listener.as_mut().expect("checked");
+        let changed: Vec<usize> = l.shown.symmetric_difference(&now).copied().collect();
+        l.touched.extend(changed);
+        l.shown = now;
+    }
+
+    /// Checks the open stream, then closes it: once every stream has read
+    /// again and nothing more comes, it sent every post it had to (each the
+    /// newest of the home when published, still there, its author's posts
+    /// in the home throughout), none it had when it opened, none twice.
+    async fn check_listener(&mut self) -> Outcome {
+        let Some(mut l) = self.listener.take() else {
+            return Ok(());
+        };
+        for e in &self.engines {
+            e.redis().faults().disarm();
+        }
+        self.hubs[l.instance].refresh_all();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            match tokio::time::timeout(Duration::from_millis(200), l.events.recv()).await {
+                Ok(Some(event)) => l.take(event),
+                _ => break,
+            }
+        }
+        STREAMS.fetch_add(1, Ordering::Relaxed);
+        let score_of = |id: i64| {
+            self.model
+                .posts
+                .iter()
+                .find(|p| p.id == id)
+                .map(|p| p.score)
+        };
+        let excused = |id: i64| score_of(id).is_some_and(|s| l.disturbed.contains(&s));
+        let mut once = BTreeSet::new();
+        for id in &l.seen {
+            if !once.insert(*id) && !excused(*id) {
+                return Err(format!(
+                    "stream of {}: post {id} sent twice: {:?}",
+                    l.reader, l.seen
+                ));
+            }
+            if l.initial.contains(id) && !l.lagged && !excused(*id) {
+                return Err(format!(
+                    "stream of {}: post {id} was there at the start",
+                    l.reader
+                ));
+            }
+        }
+        if self.dirty {
+            return Ok(());
+        }
+        for id in &l.expected {
+            let Some(p) = self.model.posts.iter().find(|p| p.id == *id) else {
+                continue;
+            };
+            let kept = !p.deleted
+                && !excused(p.id)
+                && !l.touched.contains(&p.author)
+                && self.model.holds(Feed::Home(l.reader), p.author);
+            if kept && !once.contains(id) {
+                return Err(format!(
+                    "stream of {}: post {id} of user {} never came (sent {:?})",
+                    l.reader, p.author, l.seen
+                ));
+            }
+        }
+        Ok(())
+    }
+
     async fn follow_many(&mut self, who: u8, whom: &[u8]) -> Outcome {
         let a = who as usize % USERS;
         let targets: Vec<usize> = whom.iter().map(|w| *w as usize % USERS).collect();
@@ -1406,8 +1667,11 @@ impl World {
         match result {
             Ok(got) => {
                 let want: Vec<i64> = new.iter().map(|b| m.ids[*b]).collect();
-                if (got.followed.clone(), got.already.clone(), got.skipped.clone())
-                    != (want.clone(), already.clone(), skipped.clone())
+                if (
+                    got.followed.clone(),
+                    got.already.clone(),
+                    got.skipped.clone(),
+                ) != (want.clone(), already.clone(), skipped.clone())
                 {
                     return Err(format!(
                         "a follow of many answered {got:?}, want followed {want:?} already \
@@ -1593,20 +1857,24 @@ impl World {
                 self.engine().page_from_pg(scope, &req).await
             }
         };
-        let Page { items, next, prev } =
-            page.map_err(|e| format!("page of {feed:?} {req:?}: {}", e.chain()))?;
+        let Page {
+            items,
+            next,
+            prev,
+            marks,
+        } = page.map_err(|e| format!("page of {feed:?} {req:?}: {}", e.chain()))?;
         PAGES.fetch_add(1, Ordering::Relaxed);
         let got: Vec<i64> = items.iter().map(|p| p.id).collect();
-        let want = self.model.page(feed, &req);
+        let (want, want_marks) = self.model.page(feed, &req);
         if std::env::var("MODEL_TRACE").is_ok() {
             eprintln!("page {feed:?} {req:?} got {got:?} {next:?} {prev:?} want {want:?}");
         }
         let up = req.min.is_some();
         if !self.dirty {
-            if (got.clone(), next, prev) != want {
+            if (got.clone(), next, prev) != want || marks != want_marks {
                 return Err(format!(
-                    "page of {feed:?} {req:?}:\n  got  {got:?} next {next:?} prev {prev:?}\n  \
-                     want {:?} next {:?} prev {:?}",
+                    "page of {feed:?} {req:?}:\n  got  {got:?} next {next:?} prev {prev:?} \
+                     marks {marks:?}\n  want {:?} next {:?} prev {:?} marks {want_marks:?}",
                     want.0, want.1, want.2
                 ));
             }
@@ -1838,6 +2106,7 @@ impl World {
             }
         }
         self.check_feeds().await?;
+        self.check_listener().await?;
         let readers: Vec<usize> = (0..USERS)
             .filter(|r| !self.model.gone.contains(r))
             .collect();
@@ -1962,6 +2231,7 @@ async fn run_case(settings: &Settings, case: &Case) -> Outcome {
             .await
             .map_err(|e| format!("at op {i} {op:?}: {e}"))?;
         world.note_deferred();
+        world.note_listener();
     }
     let size = SIZES[case.ops.len() % SIZES.len()];
     world
@@ -2040,10 +2310,11 @@ fn the_engine_behaves_like_the_model() {
                 rounds += 1;
             }
             eprintln!(
-                "model soak: {rounds} rounds of 16 cases, {} pages checked, {} jobs taken \
-                 over from a quiet instance, no departure ({} cluster calls resent after a \
-                 wrong slot map)",
+                "model soak: {rounds} rounds of 16 cases, {} pages and {} live streams checked, \
+                 {} jobs taken over from a quiet instance, no departure ({} cluster calls \
+                 resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
+                AtomicUsize::load(&STREAMS, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 feed_service::metrics::REDIS_RESENT.get()
             );
@@ -2054,9 +2325,11 @@ fn the_engine_behaves_like_the_model() {
             let started = Instant::now();
             explore(&rt, &settings, seed, cases);
             eprintln!(
-                "model: {cases} cases from seed {seed}, {} pages checked, {} jobs taken over \
-                 from a quiet instance, {:.1} s ({} cluster calls resent after a wrong slot map)",
+                "model: {cases} cases from seed {seed}, {} pages and {} live streams checked, {} \
+                 jobs taken over from a quiet instance, {:.1} s ({} cluster calls resent after a \
+                 wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
+                AtomicUsize::load(&STREAMS, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 started.elapsed().as_secs_f64(),
                 feed_service::metrics::REDIS_RESENT.get()

@@ -85,6 +85,22 @@ impl Keys {
         format!("{}post:{{{id}}}", self.prefix)
     }
 
+    /// The channel of hints about an author's posts (its slot: sharded
+    /// pub/sub keeps a hint on the master of its outbox).
+    pub fn author_channel(&self, author: i64) -> String {
+        format!("{}hints:{{{author}}}", self.prefix)
+    }
+
+    /// The channel of hints about what a reader's home shows.
+    pub fn reader_channel(&self, reader: i64) -> String {
+        format!("{}hints:{}{reader}", self.prefix, reader_tag(reader))
+    }
+
+    /// The channel of hints about hidden accounts.
+    pub fn hidden_channel(&self) -> String {
+        format!("{}hints:{{pulled}}", self.prefix)
+    }
+
     /// Marker that rate-limits recording a reader as an active fan.
     pub fn active_mark(&self, reader: i64) -> String {
         format!("{}active_mark:{}{reader}", self.prefix, reader_tag(reader))

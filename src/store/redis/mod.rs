@@ -5,6 +5,7 @@ mod conn;
 pub mod faults;
 pub mod keys;
 pub mod layout;
+pub mod pubsub;
 pub mod scripts;
 pub mod state;
 
@@ -76,6 +77,8 @@ pub struct RedisStore {
     faults: Arc<Faults>,
     /// Round trips made (tests count a page's with it).
     round_trips: Arc<AtomicU64>,
+    /// Where this instance subscribes to hints (`pubsub.rs`).
+    hints: pubsub::Source,
 }
 
 impl RedisStore {
@@ -88,6 +91,7 @@ impl RedisStore {
             timeout,
             faults: Arc::new(Faults::default()),
             round_trips: Arc::new(AtomicU64::new(0)),
+            hints: pubsub::Source::of(settings),
         })
     }
 
