@@ -386,7 +386,8 @@ impl Engine {
                     meta: delivery.meta.clone(),
                 };
                 let ttl = self.tuning().post_cache_ttl_secs;
-                self.redis()
+                let new = self
+                    .redis()
                     .publish(&cached, post, s.outbox_max_len, ttl)
                     .await?;
                 if delivery.deleted {
@@ -396,9 +397,12 @@ impl Engine {
                     let promote = PulledChange::Promote(delivery.big_v_epoch);
                     self.redis().pulled_change(author, promote).await?;
                 }
-                // Streams hear of it (again, if its publish could tell them).
-                let hinted = format!("p:{post}:{}", delivery.created_at_ms);
-                self.hint(super::Hinted::Author(author), hinted).await;
+                if new {
+                    // Its publish could not write it: streams hear of it now.
+                    let hinted = format!("p:{post}:{}", delivery.created_at_ms);
+                    self.hint(super::Hinted::Author(author), hinted).await;
+                }
+
                 let to = match policy::audience(delivery.pulled) {
                     Audience::Followers => Targets::Followers,
                     Audience::ActiveFans => {

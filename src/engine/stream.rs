@@ -39,6 +39,9 @@ use crate::types::{PageRequest, Prev};
 /// Entries a stream reads per refresh page.
 const REFRESH_PAGE: u32 = 100;
 
+/// How soon a stream whose read failed reads again.
+const RETRY: Duration = Duration::from_millis(250);
+
 /// What a stream sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -185,6 +188,7 @@ impl Streams {
                 engine,
                 reader,
                 at: from,
+                retry: false,
                 out,
             };
             stream.run(signals, heartbeat).await;
@@ -550,6 +554,8 @@ struct Live {
     reader: i64,
     /// Its position: everything up to here has been sent.
     at: Prev,
+    /// Its last read failed: it reads again after [`RETRY`].
+    retry: bool,
     out: UnboundedSender<Event>,
 }
 
@@ -562,6 +568,7 @@ impl Live {
             return;
         }
         loop {
+            let retry = self.retry;
             let signal = tokio::select! {
                 s = signals.recv() => s,
                 _ = tokio::time::sleep(heartbeat) => {
@@ -570,6 +577,8 @@ impl Live {
                     }
                     continue;
                 }
+                // A read that failed is tried again soon, hint or not.
+                _ = tokio::time::sleep(RETRY), if retry => Some(Signal::Refresh),
                 _ = self.out.closed() => return,
             };
             let Some(first) = signal else {
@@ -610,11 +619,12 @@ impl Live {
             let page = match self.engine.home_page(self.reader, req).await {
                 Ok(page) => page,
                 Err(e) => {
-                    // Read again on the next hint (or heartbeat).
                     tracing::debug!(error = %e.chain(), reader = self.reader, "a stream could not read");
+                    self.retry = true;
                     return Ok(());
                 }
             };
+            self.retry = false;
             let full = page.items.len() == REFRESH_PAGE as usize;
             for (post, id) in page.items.into_iter().zip(page.marks).rev() {
                 self.send(Event::Post { post, id })?;

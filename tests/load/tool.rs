@@ -55,6 +55,10 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
             "60",
             "--sustain-secs",
             "3",
+            "--streams",
+            "50",
+            "--stream-posts",
+            "3",
         ])
         .args([
             "--database",
@@ -110,6 +114,15 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         publishes, 4,
         "one publish row per author class: {scenarios:?}"
     );
+    // Live streams: an ordinary author's and the mega big-V's posts, every
+    // event arrived (the run checks it), one hint per post.
+    let deliveries = scenarios
+        .iter()
+        .filter(|s| s.starts_with("stream delivery, "))
+        .count();
+    assert_eq!(deliveries, 2, "two stream rows: {scenarios:?}");
+    assert_eq!(report["streams"]["streams_open"], 50);
+    assert_eq!(report["streams"]["hints"], report["streams"]["posts"]);
     for row in rows.iter().filter(|r| {
         let name = r["scenario"].as_str().unwrap();
         name.starts_with("reads") || name.starts_with("publish")

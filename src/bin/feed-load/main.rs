@@ -17,6 +17,7 @@ mod redis_stats;
 mod report;
 mod scenarios;
 mod seed;
+mod streams;
 mod target;
 
 use std::collections::HashMap;
@@ -59,6 +60,10 @@ pub struct Options {
     pub sustain_secs: f64,
     /// Publishes per author class in the publish-latency scenario.
     pub publishes: usize,
+    /// Live streams held open in the streams scenario (at most the
+    /// readers), and posts per author class while they are.
+    pub streams: usize,
+    pub stream_posts: usize,
     /// Scenarios to run (all by default; the baselines always run).
     pub only: Vec<String>,
     /// Drop and reseed even if the database already holds this graph.
@@ -119,6 +124,8 @@ impl Options {
                 .filter(|s| !s.is_empty())
                 .collect(),
             publishes: take(&mut map, "publishes", 100)?,
+            streams: take(&mut map, "streams", 10_000)?,
+            stream_posts: take(&mut map, "stream-posts", 20)?,
             sustain_secs: take(&mut map, "sustain-secs", 600.0)?,
             reseed: flags.iter().any(|f| f == "reseed"),
             redis_cluster: map.remove("redis-cluster").filter(|u| !u.trim().is_empty()),
@@ -151,12 +158,13 @@ impl Options {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 7] = [
+pub const SCENARIOS: [&str; 8] = [
     "fanout",
     "active",
     "publish",
     "reads",
     "mixed",
+    "streams",
     "sustained",
     "memory",
 ];
@@ -187,7 +195,8 @@ const USAGE: &str =
                  [--reader-ordinary-min N] [--reader-ordinary-max N]
                  [--cohort N] [--active-fraction F] [--concurrency N] [--seconds S]
                  [--mixed-reads-per-sec R] [--mixed-publishes-per-sec R] [--publishes N]
-                 [--sustain-secs S] [--only fanout,active,publish,reads,mixed,sustained,memory]
+                 [--streams N] [--stream-posts N] [--sustain-secs S]
+                 [--only fanout,active,publish,reads,mixed,streams,sustained,memory]
                  [--reseed] [--redis-cluster redis://HOST:PORT,...]
                  [--database NAME] [--prefix P] [--service-bin PATH] [--out DIR]
 PostgreSQL and Redis are those of the service's configuration (FEED_* variables).

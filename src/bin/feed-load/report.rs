@@ -291,6 +291,8 @@ pub struct Report {
     pub fanouts: Vec<Fanout>,
     /// The job table over the sustained-publishing run.
     pub sustained: Value,
+    /// The live streams' run: streams open, events, hints.
+    pub streams: Value,
     /// Each change of who is big-V: thresholds, big-Vs reached, drain time.
     pub big_vs: Vec<Value>,
     /// How the read cohorts' feeds share milliseconds (one reader each).
@@ -321,6 +323,7 @@ impl Report {
             latencies: Vec::new(),
             fanouts: Vec::new(),
             sustained: Value::Null,
+            streams: Value::Null,
             big_vs: Vec::new(),
             ties: Vec::new(),
             failures: Vec::new(),

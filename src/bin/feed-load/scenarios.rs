@@ -143,7 +143,10 @@ pub async fn run(o: Options) -> R<()> {
     merge(&mut run.report.baselines, baselines);
 
     // Publishing authors: the big-Vs and the mega author are big-V.
-    if ["publish", "mixed", "sustained"].iter().any(|s| o.runs(s)) {
+    if ["publish", "mixed", "streams", "sustained"]
+        .iter()
+        .any(|s| o.runs(s))
+    {
         let admin = Admin::new(&client, &service.base, &keys)?;
         run.big_vs(&single, &admin, BigVs::BigAuthors).await?;
     }
@@ -169,6 +172,19 @@ pub async fn run(o: Options) -> R<()> {
         report
             .latencies
             .push(("mixed: publishes".into(), publish_lat));
+    }
+
+    // Live streams: delivery latency, an ordinary author and the mega big-V.
+    if o.runs("streams") {
+        let (rows, account, failures) =
+            crate::streams::streams(&o, &layout, run.pg, &service.base, &keys, &single).await?;
+        let report = &mut *run.report;
+        for (label, lat) in rows {
+            report.rows.push(Row::latency(&label, &lat));
+            report.latencies.push((label, lat));
+        }
+        report.streams = account;
+        report.failures.extend(failures);
     }
 
     // Sustained publishing: does the job queue stay small?

@@ -576,3 +576,13 @@ pub async fn count(conn: &mut AsyncPgConnection, sql: &str) -> Result<i64, Strin
         .map_err(|e| format!("{sql}: {e}"))?;
     Ok(row.n)
 }
+
+/// The `n` column of every row of `sql`.
+pub async fn ids(conn: &mut AsyncPgConnection, sql: &str) -> Result<Vec<i64>, String> {
+    use diesel_async::RunQueryDsl;
+    let rows: Vec<N> = diesel::sql_query(sql)
+        .load(conn)
+        .await
+        .map_err(|e| format!("{sql}: {e}"))?;
+    Ok(rows.into_iter().map(|r| r.n).collect())
+}

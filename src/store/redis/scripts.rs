@@ -699,16 +699,16 @@ return 1
 /// author, ARGV[5] username, ARGV[6] body, ARGV[7] post TTL, ARGV[8] meta
 /// (`''`: none). The post into
 /// its outbox (clause 3), its cache entry (clause 9) and its delivery in
-/// flight (clause 8), at once.
+/// flight (clause 8), at once. Returns 1 if its outbox entry is new.
 pub static PUBLISH: LazyLock<Script> = LazyLock::new(|| {
     script(&format!(
         r#"{LAYOUT}{PRELUDE}{STATE}
 local score = tonumber(ARGV[3])
-push(KEYS[1], tonumber(ARGV[1]), '', {{{{score, pack(score, tonumber(ARGV[2]))}}}})
+local added = push(KEYS[1], tonumber(ARGV[1]), '', {{{{score, pack(score, tonumber(ARGV[2]))}}}})
 redis.call('HSET', KEYS[2], 'a', ARGV[4], 'u', ARGV[5], 'b', ARGV[6], 't', ARGV[3], 'm', ARGV[8])
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[7]))
 pulled_change(KEYS[3], KEYS[4], 'add', ARGV[4], ARGV[2])
-return 1
+return added
 "#
     ))
 });

@@ -505,14 +505,15 @@ impl RedisStore {
     }
 
     /// A new post: into its author's outbox, the post cache and the
-    /// deliveries in flight, at once (clauses 3, 8, 9).
+    /// deliveries in flight, at once (clauses 3, 8, 9). True if its outbox
+    /// entry is new (false when it was there, or the outbox is not).
     pub async fn publish(
         &self,
         post: &CachedPost,
         id: i64,
         outbox_cap: i64,
         ttl_secs: u64,
-    ) -> AppResult<()> {
+    ) -> AppResult<bool> {
         let outbox = self.keys.outbox(post.author_id);
         let cached = self.keys.post(id);
         let (pulled, names) = (self.keys.pulled(), self.keys.pulled_authors());
@@ -543,11 +544,11 @@ impl RedisStore {
             self.pulled_change(post.author_id, PulledChange::Add(id))
                 .await?;
             let entry = [Entry::new(post.created_at_ms, id)];
-            self.push(&[(outbox, &entry)], outbox_cap).await?;
-            return Ok(());
+            let added = self.push(&[(outbox, &entry)], outbox_cap).await?;
+            return Ok(added > 0);
         }
         self.with_conn(|mut c| async move {
-            let _: i64 = scripts::PUBLISH
+            let added: i64 = scripts::PUBLISH
                 .key(&outbox)
                 .key(&cached)
                 .key(&pulled)
@@ -562,7 +563,7 @@ impl RedisStore {
                 .arg(post.meta.as_deref().unwrap_or(""))
                 .invoke_async(&mut c)
                 .await?;
-            Ok(())
+            Ok(added == 1)
         })
         .await
     }

@@ -1,0 +1,292 @@
+//! Live streams at scale: `--streams` readers hold `GET /api/v1/feed/stream`
+//! open (followers of the mega big-V; the first ones follow the ordinary
+//! author with the most followers too), then that
+//! ordinary author and the mega big-V publish, a post every 200 ms, and
+//! every event's delivery is timed: from the publish's answer to the
+//! event's arrival.
+//!
+//! Premises, checked before anything is reported: every stream opened;
+//! each post reached every open stream of its author's followers; and
+//! Redis carried one hint per post (`INFO commandstats`: `publish` or
+//! `spublish` calls), not one per follower.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use diesel_async::AsyncPgConnection;
+use feed_service::http::auth::JwtKeys;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::redis_stats;
+use crate::report::Latency;
+use crate::seed::{self, bar, Layout};
+use crate::target::Target;
+use crate::Options;
+
+type R<T> = Result<T, String>;
+
+/// Streams opened at a time while the run sets up.
+const OPENING: usize = 200;
+
+/// Time between two posts of one author.
+const EVERY: Duration = Duration::from_millis(200);
+
+/// An event a stream received: the post's id, and when.
+type Arrival = (i64, Instant);
+
+/// The streams' rows: (label, latency) per author class, and the run's
+/// account (streams, deliveries, hints).
+pub async fn streams(
+    o: &Options,
+    l: &Layout,
+    pg: &mut AsyncPgConnection,
+    base: &str,
+    keys: &JwtKeys,
+    target: &Target,
+) -> R<(Vec<(String, Latency)>, Value, Vec<String>)> {
+    let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
+    let author = seed::count(
+        pg,
+        &format!(
+            "SELECT id AS n FROM users WHERE id BETWEEN {first} AND {last} \
+             ORDER BY follower_count DESC, id LIMIT 1"
+        ),
+    )
+    .await?;
+    let wanted = o.streams.min(o.mega_followers as usize);
+    // The author's followers that follow the mega big-V too (the read
+    // cohorts' readers do not), then more of the mega big-V's, up to
+    // `wanted`: every stream's reader follows the mega big-V.
+    let fans = seed::ids(
+        pg,
+        &format!(
+            "SELECT f.follower_id AS n FROM follows f WHERE f.followee_id = {author} \
+             AND EXISTS (SELECT 1 FROM follows m WHERE m.follower_id = f.follower_id \
+                         AND m.followee_id = {mega}) \
+             ORDER BY f.follower_id LIMIT {wanted}",
+            mega = l.mega
+        ),
+    )
+    .await?;
+    let more = seed::ids(
+        pg,
+        &format!(
+            "SELECT follower_id AS n FROM follows WHERE followee_id = {} \
+             AND follower_id NOT IN (SELECT follower_id FROM follows WHERE followee_id = {author}) \
+             ORDER BY follower_id LIMIT {}",
+            l.mega,
+            wanted - fans.len()
+        ),
+    )
+    .await?;
+    let mut readers = fans.clone();
+    readers.extend(more);
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let (arrivals, mut arrived) = mpsc::unbounded_channel::<Arrival>();
+    let (ready, mut opened) = mpsc::unbounded_channel::<bool>();
+    let b = bar(readers.len() as u64, "streams opened");
+    let mut tasks = Vec::with_capacity(readers.len());
+    for chunk in readers.chunks(OPENING) {
+        for &reader in chunk {
+            let token = keys.mint(reader, false, 3600).map_err(|e| e.chain())?;
+            let (client, url) = (client.clone(), format!("{base}/api/v1/feed/stream"));
+            let (arrivals, ready) = (arrivals.clone(), ready.clone());
+            tasks.push(tokio::spawn(async move {
+                listen(client, url, token, arrivals, ready).await
+            }));
+        }
+        // Let this chunk open before the next.
+        for _ in 0..chunk.len() {
+            match tokio::time::timeout(Duration::from_secs(60), opened.recv()).await {
+                Ok(Some(ok)) => {
+                    if !ok {
+                        b.finish();
+                        return Err("a stream did not open".into());
+                    }
+                    b.inc(1);
+                }
+                _ => {
+                    b.finish();
+                    return Err("streams did not open within a minute".into());
+                }
+            }
+        }
+    }
+    b.finish();
+    drop(arrivals);
+    let mega_followers = seed::count(
+        pg,
+        &format!(
+            "SELECT follower_count AS n FROM users WHERE id = {}",
+            l.mega
+        ),
+    )
+    .await?;
+    let author_followers = seed::count(
+        pg,
+        &format!("SELECT follower_count AS n FROM users WHERE id = {author}"),
+    )
+    .await?;
+    let classes = [
+        (
+            author,
+            fans.len(),
+            format!("stream delivery, {author_followers} followers"),
+        ),
+        (
+            l.mega,
+            readers.len(),
+            format!("stream delivery, big-V of {mega_followers} followers"),
+        ),
+    ];
+    let posts = o.stream_posts;
+    let publish = async {
+        let mut published: HashMap<i64, (usize, Instant)> = HashMap::new();
+        for (class, (who, _, label)) in classes.iter().enumerate() {
+            let token = keys.mint(*who, false, 3600).map_err(|e| e.chain())?;
+            let b = bar(posts as u64, label);
+            for _ in 0..posts {
+                let res = client
+                    .post(format!("{base}/api/v1/posts"))
+                    .bearer_auth(&token)
+                    .json(&json!({"body": "stream probe"}))
+                    .send()
+                    .await
+                    .map_err(|e| format!("publishing: {e}"))?;
+                let at = Instant::now();
+                let post: Value = res.json().await.map_err(|e| format!("publishing: {e}"))?;
+                let id = post["id"]
+                    .as_i64()
+                    .ok_or_else(|| format!("a publish answered {post}"))?;
+                published.insert(id, (class, at));
+                b.inc(1);
+                tokio::time::sleep(EVERY).await;
+            }
+            b.finish();
+        }
+        R::Ok(published)
+    };
+    let (published, redis) = redis_stats::around(&target.store, target.name, publish).await?;
+    let published = published?;
+    // Deliveries still on their way come in; then the streams close.
+    let expected: usize = classes.iter().map(|(_, n, _)| n * posts).sum();
+    let mut got: Vec<Arrival> = Vec::with_capacity(expected);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < expected && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(5), arrived.recv()).await {
+            Ok(Some(a)) => got.push(a),
+            _ => break,
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+    let mut lat: Vec<Vec<f64>> = vec![Vec::new(); classes.len()];
+    let mut delivered = vec![0usize; classes.len()];
+    let mut early = 0;
+    for (id, at) in got {
+        let Some(&(class, answered)) = published.get(&id) else {
+            continue;
+        };
+        delivered[class] += 1;
+        match at.checked_duration_since(answered) {
+            Some(d) => lat[class].push(d.as_secs_f64() * 1000.0),
+            // The event beat the publish's answer to the tool.
+            None => {
+                early += 1;
+                lat[class].push(0.0);
+            }
+        }
+    }
+    let hints = redis.calls("publish") + redis.calls("spublish");
+    let mut failures = Vec::new();
+    let mut rows = Vec::new();
+    let mut account = Vec::new();
+    for (class, (who, streams, label)) in classes.iter().enumerate() {
+        let want = streams * posts;
+        if delivered[class] < want {
+            failures.push(format!(
+                "{label}: {} of {want} events arrived ({streams} streams, {posts} posts)",
+                delivered[class]
+            ));
+        }
+        account.push(json!({
+            "scenario": label, "author": who, "streams": streams, "posts": posts,
+            "events_expected": want, "events_arrived": delivered[class],
+        }));
+        let seconds = posts as f64 * EVERY.as_secs_f64();
+        rows.push((
+            label.clone(),
+            Latency::of(
+                lat[class].clone(),
+                want - delivered[class].min(want),
+                seconds,
+            ),
+        ));
+    }
+    if hints != published.len() as u64 {
+        failures.push(format!(
+            "streams: Redis carried {hints} hints for {} posts (one each expected)",
+            published.len()
+        ));
+    }
+    let account = json!({
+        "streams_open": readers.len(),
+        "hints": hints,
+        "posts": published.len(),
+        "events_before_the_publish_answer": early,
+        "classes": account,
+    });
+    Ok((rows, account, failures))
+}
+
+/// One stream: sends `true` on `ready` once open (`false` if it could not
+/// open), then each post event's id and arrival time.
+async fn listen(
+    client: reqwest::Client,
+    url: String,
+    token: String,
+    arrivals: mpsc::UnboundedSender<Arrival>,
+    ready: mpsc::UnboundedSender<bool>,
+) {
+    let res = match client.get(&url).bearer_auth(&token).send().await {
+        Ok(res) if res.status().is_success() => res,
+        _ => {
+            let _ = ready.send(false);
+            return;
+        }
+    };
+    let mut body = res.bytes_stream();
+    let mut buf = String::new();
+    let mut open = false;
+    while let Some(Ok(chunk)) = body.next().await {
+        let now = Instant::now();
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let event = block.lines().find_map(|l| l.strip_prefix("event: "));
+            match event {
+                Some("open") if !open => {
+                    open = true;
+                    let _ = ready.send(true);
+                }
+                Some("post") => {
+                    let id = block
+                        .lines()
+                        .find_map(|l| l.strip_prefix("data: "))
+                        .and_then(|d| serde_json::from_str::<Value>(d).ok())
+                        .and_then(|v| v["id"].as_i64());
+                    if let Some(id) = id {
+                        let _ = arrivals.send((id, now));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
