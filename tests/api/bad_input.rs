@@ -612,7 +612,7 @@ async fn bad_input_gets_a_json_error_and_changes_nothing() {
     let settings = app.settings().await;
     assert_eq!(
         settings,
-        json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000, "max_follows": 10000, "max_fanout_backlog": 100000, "home_includes_own_posts": true})
+        json!({"big_v_threshold": 10000, "big_v_demote_threshold": 8000, "active_window_secs": 604800, "inbox_max_len": 1000, "outbox_max_len": 1000, "inbox_idle_ttl_secs": 2592000, "max_follows": 10000, "max_fanout_backlog": 100000, "home_includes_own_posts": true, "follow_copy_limit": 100})
     );
 }
 
