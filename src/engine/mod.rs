@@ -25,11 +25,13 @@
 //! - [`stream`]: live streams of homes, and the hints that wake them.
 
 mod accounts;
+mod between;
 mod bodies;
 pub mod cut;
 pub mod fanout;
 pub mod merge;
 pub mod policy;
+mod profiles;
 mod read;
 mod relations;
 pub mod stream;
@@ -53,7 +55,9 @@ use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
 use crate::types::{CachedPost, Cursor, Entry, Prev};
 
+pub use between::{Bounds, Feed};
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
+pub use profiles::MAX_PROFILES;
 pub use relations::{Followed, Relation, UserPage, MAX_FOLLOW_MANY, MAX_IMPORT};
 
 /// How often an instance forgets the publish keys past their day.

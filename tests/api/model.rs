@@ -37,7 +37,7 @@
 //! a fixed number of cases from a fixed seed (`MODEL_SEED` picks
 //! another, `MODEL_CASES` another count); `MODEL_SOAK_SECS=1200`
 //! runs cases from fresh seeds for that long instead; `MODEL_TRACE=1` prints
-//! every page checked.
+//! every operation, page checked and stream event.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,12 +48,12 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncC
 use feed_service::domain::{IdempotencyKey, PostBody};
 use feed_service::engine::fanout::{Lease, Step};
 use feed_service::engine::stream::{Event, Streams};
-use feed_service::engine::{Engine, Page, SettingsPatch, Stats};
+use feed_service::engine::{Bounds, Engine, Feed as EngineFeed, Page, SettingsPatch, Stats};
 use feed_service::error::AppError;
 use feed_service::settings::Settings;
 use feed_service::store::pg::PgStore;
 use feed_service::store::redis::{Fault, RedisStore};
-use feed_service::types::{Cursor, PageRequest, Prev, Scope};
+use feed_service::types::{Cursor, Entry, PageRequest, Prev, Scope};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use secrecy::ExposeSecret;
@@ -261,6 +261,16 @@ enum Op {
     /// The live stream drops and reconnects, on the other instance, with
     /// the id of the last event it got.
     Reconnect,
+    /// A page of `reader`'s home bounded by an entry, as clients that page
+    /// by ids ask: the `pick`-th entry of the model's home (deleted ones
+    /// too) as the bound; `how` 0: older than it (`max_id`), 1: the ones
+    /// immediately newer (`min_id`), 2: the newest newer (`since_id`).
+    Between {
+        reader: u8,
+        pick: u16,
+        how: u8,
+        size: u8,
+    },
 }
 
 impl Op {
@@ -276,6 +286,7 @@ impl Op {
             Op::Remove { .. } => 1 << 21,
             Op::FollowMany { .. } | Op::CopyLimit(_) => 1 << 22,
             Op::Listen { .. } | Op::Reconnect => 1 << 23,
+            Op::Between { .. } => 1 << 24,
             Op::Delete { .. } => 1,
             Op::Unfollow { .. } => 1 << 1,
             Op::Refollow { .. } => 1 << 2,
@@ -382,6 +393,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..COPY_LIMITS.len() as u8).prop_map(Op::CopyLimit),
         3 => user().prop_map(|reader| Op::Listen { reader }),
         2 => Just(Op::Reconnect),
+        5 => (user(), any::<u16>(), 0u8..3, 0..SIZES.len() as u8)
+            .prop_map(|(reader, pick, how, size)| Op::Between { reader, pick, how, size }),
     ]
 }
 
@@ -779,9 +792,25 @@ struct Listener {
     lagged: bool,
     /// Scores at which a post entered below others of its millisecond.
     disturbed: BTreeSet<i64>,
+    /// The newest entry the home has held since it opened (score, id): the
+    /// stream's position is at or above it, even after it left the home
+    /// (an unfollow, say), and a post entering below it is not streamed.
+    high: Option<(i64, i64)>,
+}
+
+/// Whether entry `a` (score, id) is newer than `b` in the feed order.
+fn above(a: (i64, i64), b: Option<(i64, i64)>) -> bool {
+    b.is_none_or(|b| a.0 > b.0 || (a.0 == b.0 && a.1.to_string() > b.1.to_string()))
 }
 
 impl Listener {
+    /// Raises the newest entry held to `entry` if it is newer.
+    fn held(&mut self, entry: (i64, i64)) {
+        if above(entry, self.high) {
+            self.high = Some(entry);
+        }
+    }
+
     /// Takes every event sent so far.
     fn pump(&mut self) {
         while let Ok(event) = self.events.try_recv() {
@@ -790,6 +819,9 @@ impl Listener {
     }
 
     fn take(&mut self, event: Event) {
+        if std::env::var("MODEL_TRACE").is_ok() {
+            eprintln!("TRACE event {event:?}");
+        }
         match event {
             Event::Open(at) => self.last = Some(at),
             Event::Post { post, id } => {
@@ -985,14 +1017,14 @@ impl World {
                     }
                     if let Some(l) = self.listener.as_mut() {
                         let home = Feed::Home(l.reader);
-                        // It enters the home at its top (a stream sends
-                        // what enters above its position).
-                        let newest = self.model.feed(home).iter().all(|p| {
-                            score > p.score
-                                || (score == p.score && post.id.to_string() > p.id.to_string())
-                        });
-                        if self.model.holds(home, a) && newest {
-                            l.expected.insert(post.id);
+                        // It enters the home above anything it has held
+                        // since the stream opened (a stream sends what
+                        // enters above its position).
+                        if self.model.holds(home, a) {
+                            if above((score, post.id), l.high) {
+                                l.expected.insert(post.id);
+                            }
+                            l.held((score, post.id));
                         }
                         // A post that sorts below others of its millisecond
                         // (its id has fewer digits: `10` after `9`) moves a
@@ -1262,6 +1294,16 @@ impl World {
             Op::Suspend { who, on } => self.suspend(who, on).await?,
             Op::Listen { reader } => self.listen(reader as usize % USERS).await?,
             Op::Reconnect => self.reconnect().await?,
+            Op::Between {
+                reader,
+                pick,
+                how,
+                size,
+            } => {
+                // Boxed: the operations' future lives on the test thread's stack.
+                Box::pin(self.between(reader, pick, how, SIZES[size as usize % SIZES.len()]))
+                    .await?
+            }
             Op::FollowMany { who, ref whom } => self.follow_many(who, whom).await?,
             Op::CopyLimit(pick) => {
                 self.settings(SettingsPatch {
@@ -1502,6 +1544,12 @@ impl World {
             .map(|p| p.id)
             .collect();
         let shown = self.shown_by(reader);
+        let high = self
+            .model
+            .feed(Feed::Home(reader))
+            .iter()
+            .find(|p| !p.deleted)
+            .map(|p| (p.score, p.id));
         self.listener = Some(Listener {
             reader,
             instance,
@@ -1514,6 +1562,7 @@ impl World {
             last: None,
             lagged: self.dirty,
             disturbed: BTreeSet::new(),
+            high,
         });
         Ok(())
     }
@@ -1545,7 +1594,10 @@ impl World {
     }
 
     /// Notes the authors whose posts joined or left the open stream's home
-    /// with the last operation.
+    /// with the last operation. Their posts' milliseconds are disturbed: a
+    /// stream's position counts the oldest entries of its millisecond, so
+    /// entries leaving (or joining) below it move it, as they move a
+    /// scroll's (the count-based cursor's slack).
     fn note_listener(&mut self) {
         let Some(reader) = self.listener.as_ref().map(|l| l.reader) else {
             return;
@@ -1553,6 +1605,24 @@ impl World {
         let now = self.shown_by(reader);
         let l = self.listener.as_mut().expect("checked");
         let changed: Vec<usize> = l.shown.symmetric_difference(&now).copied().collect();
+        l.disturbed.extend(
+            self.model
+                .posts
+                .iter()
+                .filter(|p| changed.contains(&p.author))
+                .map(|p| p.score),
+        );
+        // Posts joining the home may be sent, and raise the position.
+        let joined: Vec<(i64, i64)> = self
+            .model
+            .posts
+            .iter()
+            .filter(|p| !p.deleted && now.contains(&p.author) && !l.shown.contains(&p.author))
+            .map(|p| (p.score, p.id))
+            .collect();
+        for entry in joined {
+            l.held(entry);
+        }
         l.touched.extend(changed);
         l.shown = now;
     }
@@ -1818,6 +1888,80 @@ impl World {
     }
 
     /// The next page of the scroll in `slot`, checked against the model.
+    /// A page bounded by an entry, checked against the model's home.
+    async fn between(&mut self, reader: u8, pick: u16, how: u8, size: u32) -> Outcome {
+        let r = reader as usize % USERS;
+        if self.model.gone.contains(&r) {
+            return Ok(());
+        }
+        let home = self.model.feed(Feed::Home(r));
+        if home.is_empty() {
+            return Ok(());
+        }
+        let bound = home[pick as usize % home.len()];
+        let bound = Entry::new(bound.score, bound.id);
+        let bounds = match how % 3 {
+            0 => Bounds {
+                older_than: Some(bound),
+                ..Default::default()
+            },
+            how => Bounds {
+                newer_than: Some(bound),
+                closest: how == 1,
+                ..Default::default()
+            },
+        };
+        let got: Vec<i64> = self
+            .engine()
+            .page_between(EngineFeed::Home(self.model.ids[r]), bounds, size)
+            .await
+            .map_err(|e| format!("page of {r}'s home within {bounds:?}: {}", e.chain()))?
+            .iter()
+            .map(|p| p.id)
+            .collect();
+        PAGES.fetch_add(1, Ordering::Relaxed);
+        if self.dirty {
+            return Ok(());
+        }
+        // The model's answer: its live entries strictly past the bound.
+        let live: Vec<&MPost> = home.into_iter().filter(|p| !p.deleted).collect();
+        // As `newer_first(p, bound)`: Greater when p is older.
+        let position = |p: &MPost| {
+            bound
+                .score
+                .cmp(&p.score)
+                .then_with(|| bound.id.to_string().cmp(&p.id.to_string()))
+        };
+        let want: Vec<i64> = match how % 3 {
+            0 => live
+                .iter()
+                .filter(|p| position(p) == std::cmp::Ordering::Greater)
+                .take(size as usize)
+                .map(|p| p.id)
+                .collect(),
+            1 => {
+                let newer: Vec<i64> = live
+                    .iter()
+                    .filter(|p| position(p) == std::cmp::Ordering::Less)
+                    .map(|p| p.id)
+                    .collect();
+                newer[newer.len().saturating_sub(size as usize)..].to_vec()
+            }
+            _ => live
+                .iter()
+                .filter(|p| position(p) == std::cmp::Ordering::Less)
+                .take(size as usize)
+                .map(|p| p.id)
+                .collect(),
+        };
+        if got != want {
+            return Err(format!(
+                "page of {r}'s home within {bounds:?}:\n  got  {got:?}\n  want {want:?}"
+            ));
+        }
+        Ok(())
+    }
+
     async fn page(&mut self, slot: usize, size: u32, cold: bool) -> Outcome {
         let Some(scroll) = self.model.scrolls[slot].as_ref() else {
             return Ok(());
@@ -2226,6 +2370,9 @@ async fn run_case(settings: &Settings, case: &Case) -> Outcome {
             continue;
         }
         world.current = (case.instances >> (i % 64)) as usize & 1;
+        if std::env::var("MODEL_TRACE").is_ok() {
+            eprintln!("TRACE op {i} {op:?} ids {:?}", world.model.ids);
+        }
         world
             .apply(op)
             .await
@@ -2282,6 +2429,18 @@ fn explore(rt: &tokio::runtime::Runtime, settings: &Settings, seed: u64, cases: 
 
 #[test]
 fn the_engine_behaves_like_the_model() {
+    // A case's operations make a deep future, and shrinking a deep
+    // strategy tree: more stack than a test thread's.
+    std::thread::Builder::new()
+        .name("model".into())
+        .stack_size(64 << 20)
+        .spawn(run_the_model)
+        .expect("the model's thread starts")
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+}
+
+fn run_the_model() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

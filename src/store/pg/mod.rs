@@ -4,7 +4,8 @@
 //! - [`users`]: users, follows and the admin settings;
 //! - [`feed`]: posts and the feed queries;
 //! - [`jobs`]: the fan-out jobs table;
-//! - `accounts`: suspended and deleted accounts, their purge, tasks.
+//! - `accounts`: suspended and deleted accounts, their purge, tasks;
+//! - `profiles`: accounts with their counts, relationships, follow lists.
 //!
 //! Simple reads and writes use diesel's DSL; the feed queries that need
 //! `LATERAL` or `FETCH … WITH TIES` are hand-written SQL with bound
@@ -19,6 +20,7 @@ pub use jobs::{HEARTBEAT, QUIET_INSTANCE};
 pub mod models;
 mod pool;
 mod prepared;
+mod profiles;
 pub mod schema;
 mod users;
 
@@ -37,6 +39,7 @@ pub use jobs::Claimed;
 pub use pool::{
     drop_database, ensure_database, run_migrations, split_database_url, with_database, MIGRATIONS,
 };
+pub use profiles::{AccountRow, FollowList, IdRange, RelationshipRow};
 pub use users::{BigVRule, Blocked, EdgeChange, FollowedMany};
 
 /// Ordering of every feed query: the order Redis gives (score, member bytes).

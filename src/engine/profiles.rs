@@ -1,0 +1,72 @@
+//! What clients show of people: profiles with their counts, how the caller
+//! stands to others, and follow lists. Read from PostgreSQL, as records
+//! are; the feeds are not involved.
+
+use super::Engine;
+use crate::error::{AppError, AppResult};
+use crate::store::pg::{AccountRow, FollowList, IdRange, RelationshipRow};
+
+/// Profiles one call reads at the most.
+pub const MAX_PROFILES: usize = 100;
+
+impl Engine {
+    /// The active accounts among `ids`, in the order of `ids` (the others
+    /// left out).
+    pub async fn profiles(&self, ids: &[i64]) -> AppResult<Vec<AccountRow>> {
+        let mut wanted: Vec<i64> = ids.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let rows = self.inner.pg.accounts(&wanted).await?;
+        Ok(ids
+            .iter()
+            .filter_map(|id| rows.iter().find(|r| r.id == *id).cloned())
+            .collect())
+    }
+
+    /// One active account's profile (404 otherwise).
+    pub async fn profile(&self, id: i64) -> AppResult<AccountRow> {
+        self.profiles(&[id])
+            .await?
+            .pop()
+            .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
+    }
+
+    /// The active account named `username` (404 otherwise).
+    pub async fn profile_named(&self, username: &str) -> AppResult<AccountRow> {
+        let id = self
+            .inner
+            .pg
+            .account_id_by_name(username)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("no account is named {username:?}")))?;
+        self.profile(id).await
+    }
+
+    /// How `of` stands to each of `others` (at most [`MAX_PROFILES`]).
+    pub async fn relationships(&self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
+        self.inner.pg.relationships(of, others).await
+    }
+
+    /// Up to `limit` of `owner`'s followers or followings within `range`
+    /// (highest id first), as profiles.
+    pub async fn follow_list(
+        &self,
+        owner: i64,
+        list: FollowList,
+        range: IdRange,
+        limit: u32,
+    ) -> AppResult<Vec<AccountRow>> {
+        self.user(owner).await?;
+        let ids = self
+            .inner
+            .pg
+            .follow_list(owner, list, range, i64::from(limit))
+            .await?;
+        self.profiles(&ids).await
+    }
+
+    /// A post's time, deleted or not (none once purged).
+    pub async fn post_time(&self, id: i64) -> AppResult<Option<i64>> {
+        self.inner.pg.post_time(id).await
+    }
+}

@@ -1,0 +1,177 @@
+//! What clients show of people: accounts with their counts, the
+//! relationship between two users, and the lists of followers and
+//! followings (paged by user id).
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
+use diesel_async::RunQueryDsl;
+
+use super::PgStore;
+use crate::error::AppResult;
+
+/// An account as a profile shows it.
+#[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
+pub struct AccountRow {
+    #[diesel(sql_type = BigInt)]
+    pub id: i64,
+    #[diesel(sql_type = Text)]
+    pub username: String,
+    #[diesel(sql_type = BigInt)]
+    pub follower_count: i64,
+    #[diesel(sql_type = BigInt)]
+    pub following_count: i64,
+    /// Live posts.
+    #[diesel(sql_type = BigInt)]
+    pub post_count: i64,
+    #[diesel(sql_type = BigInt)]
+    pub created_at_ms: i64,
+    /// The newest live post's time, if any.
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub last_post_ms: Option<i64>,
+}
+
+/// How one user stands to another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, QueryableByName)]
+pub struct RelationshipRow {
+    #[diesel(sql_type = Bool)]
+    pub following: bool,
+    #[diesel(sql_type = Bool)]
+    pub followed_by: bool,
+    #[diesel(sql_type = Bool)]
+    pub blocking: bool,
+    #[diesel(sql_type = Bool)]
+    pub blocked_by: bool,
+    #[diesel(sql_type = Bool)]
+    pub muting: bool,
+}
+
+/// Which side of the follows a list reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowList {
+    /// Who follows the owner.
+    Followers,
+    /// Whom the owner follows.
+    Following,
+}
+
+/// A range of user ids, exclusive at both ends (absent: unbounded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IdRange {
+    pub below: Option<i64>,
+    pub above: Option<i64>,
+    /// The ids right above `above` (oldest first), rather than the highest.
+    pub closest: bool,
+}
+
+impl PgStore {
+    /// The active accounts among `ids` (in no particular order).
+    pub async fn accounts(&self, ids: &[i64]) -> AppResult<Vec<AccountRow>> {
+        let mut conn = self.conn().await?;
+        Ok(diesel::sql_query(
+            "SELECT u.id, u.username, u.follower_count, u.following_count, \
+                (extract(epoch FROM u.created_at) * 1000)::bigint AS created_at_ms, \
+                c.post_count, c.last_post_ms \
+             FROM users u, LATERAL (SELECT count(*) AS post_count, max(p.created_at_ms) AS last_post_ms \
+                                    FROM posts p \
+                                    WHERE p.author_id = u.id AND p.deleted_at IS NULL) c \
+             WHERE u.id = ANY($1) AND u.status = 'active'",
+        )
+        .bind::<Array<BigInt>, _>(ids)
+        .load(&mut conn)
+        .await?)
+    }
+
+    /// The active account named `username`.
+    pub async fn account_id_by_name(&self, username: &str) -> AppResult<Option<i64>> {
+        use super::schema::users;
+        let mut conn = self.conn().await?;
+        Ok(users::table
+            .filter(users::username.eq(username))
+            .filter(users::status.eq("active"))
+            .select(users::id)
+            .first(&mut conn)
+            .await
+            .optional()?)
+    }
+
+    /// How `of` stands to each of `others`, in their order.
+    pub async fn relationships(&self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
+        let mut conn = self.conn().await?;
+        #[derive(QueryableByName)]
+        struct Row {
+            #[diesel(sql_type = BigInt)]
+            other: i64,
+            #[diesel(embed)]
+            rel: RelationshipRow,
+        }
+        let rows: Vec<Row> = diesel::sql_query(
+            "SELECT o AS other, \
+                EXISTS (SELECT 1 FROM follows WHERE follower_id = $1 AND followee_id = o) AS following, \
+                EXISTS (SELECT 1 FROM follows WHERE follower_id = o AND followee_id = $1) AS followed_by, \
+                EXISTS (SELECT 1 FROM blocks WHERE blocker_id = $1 AND blocked_id = o) AS blocking, \
+                EXISTS (SELECT 1 FROM blocks WHERE blocker_id = o AND blocked_id = $1) AS blocked_by, \
+                EXISTS (SELECT 1 FROM mutes WHERE muter_id = $1 AND muted_id = o) AS muting \
+             FROM unnest($2::bigint[]) AS o",
+        )
+        .bind::<BigInt, _>(of)
+        .bind::<Array<BigInt>, _>(others)
+        .load(&mut conn)
+        .await?;
+        let by_id: std::collections::HashMap<i64, RelationshipRow> =
+            rows.into_iter().map(|r| (r.other, r.rel)).collect();
+        Ok(others
+            .iter()
+            .map(|o| by_id.get(o).copied().unwrap_or_default())
+            .collect())
+    }
+
+    /// Up to `limit` active users of `owner`'s followers or followings with
+    /// ids in `range`, highest id first.
+    pub async fn follow_list(
+        &self,
+        owner: i64,
+        list: FollowList,
+        range: IdRange,
+        limit: i64,
+    ) -> AppResult<Vec<i64>> {
+        let (mine, theirs) = match list {
+            FollowList::Followers => ("followee_id", "follower_id"),
+            FollowList::Following => ("follower_id", "followee_id"),
+        };
+        let order = if range.closest { "ASC" } else { "DESC" };
+        let mut conn = self.conn().await?;
+        #[derive(QueryableByName)]
+        struct Row {
+            #[diesel(sql_type = BigInt)]
+            id: i64,
+        }
+        let rows: Vec<Row> = diesel::sql_query(format!(
+            "SELECT f.{theirs} AS id FROM follows f JOIN users u ON u.id = f.{theirs} \
+             WHERE f.{mine} = $1 AND f.{theirs} < $2 AND f.{theirs} > $3 AND u.status = 'active' \
+             ORDER BY f.{theirs} {order} LIMIT $4"
+        ))
+        .bind::<BigInt, _>(owner)
+        .bind::<BigInt, _>(range.below.unwrap_or(i64::MAX))
+        .bind::<BigInt, _>(range.above.unwrap_or(0))
+        .bind::<BigInt, _>(limit)
+        .load(&mut conn)
+        .await?;
+        let mut ids: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
+        if range.closest {
+            ids.reverse();
+        }
+        Ok(ids)
+    }
+
+    /// A post's time, deleted or not (gone once purged).
+    pub async fn post_time(&self, id: i64) -> AppResult<Option<i64>> {
+        use super::schema::posts;
+        let mut conn = self.conn().await?;
+        Ok(posts::table
+            .find(id)
+            .select(posts::created_at_ms)
+            .first(&mut conn)
+            .await
+            .optional()?)
+    }
+}
