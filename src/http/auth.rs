@@ -203,6 +203,40 @@ fn authenticate(req: &HttpRequest) -> Result<Caller, AppError> {
     keys.verify(token)
 }
 
+/// The caller of a streaming request: its bearer token or, as browsers'
+/// `EventSource` sends no header (and Mastodon allows), an `access_token`
+/// query parameter. (A token in a URL may reach access logs: prefer the
+/// header.) Streams are not charged to the request-rate budget.
+pub fn streaming_caller(req: &HttpRequest) -> Result<Caller, AppError> {
+    if req
+        .headers()
+        .contains_key(actix_web::http::header::AUTHORIZATION)
+    {
+        return authenticate(req);
+    }
+    let token = serde_urlencoded::from_str::<Vec<(String, String)>>(req.query_string())
+        .ok()
+        .and_then(|pairs| pairs.into_iter().find(|(k, _)| k == "access_token"))
+        .map(|(_, token)| token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            AppError::Unauthorized("missing Authorization header or access_token".into())
+        })?;
+    token_caller(req, &token)
+}
+
+/// The caller a token names (a token sent some other way than the
+/// Authorization header: a WebSocket's protocol, a query parameter).
+pub fn token_caller(req: &HttpRequest, token: &str) -> Result<Caller, AppError> {
+    let keys = req.app_data::<web::Data<JwtKeys>>().ok_or_else(|| {
+        AppError::internal(
+            "JWT keys are not configured",
+            crate::error::Message("missing app data".into()),
+        )
+    })?;
+    keys.verify(token)
+}
+
 /// Authenticates, then charges the caller's request-rate budget (admins
 /// are not limited).
 fn authenticate_and_charge(req: &HttpRequest) -> Result<Caller, AppError> {

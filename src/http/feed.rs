@@ -63,14 +63,7 @@ pub async fn stream(
     engine: web::Data<Engine>,
     streams: web::Data<Streams>,
 ) -> Result<HttpResponse, AppError> {
-    let from = match req.headers().get("last-event-id") {
-        None => None,
-        Some(v) => Some(v.to_str().ok().and_then(parse_event_id).ok_or_else(|| {
-            AppError::BadRequest(
-                "Last-Event-ID must be an event id of this stream: <min>:<offset>".into(),
-            )
-        })?),
-    };
+    let from = last_event_id(&req)?;
     // An account being deleted (or none) has no home.
     engine.user(caller.id).await?;
     let events = streams.follow(caller.id, from).await?;
@@ -88,8 +81,22 @@ pub async fn stream(
         .streaming(body))
 }
 
+/// The position a reconnecting stream resumes from (`Last-Event-ID`).
+pub(crate) fn last_event_id(req: &actix_web::HttpRequest) -> Result<Option<Prev>, AppError> {
+    match req.headers().get("last-event-id") {
+        None => Ok(None),
+        Some(v) => Ok(Some(v.to_str().ok().and_then(parse_event_id).ok_or_else(
+            || {
+                AppError::BadRequest(
+                    "Last-Event-ID must be an event id of this stream: <min>:<offset>".into(),
+                )
+            },
+        )?)),
+    }
+}
+
 /// An event id: a position, `<min>:<offset>`.
-fn event_id(at: &Prev) -> String {
+pub(crate) fn event_id(at: &Prev) -> String {
     format!("{}:{}", at.min, at.offset)
 }
 

@@ -11,6 +11,7 @@ pub mod feed;
 pub mod health;
 pub mod jobs;
 pub mod limits;
+pub mod mastodon;
 pub mod openapi;
 pub mod posts;
 pub mod relations;
@@ -61,8 +62,32 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(admin::get_settings)
             .service(admin::put_settings)
             .service(admin::suspend)
-            .service(admin::unsuspend),
+            .service(admin::unsuspend)
+            // The Mastodon API's timeline subset (the literal account
+            // paths before `{id}`).
+            .service(mastodon::instance::v1)
+            .service(mastodon::accounts::verify_credentials)
+            .service(mastodon::accounts::lookup)
+            .service(mastodon::accounts::relationships)
+            .service(mastodon::accounts::get)
+            .service(mastodon::accounts::follow)
+            .service(mastodon::accounts::unfollow)
+            .service(mastodon::accounts::mute)
+            .service(mastodon::accounts::unmute)
+            .service(mastodon::accounts::block)
+            .service(mastodon::accounts::unblock)
+            .service(mastodon::accounts::followers)
+            .service(mastodon::accounts::following)
+            .service(mastodon::timelines::account_statuses)
+            .service(mastodon::statuses::create)
+            .service(mastodon::statuses::get)
+            .service(mastodon::statuses::delete)
+            .service(mastodon::timelines::home)
+            .service(mastodon::streaming::user)
+            .service(mastodon::streaming::health)
+            .service(mastodon::streaming::websocket),
     );
+    cfg.service(scope::scope("/api/v2").service(mastodon::instance::v2));
 }
 
 /// The documented paths and their methods: what tells a 405 from a 404.
@@ -94,7 +119,14 @@ impl RouteTable {
                     })
             })
             .flat_map(|(_, methods)| methods.iter().cloned())
-            .collect()
+            .fold(Vec::new(), |mut all, m| {
+                // A literal path may also match a template (`/accounts/lookup`
+                // and `/accounts/{id}`): each method once.
+                if !all.contains(&m) {
+                    all.push(m);
+                }
+                all
+            })
     }
 }
 
@@ -158,6 +190,17 @@ pub async fn deadline(
     let Some(limit) = req.app_data::<web::Data<Deadline>>().map(|d| d.0) else {
         return next.call(req).await;
     };
+    // A WebSocket's "body" is its messages, for as long as it is open (a
+    // GET: no other GET route reads a body).
+    let websocket = req.method() == actix_web::http::Method::GET
+        && req
+            .headers()
+            .get(actix_web::http::header::UPGRADE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if websocket {
+        return next.call(req).await;
+    }
     let (http, payload) = req.into_parts();
     let timed = TimedPayload {
         inner: payload,

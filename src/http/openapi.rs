@@ -20,6 +20,13 @@ use utoipa_swagger_ui::SwaggerUi;
 use super::errors::{ErrorBody, ErrorCode, ErrorDetail};
 use super::RouteTable;
 
+/// The `/api` routes that need no token (as on Mastodon).
+const PUBLIC: [&str; 3] = [
+    "/api/v1/instance",
+    "/api/v2/instance",
+    "/api/v1/streaming/health",
+];
+
 /// The document of the routes [`super::routes`] registers.
 pub fn document(metrics_here: bool) -> OpenApi {
     let (_, mut api) = App::new()
@@ -53,7 +60,7 @@ pub fn document(metrics_here: bool) -> OpenApi {
         components.schemas.insert(name.to_string(), schema);
     }
     for (path, item) in api.paths.paths.iter_mut() {
-        let authenticated = path.starts_with("/api/");
+        let authenticated = path.starts_with("/api/") && !PUBLIC.contains(&path.as_str());
         for op in operations(item) {
             common_errors(op, authenticated);
         }

@@ -29,7 +29,7 @@ fn schemathesis() -> PathBuf {
     st
 }
 
-fn fuzz(port: u16, token: &str, label: &str) {
+fn fuzz(port: u16, token: &str, label: &str, excluded: &[&str]) {
     // schemathesis keeps a cache in its working directory: keep it in target/.
     let workdir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
     let output = Command::new(schemathesis())
@@ -55,7 +55,10 @@ fn fuzz(port: u16, token: &str, label: &str) {
             // A live stream never ends: its own tests read it.
             "--exclude-operation-id",
             "home_stream",
+            "--exclude-operation-id",
+            "mastodon_stream_user",
         ])
+        .args(excluded.iter().flat_map(|op| ["--exclude-operation-id", op]))
         .arg("-H")
         .arg(format!("Authorization: Bearer {token}"))
         .stdin(Stdio::null())
@@ -87,7 +90,11 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_document() {
     let admin = keys.mint(0, true, 3600).unwrap();
     let port = service.port;
     let token = admin.clone();
-    tokio::task::spawn_blocking(move || fuzz(port, &token, "admin token"))
+    // The admin's run tries any settings (a backlog of one delivery, say),
+    // past which publishes answer 503 by design: publishing is the user's
+    // run's, under the default settings.
+    let publishes = ["create_post", "mastodon_post_status"];
+    tokio::task::spawn_blocking(move || fuzz(port, &token, "admin token", &publishes))
         .await
         .unwrap();
     // A user of its own, made after the admin's run (which deletes and
@@ -119,7 +126,7 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_document() {
         .await
         .unwrap();
     assert_eq!(res.status(), reqwest::StatusCode::OK);
-    tokio::task::spawn_blocking(move || fuzz(port, &user, "user token"))
+    tokio::task::spawn_blocking(move || fuzz(port, &user, "user token", &[]))
         .await
         .unwrap();
 }

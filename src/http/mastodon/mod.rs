@@ -1,0 +1,161 @@
+//! The Mastodon API's home-timeline subset, beside the service's own API
+//! and on the same engine: instance, accounts, relationships, statuses,
+//! the home timeline and its stream, in Mastodon's shapes, status codes
+//! and pagination (ids in query parameters, a `Link` header).
+//!
+//! Ids: an account's is its user id; a status's encodes its place in the
+//! feed ([`entities::status_id`]), so `max_id`, `since_id` and `min_id`
+//! are exact bounds and a page is read through the cursor pages. Errors
+//! keep the service's shape (`{"error": {"code", "message"}}`).
+
+pub mod accounts;
+pub mod entities;
+pub mod instance;
+pub mod statuses;
+pub mod streaming;
+pub mod timelines;
+
+use std::collections::HashMap;
+
+use actix_web::{HttpRequest, HttpResponse};
+use serde::Deserialize;
+
+use crate::engine::{Bounds, Engine};
+use crate::error::AppError;
+use crate::store::pg::models::Post;
+use crate::store::pg::AccountRow;
+use entities::{parse_status_id, post_status_id, Origin, Status};
+
+/// The paging parameters of a list, as Mastodon names them.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct IdPaging {
+    /// Only what is older than this id.
+    #[param(value_type = Option<String>)]
+    max_id: Option<String>,
+    /// Only what is newer than this id (the newest of it).
+    #[param(value_type = Option<String>)]
+    since_id: Option<String>,
+    /// Only what is newer than this id (the closest to it).
+    #[param(value_type = Option<String>)]
+    min_id: Option<String>,
+    /// Items at most (default 20 for statuses, 40 for accounts; at most
+    /// 40 and 80; larger values are lowered to those).
+    #[param(value_type = Option<i64>, minimum = 1)]
+    limit: Option<String>,
+}
+
+impl IdPaging {
+    /// The limit asked, within 1 to `max` (`default` if none).
+    fn limit(&self, default: u32, max: u32) -> Result<u32, AppError> {
+        match self.limit.as_deref() {
+            None | Some("") => Ok(default),
+            Some(v) => v
+                .parse::<i64>()
+                .map(|n| n.clamp(1, i64::from(max)) as u32)
+                .map_err(|_| AppError::BadRequest(format!("limit must be an integer, got {v:?}"))),
+        }
+    }
+
+    /// The status bounds asked.
+    fn status_bounds(&self) -> Result<Bounds, AppError> {
+        let parse = |name: &str, raw: &Option<String>| {
+            raw.as_deref()
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    parse_status_id(v).ok_or_else(|| {
+                        AppError::BadRequest(format!(
+                            "{name} must be a status id this service gave, got {v:?}"
+                        ))
+                    })
+                })
+                .transpose()
+        };
+        let (max, since, min) = (
+            parse("max_id", &self.max_id)?,
+            parse("since_id", &self.since_id)?,
+            parse("min_id", &self.min_id)?,
+        );
+        Ok(Bounds {
+            older_than: max,
+            // min_id wins over since_id, as Mastodon has it.
+            newer_than: min.or(since),
+            closest: min.is_some(),
+        })
+    }
+}
+
+/// Statuses of `posts` (newest first) as a Mastodon list answers them:
+/// their authors read once each, and a `Link` header to the next page
+/// (older: `max_id`) and the previous one (newer: `min_id`).
+async fn status_list(
+    req: &HttpRequest,
+    engine: &Engine,
+    posts: Vec<Post>,
+) -> Result<HttpResponse, AppError> {
+    let origin = Origin::of(req);
+    let statuses = statuses(engine, &origin, &posts).await?;
+    let mut res = HttpResponse::Ok();
+    if let (Some(first), Some(last)) = (posts.first(), posts.last()) {
+        res.insert_header((
+            "Link",
+            link(req, &origin, &post_status_id(last), &post_status_id(first)),
+        ));
+    }
+    Ok(res.json(statuses))
+}
+
+/// Posts as statuses, their authors' profiles read at once (a post whose
+/// author has no active account since is left out).
+pub(crate) async fn statuses(
+    engine: &Engine,
+    origin: &Origin,
+    posts: &[Post],
+) -> Result<Vec<Status>, AppError> {
+    let authors: Vec<i64> = posts.iter().map(|p| p.author_id).collect();
+    let profiles: HashMap<i64, AccountRow> = engine
+        .profiles(&authors)
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p))
+        .collect();
+    Ok(posts
+        .iter()
+        .filter_map(|p| {
+            profiles
+                .get(&p.author_id)
+                .map(|a| Status::new(p, a, origin))
+        })
+        .collect())
+}
+
+/// A `Link` header: `next` (older than `last`), `prev` (newer than
+/// `first`), on the request's own path with its other parameters.
+fn link(req: &HttpRequest, origin: &Origin, last: &str, first: &str) -> String {
+    let kept: Vec<(String, String)> =
+        serde_urlencoded::from_str::<Vec<(String, String)>>(req.query_string())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "max_id" | "min_id" | "since_id"))
+            .collect();
+    let url = |bound: &str, id: &str| {
+        let mut params = kept.clone();
+        params.push((bound.to_string(), id.to_string()));
+        format!(
+            "{}{}?{}",
+            origin.0,
+            req.path(),
+            serde_urlencoded::to_string(&params).unwrap_or_default()
+        )
+    };
+    format!(
+        "<{}>; rel=\"next\", <{}>; rel=\"prev\"",
+        url("max_id", last),
+        url("min_id", first)
+    )
+}
+
+/// An account id in a path (a user id).
+fn account_id(raw: &str) -> Result<i64, AppError> {
+    crate::domain::parse_id(raw, "account id").map_err(AppError::BadRequest)
+}

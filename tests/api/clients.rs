@@ -1,0 +1,136 @@
+//! The real Mastodon client libraries against the service binary: the
+//! pinned Mastodon.py and masto.js (installed by `.ci/install-clients` into
+//! `target/clients`) each run an app's session (`tests/clients/`), from
+//! credentials to blocks, through the home timeline, its refresh and its
+//! stream; every status they see must be there exactly once, in order,
+//! a big-V's among them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use feed_service::http::auth::JwtKeys;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{test_settings, Cleanup};
+use crate::process::spawn_service;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn clients_dir() -> PathBuf {
+    let status = Command::new("bash")
+        .arg(root().join(".ci/install-clients"))
+        .status()
+        .expect("bash runs");
+    assert!(status.success(), ".ci/install-clients failed");
+    root().join("target/clients")
+}
+
+/// Starts the binary, makes `reader`, `author` and `vip` (a big-V once the
+/// reader follows it: two fans follow it already) and runs `program` with
+/// `args`, given the service's URL, their tokens and ids; returns its
+/// output once it succeeded.
+async fn session(names: [&str; 3], program: &Path, args: &[PathBuf]) -> String {
+    let settings = test_settings();
+    let _cleanup = Cleanup::of(&settings);
+    let service = spawn_service(&settings, &[], Stdio::null()).await;
+    let base = format!("http://127.0.0.1:{}", service.port);
+    let keys = JwtKeys::from_settings(&settings.auth).unwrap();
+    let admin = keys.mint(0, true, 3600).unwrap();
+    let client = reqwest::Client::new();
+    let call = |method: Method, path: &str, body: Value| {
+        client
+            .request(method, format!("{base}{path}"))
+            .bearer_auth(&admin)
+            .json(&body)
+    };
+    // Three followers make an author big-V here (and it stays big-V down
+    // to one).
+    let res = call(
+        Method::PUT,
+        "/api/v1/admin/settings",
+        json!({"big_v_threshold": 3, "big_v_demote_threshold": 1}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert!(res.status().is_success(), "{:?}", res.text().await);
+    let [reader, author, vip] = names;
+    let fans = [format!("{vip}_fan_a"), format!("{vip}_fan_b")];
+    let mut ids = serde_json::Map::new();
+    for name in [reader, author, vip, &fans[0], &fans[1]] {
+        let user: Value = call(Method::POST, "/api/v1/users", json!({"username": name}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        ids.insert(name.to_string(), user["id"].clone());
+    }
+    let id = |name: &str| ids[name].as_i64().unwrap();
+    for fan in &fans {
+        let path = format!("/api/v1/users/{}/following/{}", id(fan), id(vip));
+        let res = call(Method::PUT, &path, Value::Null).send().await.unwrap();
+        assert!(res.status().is_success());
+    }
+    let tokens: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| (n.to_string(), json!(keys.mint(id(n), false, 3600).unwrap())))
+        .collect();
+    let vip_id = id(vip);
+    let env = [
+        ("FEED_BASE", base.clone()),
+        ("FEED_TOKENS", Value::Object(tokens).to_string()),
+        ("FEED_IDS", Value::Object(ids.clone()).to_string()),
+    ];
+    let (program, args) = (program.to_path_buf(), args.to_vec());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(&program)
+            .args(&args)
+            .envs(env)
+            .stdin(Stdio::null())
+            .output()
+            .expect("the client's program runs")
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("ok:"), "{stdout}");
+    // vip was promoted by the reader's follow (and stays big-V after the
+    // block): its statuses came by the pull path.
+    let user: Value = call(Method::GET, &format!("/api/v1/users/{vip_id}"), Value::Null)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(user["big_v"], json!(true), "{user}");
+    drop(service);
+    stdout
+}
+
+#[tokio::test]
+async fn mastodon_py_scrolls_refreshes_streams_and_relates_exactly_once() {
+    let python = clients_dir().join("venv/bin/python");
+    let script = root().join("tests/clients/mastodon_py.py");
+    let out = session(["alice", "bob", "vip"], &python, &[script]).await;
+    println!("Mastodon.py: {out}");
+}
+
+#[tokio::test]
+async fn masto_js_scrolls_refreshes_streams_and_relates_exactly_once() {
+    let dir = clients_dir();
+    // Node resolves `masto` from the script's own directory.
+    let script = dir.join("masto.mjs");
+    std::fs::copy(root().join("tests/clients/masto.mjs"), &script).unwrap();
+    let out = session(["carol", "dan", "vip2"], Path::new("node"), &[script]).await;
+    println!("masto.js: {out}");
+}

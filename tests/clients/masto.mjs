@@ -1,0 +1,196 @@
+// Drives the service through masto.js, as a JavaScript app written for
+// Mastodon would: the same session as the Mastodon.py one (credentials,
+// follows, a retried publish, a scroll with the paginator while posts
+// arrive, a refresh, the streaming WebSocket across a reconnect, delete,
+// mute, block). Every status must appear exactly once, in order.
+//
+// Environment: FEED_BASE, FEED_TOKENS, FEED_IDS (as for mastodon_py.py;
+// here the users are carol, dan and vip2, vip2 a big-V).
+
+import { createRestAPIClient, createStreamingAPIClient } from "masto";
+import WebSocket from "ws";
+
+// Node.js 20 has no WebSocket of its own (masto.js reads the global's)
+// nor Promise.withResolvers (Node.js 22 has both).
+globalThis.WebSocket ??= WebSocket;
+Promise.withResolvers ??= function () {
+  let resolve, reject;
+  const promise = new Promise((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+};
+
+const BASE = process.env.FEED_BASE;
+const TOKENS = JSON.parse(process.env.FEED_TOKENS);
+const IDS = JSON.parse(process.env.FEED_IDS);
+
+const client = (name) => createRestAPIClient({ url: BASE, accessToken: TOKENS[name] });
+const check = (cond, what) => {
+  if (!cond) {
+    console.error("FAILED:", what);
+    process.exit(1);
+  }
+};
+// Mastodon's order of ids: shorter is older, then lexical.
+const newer = (a, b) => a.length > b.length || (a.length === b.length && a > b);
+const inOrder = (statuses, what) => {
+  const ids = statuses.map((s) => s.id);
+  check(new Set(ids).size === ids.length, `${what}: a status twice: ${ids}`);
+  for (let i = 1; i < ids.length; i++) {
+    check(newer(ids[i - 1], ids[i]), `${what}: not newest first: ${ids}`);
+  }
+  return ids;
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const wait = async (cond, what, secs = 20) => {
+  const deadline = Date.now() + secs * 1000;
+  while (Date.now() < deadline) {
+    if (cond()) return;
+    await sleep(50);
+  }
+  check(false, what);
+};
+
+const carol = client("carol");
+const dan = client("dan");
+const vip = client("vip2");
+
+const me = await carol.v1.accounts.verifyCredentials();
+check(me.username === "carol" && me.id === String(IDS.carol), `verifyCredentials: ${me.id}`);
+check((await carol.v1.accounts.lookup({ acct: "dan" })).id === String(IDS.dan), "lookup dan");
+for (const name of ["dan", "vip2"]) {
+  const rel = await carol.v1.accounts.$select(String(IDS[name])).follow();
+  check(rel.following, `following ${name}`);
+}
+const rels = await carol.v1.accounts.relationships.fetch({ id: [String(IDS.dan), String(IDS.vip2)] });
+check(rels.length === 2 && rels.every((r) => r.following), "relationships");
+
+// A publish retried with one key answers the first status.
+const keyed = { requestInit: { headers: { "Idempotency-Key": "masto-once" } } };
+const first = await dan.v1.statuses.create({ status: "retried" }, keyed);
+const again = await dan.v1.statuses.create({ status: "retried" }, keyed);
+check(first.id === again.id, `a retry posted twice: ${first.id} ${again.id}`);
+const posted = [first.id];
+for (let i = 0; i < 30; i++) {
+  posted.push((await (i % 3 ? dan : vip).v1.statuses.create({ status: `before ${i}` })).id);
+}
+
+// Scroll to the end with the paginator while posts keep arriving.
+const seen = [];
+const arriving = [];
+let pages = 0;
+for await (const page of carol.v1.timelines.home.list({ limit: 7 })) {
+  if (page.length === 0) break;
+  seen.push(...page);
+  pages++;
+  arriving.push((await (pages % 2 ? dan : vip).v1.statuses.create({ status: `during ${pages}` })).id);
+}
+const ids = inOrder(seen, "the scroll");
+check(
+  ids.length === posted.length && posted.every((id) => ids.includes(id)),
+  `the scroll holds exactly what was posted before it: ${ids.length} of ${posted.length}`,
+);
+
+// Refresh: min_id, paging up (rel="prev"), the closest first.
+const fresh = [];
+for await (const page of carol.v1.timelines.home.list({ minId: ids[0], limit: 3 }).setDirection("prev")) {
+  if (page.length === 0) break;
+  fresh.unshift(...page);
+}
+check(
+  JSON.stringify(inOrder(fresh, "the refresh")) === JSON.stringify([...arriving].reverse()),
+  `the refresh holds what arrived during the scroll: ${fresh.map((s) => s.id)} ${arriving}`,
+);
+
+// The streaming WebSocket, across a reconnect; the gap filled with min_id.
+const streamUrl = (await carol.v2.instance.fetch()).configuration.urls.streaming;
+const listen = () => {
+  const streaming = createStreamingAPIClient({
+    streamingApiUrl: streamUrl,
+    accessToken: TOKENS.carol,
+    implementation: WebSocket,
+    retry: false,
+    log: process.env.MASTO_LOG ?? "warn",
+  });
+  const got = { updates: [], deletes: [] };
+  (async () => {
+    try {
+      for await (const event of streaming.user.subscribe()) {
+        if (event.event === "update") got.updates.push(event.payload);
+        if (event.event === "delete") got.deletes.push(event.payload);
+      }
+    } catch (e) {
+      got.error = e;
+    }
+  })();
+  return { streaming, got };
+};
+// Nothing tells a client when its subscription is in effect (as on
+// Mastodon): it posts probes until one arrives; what is older comes from
+// the timeline.
+const ready = async (got) => {
+  const probes = [];
+  for (let i = 0; i < 100; i++) {
+    const probe = (await dan.v1.statuses.create({ status: `probe ${i}` })).id;
+    probes.push(probe);
+    const deadline = Date.now() + 500;
+    while (Date.now() < deadline) {
+      const at = got.updates.findIndex((s) => s.id === probe);
+      if (at >= 0) return { probes, from: at + 1 };
+      await sleep(20);
+    }
+  }
+  check(false, "the stream never delivered a probe");
+};
+let { streaming, got } = listen();
+const first1 = await ready(got);
+const live = [
+  (await dan.v1.statuses.create({ status: "live 1" })).id,
+  (await vip.v1.statuses.create({ status: "live 2" })).id,
+];
+await wait(() => got.updates.length >= first1.from + 2, `two updates: ${got.updates.map((s) => s.id)} ${got.error}`);
+streaming.close();
+const lastSeen = got.updates[got.updates.length - 1].id;
+const away = [
+  (await dan.v1.statuses.create({ status: "away 1" })).id,
+  (await vip.v1.statuses.create({ status: "away 2" })).id,
+];
+const before = got.updates.slice(first1.from);
+({ streaming, got } = listen());
+const second = await ready(got);
+const back = [(await vip.v1.statuses.create({ status: "back 1" })).id];
+await wait(() => got.updates.length >= second.from + 1, "an update after reconnecting");
+// The gap: what came between the last status of the first stream and the
+// first of the second.
+const gap = await carol.v1.timelines.home.list({ minId: lastSeen, maxId: got.updates[0].id, limit: 40 });
+const stitched = [
+  ...before.map((s) => s.id),
+  ...[...gap].reverse().map((s) => s.id),
+  ...got.updates.map((s) => s.id),
+];
+const want = [...live, ...away, ...second.probes, ...back];
+check(
+  JSON.stringify(stitched) === JSON.stringify(want),
+  `stream, gap and stream again: ${stitched} want ${want}`,
+);
+
+// Delete: the stream says so; the home no longer shows it.
+const gone = await dan.v1.statuses.$select(live[0]).remove();
+check(gone.id === live[0], `delete answers the status: ${gone.id}`);
+await wait(() => got.deletes.includes(live[0]), `a delete event: ${got.deletes}`);
+streaming.close();
+const home = async () => (await carol.v1.timelines.home.list({ limit: 40 })).map((s) => s.account.id);
+check(!(await carol.v1.timelines.home.list({ limit: 40 })).some((s) => s.id === live[0]), "the deleted status left the home");
+
+// Mute and block.
+check((await carol.v1.accounts.$select(String(IDS.dan)).mute()).muting, "muting");
+check(!(await home()).includes(String(IDS.dan)), "no status of a muted account");
+check(!(await carol.v1.accounts.$select(String(IDS.dan)).unmute()).muting, "unmuted");
+check((await home()).includes(String(IDS.dan)), "unmuted statuses are back");
+const blocked = await carol.v1.accounts.$select(String(IDS.vip2)).block();
+check(blocked.blocking && !blocked.following, "blocking");
+check(!(await home()).includes(String(IDS.vip2)), "no status of a blocked account");
+console.log(`ok: ${ids.length} statuses scrolled in ${pages} pages, ${fresh.length} refreshed`);
+process.exit(0);

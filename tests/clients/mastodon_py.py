@@ -1,0 +1,190 @@
+"""Drives the service through Mastodon.py, as an app written for Mastodon
+would: verify credentials, follow, post (with a retried Idempotency-Key),
+scroll the home timeline to its end with fetch_next while posts keep
+arriving, refresh with min_id, stream the home across a reconnect, mute,
+block and delete. Every status must appear exactly once, in order.
+
+Environment: FEED_BASE (the service's URL), FEED_TOKENS (JSON: username ->
+bearer token of alice, bob, vip), FEED_IDS (JSON: username -> account id).
+vip is a big-V: its posts reach alice's home by the pull path.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+from mastodon import Mastodon, StreamListener
+
+BASE = os.environ["FEED_BASE"]
+TOKENS = json.loads(os.environ["FEED_TOKENS"])
+IDS = json.loads(os.environ["FEED_IDS"])
+
+
+def client(name):
+    return Mastodon(access_token=TOKENS[name], api_base_url=BASE, request_timeout=30)
+
+
+def check(cond, what):
+    if not cond:
+        print("FAILED:", what, file=sys.stderr)
+        sys.exit(1)
+
+
+def key(status_id):
+    """Mastodon's order of ids: shorter is older, then lexical."""
+    s = str(status_id)
+    return (len(s), s)
+
+
+def in_order(statuses, what):
+    ids = [str(s.id) for s in statuses]
+    check(len(ids) == len(set(ids)), f"{what}: a status twice: {ids}")
+    check(
+        [key(i) for i in ids] == sorted((key(i) for i in ids), reverse=True),
+        f"{what}: not newest first: {ids}",
+    )
+    return ids
+
+
+alice, bob, vip = client("alice"), client("bob"), client("vip")
+
+# Credentials and accounts.
+me = alice.account_verify_credentials()
+check(me.username == "alice" and str(me.id) == str(IDS["alice"]), f"verify_credentials: {me}")
+check(str(alice.account_lookup("bob").id) == str(IDS["bob"]), "lookup bob")
+
+# Follow, through the library.
+for name in ("bob", "vip"):
+    rel = alice.account_follow(IDS[name])
+    check(rel.following, f"following {name}: {rel}")
+rels = alice.account_relationships([IDS["bob"], IDS["vip"]])
+check(all(r.following for r in rels), f"relationships: {rels}")
+check(
+    str(IDS["alice"]) in [str(a.id) for a in bob.account_followers(IDS["bob"])],
+    "alice among bob's followers",
+)
+
+# Posts, some in the same millisecond when the machine is quick; a retry
+# with the same Idempotency-Key answers the first status.
+posted = []
+first = bob.status_post("retried", idempotency_key="once")
+again = bob.status_post("retried", idempotency_key="once")
+check(first.id == again.id, f"a retry posted twice: {first.id} {again.id}")
+posted.append(first.id)
+for i in range(40):
+    author = bob if i % 3 else vip
+    posted.append(author.status_post(f"before {i}").id)
+
+# Scroll the home to its end while posts keep arriving.
+page = alice.timeline_home(limit=7)
+top = page[0].id
+seen = list(page)
+arriving = []
+pages = 1
+while True:
+    arriving.append((bob if pages % 2 else vip).status_post(f"during {pages}").id)
+    page = alice.fetch_next(page)
+    if not page:
+        break
+    pages += 1
+    seen.extend(page)
+ids = in_order(seen, "the scroll")
+check(
+    set(ids) == {str(i) for i in posted},
+    f"the scroll holds exactly what was posted before it: {len(ids)} of {len(posted)}",
+)
+check(pages >= 5, f"the scroll took {pages} pages")
+
+# Refresh: min_id pages up from the top, the closest first; nothing missed.
+fresh = []
+page = alice.timeline_home(min_id=top, limit=3)
+while page:
+    fresh = list(page) + fresh
+    page = alice.fetch_previous(page)
+check(
+    in_order(fresh, "the refresh") == [str(i) for i in reversed(arriving)],
+    f"the refresh holds what arrived during the scroll: {[s.id for s in fresh]} {arriving}",
+)
+
+# Stream the home; drop the stream, post while away, reconnect, and fill
+# the gap with min_id: each status once.
+class Collect(StreamListener):
+    def __init__(self):
+        self.updates, self.deletes, self.ready = [], [], threading.Event()
+
+    def handle_heartbeat(self):
+        self.ready.set()
+
+    def on_update(self, status):
+        self.updates.append(status)
+
+    def on_delete(self, status_id):
+        self.deletes.append(str(status_id))
+
+
+def wait(cond, what, secs=20):
+    deadline = time.time() + secs
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    check(False, what)
+
+
+def stream():
+    listener = Collect()
+    handle = alice.stream_user(listener, run_async=True)
+    wait(listener.ready.is_set, "the stream opened")
+    return listener, handle
+
+
+listener, handle = stream()
+live = [bob.status_post("live 1").id, vip.status_post("live 2").id]
+wait(lambda: len(listener.updates) >= 2, f"two updates: {listener.updates}")
+handle.close()
+last_seen = listener.updates[-1].id
+away = [bob.status_post("away 1").id, vip.status_post("away 2").id]
+listener2, handle2 = stream()
+back = [vip.status_post("back 1").id]
+wait(lambda: len(listener2.updates) >= 1, "an update after reconnecting")
+gap = alice.timeline_home(min_id=last_seen, max_id=listener2.updates[0].id)
+got = [str(s.id) for s in listener.updates] + [str(s.id) for s in reversed(gap)] + [
+    str(s.id) for s in listener2.updates
+]
+check(
+    got == [str(i) for i in live + away + back],
+    f"stream, gap and stream again: {got} want {live + away + back}",
+)
+
+# Delete: the stream says so, the home no longer shows it.
+gone = bob.status_delete(live[0])
+check(str(gone.id) == str(live[0]), f"delete answers the status: {gone.id}")
+wait(lambda: str(live[0]) in listener2.deletes, f"a delete event: {listener2.deletes}")
+handle2.close()
+check(
+    str(live[0]) not in [str(s.id) for s in alice.timeline_home(limit=40)],
+    "a deleted status left the home",
+)
+
+# Mute and block, through the library.
+check(alice.account_mute(IDS["bob"]).muting, "muting")
+home = alice.timeline_home(limit=40)
+check(
+    home and all(str(s.account.id) != str(IDS["bob"]) for s in home),
+    "no status of a muted account",
+)
+check(not alice.account_unmute(IDS["bob"]).muting, "unmuted")
+check(
+    any(str(s.account.id) == str(IDS["bob"]) for s in alice.timeline_home(limit=40)),
+    "unmuted statuses are back",
+)
+rel = alice.account_block(IDS["vip"])
+check(rel.blocking and not rel.following, f"blocking: {rel}")
+check(
+    all(str(s.account.id) != str(IDS["vip"]) for s in alice.timeline_home(limit=40)),
+    "no status of a blocked account",
+)
+check(not alice.account_unblock(IDS["vip"]).blocking, "unblocked")
+print(f"ok: {len(ids)} statuses scrolled in {pages} pages, {len(fresh)} refreshed")
