@@ -67,18 +67,24 @@ pub async fn stream(
     // An account being deleted (or none) has no home.
     engine.user(caller.id).await?;
     let events = streams.follow(caller.id, from).await?;
-    let body = futures::stream::unfold(events, |mut events| async move {
-        let event = events.recv().await?;
-        Some((
-            Ok::<_, actix_web::Error>(web::Bytes::from(sse(&event))),
-            events,
-        ))
-    });
-    Ok(HttpResponse::Ok()
+    Ok(event_stream(futures::stream::unfold(
+        events,
+        |mut events| async move {
+            let event = events.recv().await?;
+            Some((sse(&event), events))
+        },
+    )))
+}
+
+/// A response of Server-Sent Events, each chunk as the stream gives it,
+/// that no proxy should buffer.
+pub(crate) fn event_stream(chunks: impl futures::Stream<Item = String> + 'static) -> HttpResponse {
+    use futures::StreamExt;
+    HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("Cache-Control", "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(body))
+        .streaming(chunks.map(|text| Ok::<_, actix_web::Error>(web::Bytes::from(text))))
 }
 
 /// The position a reconnecting stream resumes from (`Last-Event-ID`).

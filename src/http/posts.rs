@@ -26,6 +26,16 @@ pub struct NewPostBody {
 
 /// The header that names a publish for its retries.
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The key a publish names itself with for its retries, if any.
+pub(crate) fn idempotency_key(
+    req: &actix_web::HttpRequest,
+) -> Result<Option<IdempotencyKey>, AppError> {
+    req.headers()
+        .get(IDEMPOTENCY_KEY)
+        .map(|v| IdempotencyKey::parse(v.as_bytes()).map_err(AppError::BadRequest))
+        .transpose()
+}
+
 /// Set on the answer to a retry: the post is the first call's.
 const REPLAYED: &str = "idempotent-replayed";
 
@@ -62,10 +72,7 @@ pub async fn create(
     engine: web::Data<Engine>,
     JsonObject(body): JsonObject<NewPostBody>,
 ) -> Result<HttpResponse, AppError> {
-    let key = match req.headers().get(IDEMPOTENCY_KEY) {
-        Some(v) => Some(IdempotencyKey::parse(v.as_bytes()).map_err(AppError::BadRequest)?),
-        None => None,
-    };
+    let key = idempotency_key(&req)?;
     let text = PostBody::parse(&body.body).map_err(AppError::Unprocessable)?;
     let meta = match &body.meta {
         None | Some(serde_json::Value::Null) => None,

@@ -3,7 +3,7 @@ use actix_web::{delete, get, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
 use super::entities::{parse_status_id, Origin, Status};
-use crate::domain::{IdempotencyKey, PostBody};
+use crate::domain::PostBody;
 use crate::engine::Engine;
 use crate::error::AppError;
 use crate::http::auth::Caller;
@@ -142,10 +142,7 @@ pub async fn create(
             "request body is over 64 KiB".into(),
         ));
     }
-    let key = match req.headers().get("idempotency-key") {
-        Some(v) => Some(IdempotencyKey::parse(v.as_bytes()).map_err(AppError::BadRequest)?),
-        None => None,
-    };
+    let key = crate::http::posts::idempotency_key(&req)?;
     let text = new_status(&req, &body)?.text()?;
     let published = engine
         .publish_keyed(caller.id, (&text, None), key.as_ref())

@@ -16,7 +16,7 @@ use crate::engine::Engine;
 use crate::error::AppError;
 use crate::http::auth::streaming_caller;
 use crate::http::errors::ErrorBody;
-use crate::http::feed::{event_id, last_event_id};
+use crate::http::feed::{event_id, event_stream, last_event_id};
 use crate::store::pg::AccountRow;
 use crate::types::Entry;
 
@@ -70,18 +70,13 @@ pub async fn user(
     engine.user(caller.id).await?;
     let events = streams.follow(caller.id, from).await?;
     let live = Live::new(events, &engine, Origin::of(&req));
-    let body = futures::stream::unfold(live, |mut live| async move {
-        let said = live.next().await?;
-        Some((
-            Ok::<_, actix_web::Error>(web::Bytes::from(said.sse())),
-            live,
-        ))
-    });
-    Ok(HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header(("Cache-Control", "no-cache"))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(body))
+    Ok(event_stream(futures::stream::unfold(
+        live,
+        |mut live| async move {
+            let said = live.next().await?;
+            Some((said.sse(), live))
+        },
+    )))
 }
 
 /// Mastodon's streaming WebSocket: after `{"type": "subscribe", "stream":
