@@ -79,6 +79,14 @@ enum Targets {
     Fans(Vec<i64>),
 }
 
+/// Whether the background work is to stop: told so, or no one is left to
+/// tell it (the sender dropped, as when the server's task is cancelled
+/// without a shutdown). A closed channel answers `changed()` at once, so a
+/// loop that waited on it without this check would spin.
+fn stopping(shutdown: &watch::Receiver<bool>) -> bool {
+    *shutdown.borrow() || shutdown.has_changed().is_err()
+}
+
 /// Where a job stands after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -88,7 +96,8 @@ pub enum Step {
 
 impl Engine {
     /// Runs `fanout_workers` workers and the settings refresher until
-    /// `shutdown` turns true; each finishes its current batch first.
+    /// `shutdown` turns true or its sender is dropped; each finishes its
+    /// current batch first.
     pub async fn run_background(&self, shutdown: watch::Receiver<bool>) {
         let mut tasks = Vec::new();
         for worker in 0..self.tuning().fanout_workers {
@@ -120,7 +129,7 @@ impl Engine {
     async fn worker(&self, worker: usize, mut shutdown: watch::Receiver<bool>) {
         const IDLE_POLL: Duration = Duration::from_millis(200);
         loop {
-            if *shutdown.borrow() {
+            if stopping(&shutdown) {
                 return;
             }
             // Register interest before looking, so a wake-up between the
@@ -153,7 +162,7 @@ impl Engine {
         loop {
             match self.step(&mut lease, true).await {
                 Ok(Step::Done) => return,
-                Ok(Step::More) if *shutdown.borrow() => {
+                Ok(Step::More) if stopping(shutdown) => {
                     if let Err(e) = self.pg().release_job(&lease.job).await {
                         // The lease expires and another worker resumes.
                         tracing::warn!(worker, error = %e.chain(), "could not release a fan-out job");
@@ -161,7 +170,7 @@ impl Engine {
                     return;
                 }
                 Ok(Step::More) => {}
-                Err(e) if *shutdown.borrow() => {
+                Err(e) if stopping(shutdown) => {
                     // Failed while the process stops (its connections may
                     // have gone with the server's runtimes): released, not
                     // counted, for another instance to resume from the

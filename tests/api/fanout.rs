@@ -612,3 +612,23 @@ async fn a_delivery_left_among_the_pulled_authors_is_swept_once_done() {
     }
     assert_eq!(app.home(&reader, 5).await, vec![post.id]);
 }
+
+#[tokio::test]
+async fn background_work_stops_once_no_one_is_left_to_stop_it() {
+    // A server task cancelled without a shutdown drops the sender: the
+    // workers must end, not poll a closed channel forever.
+    let app = spawn_app().await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let engine = app.engine.clone();
+    let background = tokio::spawn(async move { engine.run_background(stopped).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !background.is_finished(),
+        "the workers run while told nothing"
+    );
+    drop(stop);
+    tokio::time::timeout(Duration::from_secs(5), background)
+        .await
+        .expect("the workers stop once their sender is gone")
+        .expect("no worker panicked");
+}

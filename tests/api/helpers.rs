@@ -126,9 +126,14 @@ impl Drop for Cleanup {
     }
 }
 
-/// Stops the server, deletes the prefix's keys and drops the database, on
-/// a runtime of its own (Drop cannot await).
+/// Stops the server, deletes the prefix's keys and drops the database
+/// (closing its connections), on a runtime of its own (Drop cannot await).
+/// The stop is sent, not awaited: the server runs on the test's runtime,
+/// which this blocks, so it could only answer once the wait timed out.
 fn cleanup(url: &str, redis: &RedisStore, handle: Option<actix_web::dev::ServerHandle>) {
+    if let Some(handle) = handle {
+        drop(handle.stop(false));
+    }
     let url = url.to_string();
     let redis = redis.clone();
     let done = std::thread::spawn(move || {
@@ -137,9 +142,6 @@ fn cleanup(url: &str, redis: &RedisStore, handle: Option<actix_web::dev::ServerH
             .build()
             .expect("cleanup runtime");
         rt.block_on(async move {
-            if let Some(handle) = handle {
-                let _ = tokio::time::timeout(Duration::from_secs(5), handle.stop(false)).await;
-            }
             let _ = redis.delete_all().await;
             if let Err(e) = drop_database(&url).await {
                 eprintln!("could not drop the test database: {}", e.chain());
