@@ -1,6 +1,7 @@
-//! The real Mastodon client libraries against the service binary: the
-//! pinned Mastodon.py and masto.js (installed by `.ci/install-clients` into
-//! `target/clients`) each run an app's session (`tests/clients/`), from
+//! The real Mastodon client libraries against the release binary (the one
+//! `cargo run --release` runs): the pinned Mastodon.py and masto.js
+//! (installed by `.ci/install-clients` into `target/clients`) each run an
+//! app's session (`tests/clients/`), from
 //! credentials to blocks, through the home timeline, its refresh and its
 //! stream; every status they see must be there exactly once, in order,
 //! a big-V's among them.
@@ -13,7 +14,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{test_settings, Cleanup};
-use crate::process::spawn_service;
+use crate::process::spawn_binary;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -28,14 +29,28 @@ fn clients_dir() -> PathBuf {
     root().join("target/clients")
 }
 
-/// Starts the binary, makes `reader`, `author` and `vip` (a big-V once the
+/// The release build of the service, built first when missing or stale
+/// (`.ci/run` builds it up front; here it is then only checked).
+fn release_binary() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--bin", "feed-service"])
+        .current_dir(root())
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "the release build failed");
+    root().join("target/release/feed-service")
+}
+
+/// Starts the release binary, makes `reader`, `author` and `vip` (a big-V once the
 /// reader follows it: two fans follow it already) and runs `program` with
 /// `args`, given the service's URL, their tokens and ids; returns its
 /// output once it succeeded.
 async fn session(names: [&str; 3], program: &Path, args: &[PathBuf]) -> String {
     let settings = test_settings();
     let _cleanup = Cleanup::of(&settings);
-    let service = spawn_service(&settings, &[], Stdio::null()).await;
+    let binary = tokio::task::spawn_blocking(release_binary).await.unwrap();
+    let service = spawn_binary(&binary, &settings, &[], Stdio::null()).await;
     let base = format!("http://127.0.0.1:{}", service.port);
     let keys = JwtKeys::from_settings(&settings.auth).unwrap();
     let admin = keys.mint(0, true, 3600).unwrap();

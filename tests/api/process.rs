@@ -1,6 +1,7 @@
 //! The service binary as a child process: killed with SIGKILL or stopped
 //! with SIGTERM in the middle of a fan-out to 200,000 followers.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -53,8 +54,19 @@ pub fn free_port() -> u16 {
 /// Starts the binary with the test's database and key prefix, the given
 /// extra environment and standard output, and waits until it answers.
 pub async fn spawn_service(settings: &Settings, env: &[(&str, String)], stdout: Stdio) -> Service {
+    let binary = Path::new(env!("CARGO_BIN_EXE_feed-service"));
+    spawn_binary(binary, settings, env, stdout).await
+}
+
+/// [`spawn_service`] with the given build of the service's binary.
+pub async fn spawn_binary(
+    binary: &Path,
+    settings: &Settings,
+    env: &[(&str, String)],
+    stdout: Stdio,
+) -> Service {
     let port = free_port();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_feed-service"));
+    let mut command = Command::new(binary);
     command
         .env("FEED_SERVER__PORT", port.to_string())
         .env("FEED_DATABASE__URL", settings.database.url.expose_secret())
