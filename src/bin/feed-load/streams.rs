@@ -7,10 +7,13 @@
 //!
 //! Premises, checked before anything is reported: every stream opened;
 //! each post reached every open stream of its author's followers; and
-//! Redis carried one hint per post (`INFO commandstats`: `publish` or
-//! `spublish` calls), not one per follower.
+//! Redis carried one or two hints per post (`INFO commandstats`: `publish`
+//! or `spublish` calls), not one per follower. The account also gives the
+//! service's own counts over the publishes (its `/metrics`): pages by
+//! source and fallback reason, failed Redis and PostgreSQL calls, deferred
+//! writes; a publish that fails reports them too.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use diesel_async::AsyncPgConnection;
@@ -146,11 +149,14 @@ pub async fn streams(
     ];
     let posts = o.stream_posts;
     let publish = async {
-        let mut published: HashMap<i64, (usize, Instant)> = HashMap::new();
+        // Per post: its author's class, when its publish was sent and when
+        // its answer came.
+        let mut published: HashMap<i64, (usize, Instant, Instant)> = HashMap::new();
         for (class, (who, _, label)) in classes.iter().enumerate() {
             let token = keys.mint(*who, false, 3600).map_err(|e| e.chain())?;
             let b = bar(posts as u64, label);
             for _ in 0..posts {
+                let sent = Instant::now();
                 let res = client
                     .post(format!("{base}/api/v1/posts"))
                     .bearer_auth(&token)
@@ -163,7 +169,7 @@ pub async fn streams(
                 let id = post["id"]
                     .as_i64()
                     .ok_or_else(|| format!("a publish answered {post}"))?;
-                published.insert(id, (class, at));
+                published.insert(id, (class, sent, at));
                 b.inc(1);
                 tokio::time::sleep(EVERY).await;
             }
@@ -171,9 +177,11 @@ pub async fn streams(
         }
         R::Ok(published)
     };
-    let deferred_before = deferred_writes(&client, base).await?;
+    let counted_before = counters(&client, base).await?;
     let (published, redis) = redis_stats::around(&target.store, target.name, publish).await?;
-    let published = published?;
+    let counted = since(&counted_before, &counters(&client, base).await?);
+    let published =
+        published.map_err(|e| format!("{e} (the service counted meanwhile: {counted})"))?;
     // Deliveries still on their way come in; then the streams close.
     let expected: usize = classes.iter().map(|(_, n, _)| n * posts).sum();
     let mut got: Vec<Arrival> = Vec::with_capacity(expected);
@@ -188,15 +196,23 @@ pub async fn streams(
         t.abort();
     }
     let mut lat: Vec<Vec<f64>> = vec![Vec::new(); classes.len()];
+    // From the publish sent: what a reader waits whatever the publish's
+    // own answer took (which the herd of reads may delay).
+    let mut from_sent: Vec<Vec<f64>> = vec![Vec::new(); classes.len()];
+    let mut answers: Vec<Vec<f64>> = vec![Vec::new(); classes.len()];
+    for &(class, sent, answered) in published.values() {
+        answers[class].push(ms(answered - sent));
+    }
     let mut delivered = vec![0usize; classes.len()];
     let mut early = 0;
     for (id, at) in got {
-        let Some(&(class, answered)) = published.get(&id) else {
+        let Some(&(class, sent, answered)) = published.get(&id) else {
             continue;
         };
         delivered[class] += 1;
+        from_sent[class].push(ms(at.saturating_duration_since(sent)));
         match at.checked_duration_since(answered) {
-            Some(d) => lat[class].push(d.as_secs_f64() * 1000.0),
+            Some(d) => lat[class].push(ms(d)),
             // The event beat the publish's answer to the tool.
             None => {
                 early += 1;
@@ -209,7 +225,9 @@ pub async fn streams(
     // when it writes an outbox entry the publish could not (a deferred
     // write, an outbox rebuilt meanwhile): one or two per post, never one
     // per follower.
-    let deferred = deferred_writes(&client, base).await? - deferred_before;
+    let deferred = counted["feed_deferred_writes_total"]
+        .as_f64()
+        .unwrap_or(0.0) as u64;
     let mut failures = Vec::new();
     let mut rows = Vec::new();
     let mut account = Vec::new();
@@ -226,13 +244,18 @@ pub async fn streams(
             "events_expected": want, "events_arrived": delivered[class],
         }));
         let seconds = posts as f64 * EVERY.as_secs_f64();
+        let missing = want - delivered[class].min(want);
         rows.push((
             label.clone(),
-            Latency::of(
-                lat[class].clone(),
-                want - delivered[class].min(want),
-                seconds,
-            ),
+            Latency::of(lat[class].clone(), missing, seconds),
+        ));
+        rows.push((
+            format!("{label}, from the publish sent"),
+            Latency::of(from_sent[class].clone(), missing, seconds),
+        ));
+        rows.push((
+            format!("{label}: its publish, {} streams open", readers.len()),
+            Latency::of(answers[class].clone(), 0, seconds),
         ));
     }
     let posts_published = published.len() as u64;
@@ -248,6 +271,7 @@ pub async fn streams(
         "posts": published.len(),
         "deferred_writes": deferred,
         "events_before_the_publish_answer": early,
+        "service_counted": counted,
         "classes": account,
     });
     Ok((rows, account, failures))
@@ -299,8 +323,21 @@ async fn listen(
     }
 }
 
-/// The service's count of writes whose Redis update was left to a job.
-async fn deferred_writes(client: &reqwest::Client, base: &str) -> R<u64> {
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The service's counters the account reports (`/metrics`), each series
+/// by its name and labels.
+const COUNTED: [&str; 4] = [
+    "feed_pages_total",
+    "feed_deferred_writes_total",
+    "redis_errors_total",
+    "postgres_errors_total",
+];
+
+/// The service's [`COUNTED`] series now.
+async fn counters(client: &reqwest::Client, base: &str) -> R<BTreeMap<String, f64>> {
     let text = client
         .get(format!("{base}/metrics"))
         .send()
@@ -309,9 +346,28 @@ async fn deferred_writes(client: &reqwest::Client, base: &str) -> R<u64> {
         .text()
         .await
         .map_err(|e| format!("reading /metrics: {e}"))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("feed_deferred_writes_total "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|v| v as u64)
-        .ok_or_else(|| "/metrics has no feed_deferred_writes_total".into())
+    let series: BTreeMap<String, f64> = text
+        .lines()
+        .filter(|l| COUNTED.iter().any(|name| l.starts_with(name)))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_string(), value.trim().parse().ok()?))
+        })
+        .collect();
+    if !series.contains_key("feed_deferred_writes_total") {
+        return Err("/metrics has no feed_deferred_writes_total".into());
+    }
+    Ok(series)
+}
+
+/// What each series counted from `before` to `after` (those that moved,
+/// and the deferred writes always).
+fn since(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> Value {
+    let moved: serde_json::Map<String, Value> = after
+        .iter()
+        .map(|(series, v)| (series, v - before.get(series).copied().unwrap_or(0.0)))
+        .filter(|(series, d)| *d != 0.0 || series.as_str() == "feed_deferred_writes_total")
+        .map(|(series, d)| (series.clone(), json!(d)))
+        .collect();
+    Value::Object(moved)
 }
