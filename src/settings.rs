@@ -170,6 +170,12 @@ pub struct EngineSettings {
     /// Seconds between a stream's heartbeats (a comment line), which keep
     /// proxies from closing an idle stream and tell a client it is alive.
     pub stream_heartbeat_secs: u64,
+    /// Stream reads this instance runs at once; the rest wait their turn.
+    /// One big-V post wakes every stream of its fans together: unbounded,
+    /// their reads outwait the Redis pool, fall back to PostgreSQL and hold
+    /// the connections a publish needs. Keep it below `database.pool_size`
+    /// (`streams_per_instance` takes turns away).
+    pub stream_reads: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -506,6 +512,7 @@ impl Settings {
             1,
             3600,
         )?;
+        within("feed.stream_reads", feed.stream_reads as u64, 1, 1_000_000)?;
         self.validate_secrets()?;
         within("auth.leeway_secs", self.auth.leeway_secs, 0, 600)?;
         let l = &self.limits;

@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::Semaphore;
 
 use super::Engine;
 use crate::error::{AppError, AppResult};
@@ -39,8 +40,30 @@ use crate::types::{PageRequest, Prev};
 /// Entries a stream reads per refresh page.
 const REFRESH_PAGE: u32 = 100;
 
-/// How soon a stream whose read failed reads again.
+/// How soon a stream whose read failed reads again; each failure in a row
+/// doubles it, up to [`RETRY_MAX`], and each reader waits its own share of
+/// it more, so that streams failing together do not retry together.
 const RETRY: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(8);
+
+/// The wait before a stream's read is tried again, after `failures` in a
+/// row (at least one): [`RETRY`] doubled per earlier failure, capped, plus
+/// up to half of it again, chosen by the reader (a spread, not a secret).
+fn retry_after(failures: u32, reader: i64) -> Duration {
+    let base = RETRY
+        .saturating_mul(1 << failures.saturating_sub(1).min(8))
+        .min(RETRY_MAX);
+    let share = (reader as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54; // 0..1024
+    base + base / 2 * share as u32 / 1024
+}
+
+/// Sleeps until `at` (never, for none).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// What a stream sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +103,8 @@ pub struct Streams {
 
 struct Hub {
     engine: Engine,
+    /// Turns to read: at most `feed.stream_reads` stream reads at once.
+    reads: Arc<Semaphore>,
     subscriber: tokio::sync::Mutex<Option<Subscriber>>,
     state: Mutex<State>,
     next_id: AtomicU64,
@@ -130,6 +155,7 @@ impl Streams {
     pub fn new(engine: Engine) -> Self {
         Streams {
             hub: Arc::new(Hub {
+                reads: Arc::new(Semaphore::new(engine.tuning().stream_reads)),
                 engine,
                 subscriber: tokio::sync::Mutex::new(None),
                 state: Mutex::new(State::default()),
@@ -178,17 +204,23 @@ impl Streams {
         let (slot, signals) = signals;
         let from = match from {
             Some(p) => p,
-            None => engine.home_page(reader, PageRequest::first(1)).await?.prev,
+            None => {
+                let _turn = self.hub.turn().await?;
+                engine.home_page(reader, PageRequest::first(1)).await?.prev
+            }
         };
         let (out, events) = unbounded_channel();
         let heartbeat = Duration::from_secs(tuning.stream_heartbeat_secs);
         let engine = engine.clone();
+        let reads = self.hub.reads.clone();
         tokio::spawn(async move {
             let mut stream = Live {
                 engine,
+                reads,
                 reader,
                 at: from,
-                retry: false,
+                failures: 0,
+                retry_at: None,
                 out,
             };
             stream.run(signals, heartbeat).await;
@@ -218,6 +250,14 @@ impl Streams {
 }
 
 impl Hub {
+    /// A turn to read (see [`Hub::reads`]), held while the read runs.
+    async fn turn(&self) -> AppResult<tokio::sync::SemaphorePermit<'_>> {
+        self.reads
+            .acquire()
+            .await
+            .map_err(|_| AppError::internal("stream reads", crate::error::Message("closed".into())))
+    }
+
     /// Opens the subscriber and subscribes to every channel the open
     /// streams need (again, after a broken link).
     async fn connect(&self) -> AppResult<UnboundedReceiver<Hint>> {
@@ -551,11 +591,15 @@ impl Hub {
 /// One open stream.
 struct Live {
     engine: Engine,
+    /// The instance's turns to read ([`Hub::reads`]).
+    reads: Arc<Semaphore>,
     reader: i64,
     /// Its position: everything up to here has been sent.
     at: Prev,
-    /// Its last read failed: it reads again after [`RETRY`].
-    retry: bool,
+    /// Its reads that failed in a row, and when it reads again
+    /// ([`retry_after`] them).
+    failures: u32,
+    retry_at: Option<tokio::time::Instant>,
     out: UnboundedSender<Event>,
 }
 
@@ -568,7 +612,7 @@ impl Live {
             return;
         }
         loop {
-            let retry = self.retry;
+            let retry_at = self.retry_at;
             let signal = tokio::select! {
                 s = signals.recv() => s,
                 _ = tokio::time::sleep(heartbeat) => {
@@ -578,7 +622,7 @@ impl Live {
                     continue;
                 }
                 // A read that failed is tried again soon, hint or not.
-                _ = tokio::time::sleep(RETRY), if retry => Some(Signal::Refresh),
+                _ = sleep_until(retry_at), if retry_at.is_some() => Some(Signal::Refresh),
                 _ = self.out.closed() => return,
             };
             let Some(first) = signal else {
@@ -616,15 +660,20 @@ impl Live {
     async fn catch_up(&mut self) -> Result<(), ()> {
         loop {
             let req = PageRequest::before(self.at, REFRESH_PAGE);
-            let page = match self.engine.home_page(self.reader, req).await {
+            let turn = self.reads.acquire().await.map_err(|_| ())?;
+            let read = self.engine.home_page(self.reader, req).await;
+            drop(turn);
+            let page = match read {
                 Ok(page) => page,
                 Err(e) => {
                     tracing::debug!(error = %e.chain(), reader = self.reader, "a stream could not read");
-                    self.retry = true;
+                    self.failures = self.failures.saturating_add(1);
+                    let wait = retry_after(self.failures, self.reader);
+                    self.retry_at = Some(tokio::time::Instant::now() + wait);
                     return Ok(());
                 }
             };
-            self.retry = false;
+            (self.failures, self.retry_at) = (0, None);
             let full = page.items.len() == REFRESH_PAGE as usize;
             for (post, id) in page.items.into_iter().zip(page.marks).rev() {
                 self.send(Event::Post { post, id })?;
@@ -638,5 +687,22 @@ impl Live {
 
     fn send(&self, event: Event) -> Result<(), ()> {
         self.out.send(event).map_err(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_to_a_cap_and_spread_readers_over_half_of_it() {
+        assert!(retry_after(1, 1) >= RETRY && retry_after(1, 1) <= RETRY * 3 / 2);
+        assert!(retry_after(2, 1) >= RETRY * 2);
+        for failures in [7, 8, 50, u32::MAX] {
+            let wait = retry_after(failures, 12345);
+            assert!(wait >= RETRY_MAX && wait <= RETRY_MAX * 3 / 2, "{wait:?}");
+        }
+        let waits: HashSet<Duration> = (1..200).map(|reader| retry_after(3, reader)).collect();
+        assert!(waits.len() > 100, "readers retry apart: {}", waits.len());
     }
 }

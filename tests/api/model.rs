@@ -2449,6 +2449,8 @@ fn run_the_model() {
     // Tiny batches: a job of two dozen followers takes several.
     settings.feed.fanout_batch_size = 3;
     settings.database.pool_size = 4;
+    // Streams read one at a time: every read waits its turn.
+    settings.feed.stream_reads = 1;
     // Every case connects anew: under the whole suite's load a connection
     // has taken over 2 s to open, a wait that is the machine's, not the
     // engine's (the PostgreSQL outage tests cover the timeout itself).

@@ -260,3 +260,36 @@ async fn streams_are_limited_per_user_and_ids_are_checked() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn streams_woken_together_take_turns_to_read_and_each_gets_every_post() {
+    let mut settings = test_settings();
+    // One read at a time: every stream waits its turn, none is skipped.
+    settings.feed.stream_reads = 1;
+    let app = spawn_app_with(settings).await;
+    app.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
+        .await;
+    let star = app.create_user("star").await;
+    let friend = app.create_user("friend").await;
+    let readers: Vec<TestUser> = app.users("reader", 12).await;
+    for r in &readers {
+        app.follow(r, &star).await;
+        app.follow(r, &friend).await;
+    }
+    assert_eq!(app.user(star.id).await["big_v"], true);
+    let mut streams = Vec::new();
+    for r in &readers {
+        let (_, events) = Events::open(&app.address, &r.token, None).await;
+        let mut events = events.unwrap();
+        assert_eq!(events.take(1).await[0].event, "open");
+        streams.push(events);
+    }
+    let mut want = Vec::new();
+    for i in 0..3 {
+        want.push(app.publish(&star, &format!("pulled {i}")).await.id);
+        want.push(app.publish(&friend, &format!("pushed {i}")).await.id);
+    }
+    for events in &mut streams {
+        assert_eq!(post_ids(&events.take(want.len()).await), want);
+    }
+}
