@@ -4,7 +4,7 @@
 //! app's session (`tests/clients/`), from
 //! credentials to blocks, through the home timeline, its refresh and its
 //! stream; every status they see must be there exactly once, in order,
-//! a big-V's among them.
+//! a big-V's among them, across its demotion and promotion mid-scroll.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -100,6 +100,7 @@ async fn session(names: [&str; 3], program: &Path, args: &[PathBuf]) -> String {
         ("FEED_BASE", base.clone()),
         ("FEED_TOKENS", Value::Object(tokens).to_string()),
         ("FEED_IDS", Value::Object(ids.clone()).to_string()),
+        ("FEED_ADMIN", admin.clone()),
     ];
     let (program, args) = (program.to_path_buf(), args.to_vec());
     let out = tokio::task::spawn_blocking(move || {

@@ -1,11 +1,11 @@
 // Drives the service through masto.js, as a JavaScript app written for
 // Mastodon would: the same session as the Mastodon.py one (credentials,
 // follows, a retried publish, a scroll with the paginator while posts
-// arrive, a refresh, the streaming WebSocket across a reconnect, delete,
+// arrive and a followed big-V is demoted and promoted again, a refresh, the streaming WebSocket across a reconnect, delete,
 // mute, block). Every status must appear exactly once, in order.
 //
-// Environment: FEED_BASE, FEED_TOKENS, FEED_IDS (as for mastodon_py.py;
-// here the users are carol, dan and vip2, vip2 a big-V).
+// Environment: FEED_BASE, FEED_TOKENS, FEED_IDS, FEED_ADMIN (as for
+// mastodon_py.py; here the users are carol, dan and vip2, vip2 a big-V).
 
 import { createRestAPIClient, createStreamingAPIClient } from "masto";
 import WebSocket from "ws";
@@ -53,6 +53,25 @@ const wait = async (cond, what, secs = 20) => {
   check(false, what);
 };
 
+// Sets the big-V thresholds (the service's admin API) and waits until the
+// service has made `name` big-V or not.
+const ADMIN = { Authorization: `Bearer ${process.env.FEED_ADMIN}` };
+const thresholds = async (up, down, name, bigV) => {
+  const res = await fetch(`${BASE}/api/v1/admin/settings`, {
+    method: "PUT",
+    headers: { ...ADMIN, "Content-Type": "application/json" },
+    body: JSON.stringify({ big_v_threshold: up, big_v_demote_threshold: down }),
+  });
+  check(res.ok, `settings: ${res.status} ${await res.text()}`);
+  const deadline = Date.now() + 20000;
+  for (;;) {
+    const user = await (await fetch(`${BASE}/api/v1/users/${IDS[name]}`, { headers: ADMIN })).json();
+    if (user.big_v === bigV) return;
+    check(Date.now() < deadline, `${name} big-V ${bigV}: ${JSON.stringify(user)}`);
+    await sleep(50);
+  }
+};
+
 const carol = client("carol");
 const dan = client("dan");
 const vip = client("vip2");
@@ -77,7 +96,8 @@ for (let i = 0; i < 30; i++) {
   posted.push((await (i % 3 ? dan : vip).v1.statuses.create({ status: `before ${i}` })).id);
 }
 
-// Scroll to the end with the paginator while posts keep arriving.
+// Scroll to the end with the paginator while posts keep arriving, and vip2
+// is demoted (pushed from then on) and promoted again (pulled) mid-scroll.
 const seen = [];
 const arriving = [];
 let pages = 0;
@@ -86,6 +106,8 @@ for await (const page of carol.v1.timelines.home.list({ limit: 7 })) {
   seen.push(...page);
   pages++;
   arriving.push((await (pages % 2 ? dan : vip).v1.statuses.create({ status: `during ${pages}` })).id);
+  if (pages === 2) await thresholds(100, 50, "vip2", false);
+  if (pages === 4) await thresholds(3, 1, "vip2", true);
 }
 const ids = inOrder(seen, "the scroll");
 check(

@@ -1,12 +1,14 @@
 """Drives the service through Mastodon.py, as an app written for Mastodon
 would: verify credentials, follow, post (with a retried Idempotency-Key),
 scroll the home timeline to its end with fetch_next while posts keep
-arriving, refresh with min_id, stream the home across a reconnect, mute,
+arriving and a followed big-V is demoted and promoted again, refresh with
+min_id, stream the home across a reconnect, mute,
 block and delete. Every status must appear exactly once, in order.
 
 Environment: FEED_BASE (the service's URL), FEED_TOKENS (JSON: username ->
-bearer token of alice, bob, vip), FEED_IDS (JSON: username -> account id).
-vip is a big-V: its posts reach alice's home by the pull path.
+bearer token of alice, bob, vip), FEED_IDS (JSON: username -> account id),
+FEED_ADMIN (an admin token, for the service's own settings API). vip is a
+big-V: its posts reach alice's home by the pull path.
 """
 
 import json
@@ -15,11 +17,13 @@ import sys
 import threading
 import time
 
+import requests
 from mastodon import Mastodon, StreamListener
 
 BASE = os.environ["FEED_BASE"]
 TOKENS = json.loads(os.environ["FEED_TOKENS"])
 IDS = json.loads(os.environ["FEED_IDS"])
+ADMIN = {"Authorization": f"Bearer {os.environ['FEED_ADMIN']}"}
 
 
 def client(name):
@@ -46,6 +50,29 @@ def in_order(statuses, what):
         f"{what}: not newest first: {ids}",
     )
     return ids
+
+
+def wait(cond, what, secs=20):
+    deadline = time.time() + secs
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    check(False, what)
+
+
+def thresholds(up, down, name, big_v):
+    """Sets the big-V thresholds (the service's admin API) and waits until
+    the service has made `name` big-V or not."""
+    url = f"{BASE}/api/v1/admin/settings"
+    body = {"big_v_threshold": up, "big_v_demote_threshold": down}
+    res = requests.put(url, json=body, headers=ADMIN, timeout=30)
+    check(res.ok, f"settings: {res.status_code} {res.text}")
+    user = f"{BASE}/api/v1/users/{IDS[name]}"
+    wait(
+        lambda: requests.get(user, headers=ADMIN, timeout=30).json()["big_v"] == big_v,
+        f"{name} big-V {big_v}",
+    )
 
 
 alice, bob, vip = client("alice"), client("bob"), client("vip")
@@ -77,7 +104,8 @@ for i in range(40):
     author = bob if i % 3 else vip
     posted.append(author.status_post(f"before {i}").id)
 
-# Scroll the home to its end while posts keep arriving.
+# Scroll the home to its end while posts keep arriving, and vip is demoted
+# (its posts pushed from then on) and promoted again (pulled) mid-scroll.
 page = alice.timeline_home(limit=7)
 top = page[0].id
 seen = list(page)
@@ -85,6 +113,10 @@ arriving = []
 pages = 1
 while True:
     arriving.append((bob if pages % 2 else vip).status_post(f"during {pages}").id)
+    if pages == 2:
+        thresholds(100, 50, "vip", False)
+    if pages == 4:
+        thresholds(3, 1, "vip", True)
     page = alice.fetch_next(page)
     if not page:
         break
@@ -122,15 +154,6 @@ class Collect(StreamListener):
 
     def on_delete(self, status_id):
         self.deletes.append(str(status_id))
-
-
-def wait(cond, what, secs=20):
-    deadline = time.time() + secs
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    check(False, what)
 
 
 def stream():
