@@ -6,6 +6,7 @@
 //! stream; every status they see must be there exactly once, in order,
 //! a big-V's among them, across its demotion and promotion mid-scroll.
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -14,7 +15,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{test_settings, Cleanup};
-use crate::process::spawn_binary;
+use crate::process::{spawn_binary, spawn_binary_on};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -50,8 +51,9 @@ async fn session(names: [&str; 3], program: &Path, args: &[PathBuf]) -> String {
     let settings = test_settings();
     let _cleanup = Cleanup::of(&settings);
     let binary = tokio::task::spawn_blocking(release_binary).await.unwrap();
-    let service = spawn_binary(&binary, &settings, &[], Stdio::null()).await;
+    let mut service = spawn_binary(&binary, &settings, &[], Stdio::null()).await;
     let base = format!("http://127.0.0.1:{}", service.port);
+    let service_port = service.port;
     let keys = JwtKeys::from_settings(&settings.auth).unwrap();
     let admin = keys.mint(0, true, 3600).unwrap();
     let client = reqwest::Client::new();
@@ -102,22 +104,52 @@ async fn session(names: [&str; 3], program: &Path, args: &[PathBuf]) -> String {
         ("FEED_IDS", Value::Object(ids.clone()).to_string()),
         ("FEED_ADMIN", admin.clone()),
     ];
-    let (program, args) = (program.to_path_buf(), args.to_vec());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(&program)
-            .args(&args)
-            .envs(env)
-            .stdin(Stdio::null())
-            .output()
-            .expect("the client's program runs")
-    })
-    .await
-    .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // The program asks for an instance restart by printing `restart`: the
+    // service stops (SIGTERM) and starts again on its port, and the
+    // program reads `restarted`.
+    let mut child = Command::new(program)
+        .args(args)
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the client's program runs");
+    let (mut to_program, from_program) =
+        (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    let mut errors = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = errors.read_to_string(&mut text);
+        text
+    });
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from_program).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdout = String::new();
+    while let Some(line) = lines.recv().await {
+        if line == "restart" {
+            service.terminate().await;
+            service = spawn_binary_on(service_port, &binary, &settings, &[], Stdio::null()).await;
+            writeln!(to_program, "restarted")
+                .and_then(|_| to_program.flush())
+                .expect("the program reads");
+            continue;
+        }
+        stdout.push_str(&line);
+        stdout.push('\n');
+    }
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = stderr.join().unwrap();
+    assert!(status.success(), "{stdout}\n{stderr}");
     assert!(stdout.starts_with("ok:"), "{stdout}");
     // vip was promoted by the reader's follow (and stays big-V after the
     // block): its statuses came by the pull path.

@@ -23,6 +23,20 @@ pub struct Service {
 }
 
 impl Service {
+    /// Stops it as an operator would (SIGTERM) and waits until it exited.
+    pub async fn terminate(mut self) {
+        let term = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(term.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "did not exit after SIGTERM");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The process's resident memory, in bytes (Linux).
     pub fn resident_bytes(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
@@ -65,7 +79,17 @@ pub async fn spawn_binary(
     env: &[(&str, String)],
     stdout: Stdio,
 ) -> Service {
-    let port = free_port();
+    spawn_binary_on(free_port(), binary, settings, env, stdout).await
+}
+
+/// [`spawn_binary`] listening on `port` (a restarted instance's).
+pub async fn spawn_binary_on(
+    port: u16,
+    binary: &Path,
+    settings: &Settings,
+    env: &[(&str, String)],
+    stdout: Stdio,
+) -> Service {
     let mut command = Command::new(binary);
     command
         .env("FEED_SERVER__PORT", port.to_string())

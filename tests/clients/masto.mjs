@@ -1,14 +1,16 @@
 // Drives the service through masto.js, as a JavaScript app written for
 // Mastodon would: the same session as the Mastodon.py one (credentials,
 // follows, a retried publish, a scroll with the paginator while posts
-// arrive and a followed big-V is demoted and promoted again, a refresh, the streaming WebSocket across a reconnect, delete,
-// mute, block). Every status must appear exactly once, in order.
+// arrive and a followed big-V is demoted and promoted again, a refresh,
+// the streaming WebSocket across a reconnect and an instance restart,
+// delete, mute, block). Every status must appear exactly once, in order.
 //
 // Environment: FEED_BASE, FEED_TOKENS, FEED_IDS, FEED_ADMIN (as for
 // mastodon_py.py; here the users are carol, dan and vip2, vip2 a big-V).
 
 import { createRestAPIClient, createStreamingAPIClient } from "masto";
 import WebSocket from "ws";
+import { createInterface } from "node:readline";
 
 // Node.js 20 has no WebSocket of its own (masto.js reads the global's)
 // nor Promise.withResolvers (Node.js 22 has both).
@@ -128,12 +130,12 @@ check(
 
 // The streaming WebSocket, across a reconnect; the gap filled with min_id.
 const streamUrl = (await carol.v2.instance.fetch()).configuration.urls.streaming;
-const listen = () => {
+const listen = (retry = false) => {
   const streaming = createStreamingAPIClient({
     streamingApiUrl: streamUrl,
     accessToken: TOKENS.carol,
     implementation: WebSocket,
-    retry: false,
+    retry,
     log: process.env.MASTO_LOG ?? "warn",
   });
   const got = { updates: [], deletes: [] };
@@ -206,6 +208,34 @@ streaming.close();
 const home = async () => (await carol.v1.timelines.home.list({ limit: 40 })).map((s) => s.account.id);
 check(!(await carol.v1.timelines.home.list({ limit: 40 })).some((s) => s.id === live[0]), "the deleted status left the home");
 
+// An instance restart mid-stream: masto.js reconnects by itself (retry)
+// and subscribes again; what was posted meanwhile is filled in with
+// min_id and max_id. (The harness restarts the service when this prints
+// `restart`, and answers `restarted` on standard input.)
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+({ streaming, got } = listen(true));
+const third = await ready(got);
+const pre = [(await dan.v1.statuses.create({ status: "before the restart" })).id];
+await wait(() => got.updates.length >= third.from + 1, `an update before the restart: ${got.error}`);
+const cut = got.updates.length;
+console.log("restart");
+check((await lines.next()).value === "restarted", "the service restarted");
+const during = [(await dan.v1.statuses.create({ status: "while the stream reconnects" })).id];
+const after = await ready(got);
+streaming.close();
+const resumed = got.updates.slice(cut);
+const refill = await carol.v1.timelines.home.list({ minId: got.updates[cut - 1].id, maxId: resumed[0].id, limit: 40 });
+const restitched = [
+  ...got.updates.slice(third.from, cut).map((s) => s.id),
+  ...[...refill].reverse().map((s) => s.id),
+  ...resumed.map((s) => s.id),
+];
+const rewant = [...pre, ...during, ...after.probes];
+check(
+  JSON.stringify(restitched) === JSON.stringify(rewant),
+  `stream, restart, gap and stream: ${restitched} want ${rewant}`,
+);
+
 // Mute and block.
 check((await carol.v1.accounts.$select(String(IDS.dan)).mute()).muting, "muting");
 check(!(await home()).includes(String(IDS.dan)), "no status of a muted account");
@@ -214,5 +244,8 @@ check((await home()).includes(String(IDS.dan)), "unmuted statuses are back");
 const blocked = await carol.v1.accounts.$select(String(IDS.vip2)).block();
 check(blocked.blocking && !blocked.following, "blocking");
 check(!(await home()).includes(String(IDS.vip2)), "no status of a blocked account");
-console.log(`ok: ${ids.length} statuses scrolled in ${pages} pages, ${fresh.length} refreshed`);
+console.log(
+  `ok: ${ids.length} statuses scrolled in ${pages} pages, ${fresh.length} refreshed, ` +
+    `${refill.length} filled in after the restart`,
+);
 process.exit(0);

@@ -2,8 +2,10 @@
 would: verify credentials, follow, post (with a retried Idempotency-Key),
 scroll the home timeline to its end with fetch_next while posts keep
 arriving and a followed big-V is demoted and promoted again, refresh with
-min_id, stream the home across a reconnect, mute,
-block and delete. Every status must appear exactly once, in order.
+min_id, stream the home across a reconnect and an instance restart (the
+harness restarts the service when this prints `restart`, and answers
+`restarted` on standard input), mute, block and delete. Every status must
+appear exactly once, in order.
 
 Environment: FEED_BASE (the service's URL), FEED_TOKENS (JSON: username ->
 bearer token of alice, bob, vip), FEED_IDS (JSON: username -> account id),
@@ -191,6 +193,36 @@ check(
     "a deleted status left the home",
 )
 
+# An instance restart mid-stream: the library reconnects by itself (the
+# service closes its streams as it stops), and the status posted while it
+# reconnected is filled in with min_id and max_id: each status once.
+listener3 = Collect()
+handle3 = alice.stream_user(
+    listener3, run_async=True, reconnect_async=True, reconnect_async_wait_sec=1
+)
+wait(listener3.ready.is_set, "the stream opened")
+before = bob.status_post("before the restart").id
+wait(lambda: len(listener3.updates) >= 1, f"an update before the restart: {listener3.updates}")
+listener3.ready.clear()
+print("restart", flush=True)
+check(sys.stdin.readline().strip() == "restarted", "the service restarted")
+during = bob.status_post("while the stream reconnects").id
+wait(listener3.ready.is_set, "the stream reconnected by itself", secs=40)
+after = vip.status_post("after the restart").id
+wait(
+    lambda: str(after) in [str(s.id) for s in listener3.updates],
+    f"an update after the restart: {listener3.updates}",
+)
+handle3.close()
+streamed = [str(s.id) for s in listener3.updates]
+resumed = streamed[1:]
+gap = alice.timeline_home(min_id=streamed[0], max_id=resumed[0])
+got = streamed[:1] + [str(s.id) for s in reversed(gap)] + resumed
+check(
+    got == [str(i) for i in (before, during, after)],
+    f"stream, restart, gap and stream: {got} want {[before, during, after]}",
+)
+
 # Mute and block, through the library.
 check(alice.account_mute(IDS["bob"]).muting, "muting")
 home = alice.timeline_home(limit=40)
@@ -210,4 +242,7 @@ check(
     "no status of a blocked account",
 )
 check(not alice.account_unblock(IDS["vip"]).blocking, "unblocked")
-print(f"ok: {len(ids)} statuses scrolled in {pages} pages, {len(fresh)} refreshed")
+print(
+    f"ok: {len(ids)} statuses scrolled in {pages} pages, {len(fresh)} refreshed, "
+    f"{len(gap)} filled in after the restart"
+)
