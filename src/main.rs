@@ -1,68 +1,196 @@
-//! `feed-service` runs the service; `feed-service token --user 42 [--admin]`
-//! prints a bearer token signed with the configured secret (for curl);
-//! `feed-service config check` prints the effective configuration, secrets
-//! redacted, and fails on any setting out of its range.
+//! The service's command line: `serve` (the default) runs it, `token`
+//! prints a bearer token, `config check` prints the effective
+//! configuration, `migrate` brings the database's schema up to date and
+//! `completions` prints a shell's completion script. Every option stands
+//! for the `FEED_…` variable it names and beats it and the files (see
+//! [`feed_service::settings`]).
 
+use std::collections::HashMap;
 use std::process::ExitCode;
 
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
 use feed_service::http::auth::JwtKeys;
 use feed_service::settings::Settings;
 use feed_service::startup::Application;
+use secrecy::ExposeSecret;
 
 /// The service allocates many small short-lived buffers per request.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "usage:
-  feed-service [serve]                                  run the service
-  feed-service token --user ID [--admin] [--ttl SECS]   print a bearer token
-  feed-service config check                             print the effective configuration
-                                                        (secrets redacted); exit 2 if invalid";
+/// Push/pull hybrid follow feed over REST: PostgreSQL of record, Redis as a
+/// cache rebuilt from it.
+///
+/// Settings come from config/default.toml, then the overlay the profile
+/// names, then FEED_SECTION__FIELD variables, then these options.
+#[derive(Parser)]
+#[command(name = "feed-service", version, propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// Where the settings come from, and the ones an operator sets most.
+#[derive(Args)]
+#[command(next_help_heading = "Settings (each beats its variable and the files)")]
+struct ConfigArgs {
+    /// Directory of default.toml and its overlays [default: ./config, else the build's own config/]
+    #[arg(long, global = true, env = "FEED_CONFIG_DIR", value_name = "DIR")]
+    config_dir: Option<String>,
+    /// Overlay config/NAME.toml on the defaults (production: JSON logs, a real secret) [default: none]
+    #[arg(long, global = true, env = "FEED_ENV", value_name = "NAME")]
+    profile: Option<String>,
+    /// Address to listen on [default: 127.0.0.1]
+    #[arg(long, global = true, env = "FEED_SERVER__HOST", value_name = "ADDR")]
+    host: Option<String>,
+    /// Port to listen on (0: any free one) [default: 8080]
+    #[arg(long, global = true, env = "FEED_SERVER__PORT", value_name = "PORT")]
+    port: Option<u16>,
+    /// PostgreSQL, the records of truth [default: postgres://postgres@127.0.0.1:5432/feed_service]
+    #[arg(
+        long,
+        global = true,
+        env = "FEED_DATABASE__URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    database_url: Option<String>,
+    /// Redis, a single node [default: redis://127.0.0.1:6379/]
+    #[arg(
+        long,
+        global = true,
+        env = "FEED_REDIS__URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    redis_url: Option<String>,
+    /// A Redis Cluster instead: its seed nodes, comma-separated [default: none]
+    #[arg(
+        long,
+        global = true,
+        env = "FEED_REDIS__CLUSTER_URLS",
+        hide_env_values = true,
+        value_name = "URLS"
+    )]
+    redis_cluster_urls: Option<String>,
+    /// Log filter: error, warn, info, debug, trace or a tracing directive [default: info]
+    #[arg(
+        long,
+        global = true,
+        env = "FEED_TELEMETRY__LEVEL",
+        value_name = "LEVEL"
+    )]
+    log_level: Option<String>,
+    /// Log lines as text or json [default: text]
+    #[arg(
+        long,
+        global = true,
+        env = "FEED_TELEMETRY__FORMAT",
+        value_name = "FORMAT"
+    )]
+    log_format: Option<String>,
+}
+
+impl ConfigArgs {
+    /// The options given, as the variables they stand for.
+    fn overrides(&self) -> HashMap<String, String> {
+        [
+            ("FEED_CONFIG_DIR", self.config_dir.clone()),
+            ("FEED_ENV", self.profile.clone()),
+            ("FEED_SERVER__HOST", self.host.clone()),
+            ("FEED_SERVER__PORT", self.port.map(|p| p.to_string())),
+            ("FEED_DATABASE__URL", self.database_url.clone()),
+            ("FEED_REDIS__URL", self.redis_url.clone()),
+            ("FEED_REDIS__CLUSTER_URLS", self.redis_cluster_urls.clone()),
+            ("FEED_TELEMETRY__LEVEL", self.log_level.clone()),
+            ("FEED_TELEMETRY__FORMAT", self.log_format.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name.to_string(), value?)))
+        .collect()
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service (the default)
+    Serve,
+    /// Print a bearer token signed with the configured secret
+    Token(TokenArgs),
+    /// The configuration
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Create the database if it is missing (database.create_if_missing) and run the migrations, then exit
+    Migrate,
+    /// Print the completion script of a shell
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+#[derive(Args)]
+struct TokenArgs {
+    /// The user the token acts as (its sub) [default: 0 with --admin]
+    #[arg(long, value_name = "ID", required_unless_present = "admin",
+          value_parser = clap::value_parser!(i64).range(0..))]
+    user: Option<i64>,
+    /// An admin token (role admin): every route, for any user
+    #[arg(long)]
+    admin: bool,
+    /// Seconds until it expires
+    #[arg(long, value_name = "SECS", default_value_t = 24 * 3600)]
+    ttl: u64,
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration (secrets redacted); exit 2 if a setting is invalid
+    Check,
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let settings = match Settings::load() {
+    let cli = Cli::parse();
+    if let Some(Command::Completions { shell }) = cli.command {
+        clap_complete::generate(
+            shell,
+            &mut Cli::command(),
+            "feed-service",
+            &mut std::io::stdout(),
+        );
+        return ExitCode::SUCCESS;
+    }
+    let settings = match Settings::load_overriding(cli.config.overrides()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);
         }
     };
-    match args.first().map(String::as_str) {
-        None | Some("serve") => serve(settings),
-        Some("token") => token(&settings, &args[1..]),
-        Some("config") if args.get(1).map(String::as_str) == Some("check") && args.len() == 2 => {
-            match serde_json::to_string_pretty(&settings) {
-                Ok(text) => {
-                    println!("{text}");
-                    eprintln!("configuration: valid");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("cannot print the configuration: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        Some("-h") | Some("--help") | Some("help") => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        Some(other) => {
-            eprintln!("unknown command {other:?}\n{USAGE}");
-            ExitCode::from(2)
-        }
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(settings),
+        Command::Token(args) => token(&settings, &args),
+        Command::Config(ConfigCommand::Check) => config_check(&settings),
+        Command::Migrate => migrate(&settings),
+        Command::Completions { .. } => ExitCode::SUCCESS,
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Runtime::new().map_err(|e| {
+        eprintln!("cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
 }
 
 fn serve(settings: Settings) -> ExitCode {
     feed_service::telemetry::init(&settings.telemetry);
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let app = match Application::build(&settings).await {
@@ -83,38 +211,10 @@ fn serve(settings: Settings) -> ExitCode {
     })
 }
 
-fn token(settings: &Settings, args: &[String]) -> ExitCode {
-    let mut user: Option<i64> = None;
-    let mut admin = false;
-    let mut ttl: u64 = 24 * 3600;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--user" => user = it.next().and_then(|v| v.parse().ok()),
-            "--admin" => admin = true,
-            "--ttl" => match it.next().and_then(|v| v.parse().ok()) {
-                Some(t) => ttl = t,
-                None => {
-                    eprintln!("--ttl takes a number of seconds\n{USAGE}");
-                    return ExitCode::from(2);
-                }
-            },
-            other => {
-                eprintln!("unknown argument {other:?}\n{USAGE}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let user = match (user, admin) {
-        (Some(u), _) if u >= 0 => u,
-        (None, true) => 0,
-        _ => {
-            eprintln!("--user takes a user id\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    let minted =
-        JwtKeys::from_settings(&settings.auth).and_then(|keys| keys.mint(user, admin, ttl));
+fn token(settings: &Settings, args: &TokenArgs) -> ExitCode {
+    let user = args.user.unwrap_or(0);
+    let minted = JwtKeys::from_settings(&settings.auth)
+        .and_then(|keys| keys.mint(user, args.admin, args.ttl));
     match minted {
         Ok(t) => {
             println!("{t}");
@@ -122,6 +222,45 @@ fn token(settings: &Settings, args: &[String]) -> ExitCode {
         }
         Err(e) => {
             eprintln!("{}", e.chain());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn config_check(settings: &Settings) -> ExitCode {
+    match serde_json::to_string_pretty(settings) {
+        Ok(text) => {
+            println!("{text}");
+            eprintln!("configuration: valid");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("cannot print the configuration: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn migrate(settings: &Settings) -> ExitCode {
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let url = settings.database.url.expose_secret().to_string();
+    let create = settings.database.create_if_missing;
+    let migrated = runtime.block_on(async move {
+        if create {
+            feed_service::store::pg::ensure_database(&url).await?;
+        }
+        feed_service::store::pg::run_migrations(&url).await
+    });
+    match migrated {
+        Ok(()) => {
+            eprintln!("migrations: up to date");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("migrations failed: {}", e.chain());
             ExitCode::FAILURE
         }
     }

@@ -340,6 +340,14 @@ impl Settings {
         Self::load_from(&config_dir(&env), &env)
     }
 
+    /// [`Self::load`] with `overrides` (`FEED_…` names, as the command
+    /// line's options give them) over the process environment.
+    pub fn load_overriding(overrides: HashMap<String, String>) -> Result<Self, SettingsError> {
+        let mut env: HashMap<String, String> = std::env::vars().collect();
+        env.extend(overrides);
+        Self::load_from(&config_dir(&env), &env)
+    }
+
     /// Loads with an explicit directory and environment (used by tests).
     pub fn load_from(dir: &Path, env: &HashMap<String, String>) -> Result<Self, SettingsError> {
         let mut builder = config::Config::builder()
@@ -514,6 +522,12 @@ impl Settings {
         )?;
         within("feed.stream_reads", feed.stream_reads as u64, 1, 1_000_000)?;
         self.validate_secrets()?;
+        if !matches!(self.telemetry.format.as_str(), "text" | "json") {
+            return Err(invalid(
+                "telemetry.format",
+                format!("must be text or json, got {:?}", self.telemetry.format),
+            ));
+        }
         within("auth.leeway_secs", self.auth.leeway_secs, 0, 600)?;
         let l = &self.limits;
         for (name, rate, burst) in [

@@ -6,6 +6,7 @@ mod admin;
 mod auth;
 mod bad_input;
 mod bulk;
+mod cli;
 mod clients;
 mod failover;
 mod fanout;
