@@ -115,14 +115,30 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         "one publish row per author class: {scenarios:?}"
     );
     // Live streams: an ordinary author's and the mega big-V's posts, every
-    // event arrived (the run checks it), one hint per post.
-    let deliveries = scenarios
+    // event arrived (the run checks it), one hint per post; for each, the
+    // delivery from the answer and from the publish sent, and the
+    // publishes' own latency.
+    let deliveries: Vec<&&str> = scenarios
         .iter()
         .filter(|s| s.starts_with("stream delivery, "))
-        .count();
-    assert_eq!(deliveries, 2, "two stream rows: {scenarios:?}");
+        .collect();
+    assert_eq!(deliveries.len(), 6, "six stream rows: {scenarios:?}");
+    for suffix in [", from the publish sent", ": its publish, 50 streams open"] {
+        let with = deliveries.iter().filter(|s| s.ends_with(suffix)).count();
+        assert_eq!(with, 2, "{suffix}: {deliveries:?}");
+    }
     assert_eq!(report["streams"]["streams_open"], 50);
     assert_eq!(report["streams"]["hints"], report["streams"]["posts"]);
+    // The service's own count of the pages the streams read meanwhile.
+    let counted = &report["streams"]["service_counted"];
+    let pages: f64 = counted
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(series, _)| series.starts_with("feed_pages_total"))
+        .map(|(_, n)| n.as_f64().unwrap())
+        .sum();
+    assert!(pages >= 1.0, "the streams read pages: {counted}");
     for row in rows.iter().filter(|r| {
         let name = r["scenario"].as_str().unwrap();
         name.starts_with("reads") || name.starts_with("publish")
@@ -263,4 +279,45 @@ fn check_reads(report: &serde_json::Value, topologies: usize) {
             assert!(ties["max_per_ms"].as_i64().unwrap() <= 4, "{ties}");
         }
     }
+}
+
+#[test]
+fn the_load_tool_s_help_names_each_option_s_variable_and_default() {
+    let out = Command::new(env!("CARGO_BIN_EXE_feed-load"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout).to_string();
+    // Each option's block: its line and the lines up to the next option.
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    for line in help.lines() {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix("--") {
+            let name = rest.split([' ', '<']).next().unwrap().to_string();
+            blocks.push((name, String::new()));
+        } else if trimmed.starts_with("-h,") || trimmed.starts_with("-V,") {
+            blocks.push((String::new(), String::new()));
+        }
+        if let Some((_, text)) = blocks.last_mut() {
+            text.push(' ');
+            text.push_str(trimmed);
+        }
+    }
+    let options: Vec<_> = blocks.iter().filter(|(name, _)| !name.is_empty()).collect();
+    assert!(options.len() >= 25, "{help}");
+    for (name, text) in options {
+        let env = format!("[env: FEED_LOAD_{}", name.to_uppercase().replace('-', "_"));
+        assert!(text.contains(&env), "--{name}: {text}");
+        assert!(
+            name == "reseed" || text.contains("[default: "),
+            "--{name}: {text}"
+        );
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_feed-load"))
+        .args(["--only", "fanout,everything"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--only"));
 }
