@@ -20,11 +20,13 @@ mod seed;
 mod streams;
 mod target;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Options, `--name value` on the command line.
+use clap::{CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
+
+/// The run's options (from [`Cli`], each at its default when not given).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Followers of the one mega big-V (also the number of reader accounts).
@@ -80,69 +82,155 @@ pub struct Options {
     pub out_dir: PathBuf,
 }
 
+/// Seeds a follow graph straight into PostgreSQL, starts the service on it
+/// and runs load scenarios over HTTP, each figure beside a baseline that
+/// Redis itself (redis-benchmark) gives in the same run.
+///
+/// PostgreSQL and Redis are those of the service's configuration (FEED_*
+/// variables). Graph sizes are scaled by --scale unless given.
+#[derive(Parser, Debug)]
+#[command(name = "feed-load", version)]
+struct Cli {
+    /// Scales every graph size not given [default: 1]
+    #[arg(long, env = "FEED_LOAD_SCALE", value_name = "F")]
+    scale: Option<f64>,
+    /// Followers of the mega big-V, also the number of readers [default: 1000000 × scale]
+    #[arg(long, env = "FEED_LOAD_MEGA_FOLLOWERS", value_name = "N")]
+    mega_followers: Option<i64>,
+    /// Big-Vs of --big-followers followers each (overlapping) [default: 20]
+    #[arg(long, env = "FEED_LOAD_BIG_AUTHORS", value_name = "N")]
+    big_authors: Option<i64>,
+    /// Followers of each big-V [default: 100000 × scale]
+    #[arg(long, env = "FEED_LOAD_BIG_FOLLOWERS", value_name = "N")]
+    big_followers: Option<i64>,
+    /// Ordinary authors (50 of them the read graph's big-Vs) [default: 10000 × scale]
+    #[arg(long, env = "FEED_LOAD_ORDINARY_AUTHORS", value_name = "N")]
+    ordinary_authors: Option<i64>,
+    /// Fewest followers of an ordinary author [default: 100 × scale]
+    #[arg(long, env = "FEED_LOAD_ORDINARY_MIN", value_name = "N")]
+    ordinary_min: Option<i64>,
+    /// Most followers of an ordinary author [default: 5000 × scale]
+    #[arg(long, env = "FEED_LOAD_ORDINARY_MAX", value_name = "N")]
+    ordinary_max: Option<i64>,
+    /// Fewest ordinary authors a read cohort's reader follows [default: 100 × scale]
+    #[arg(long, env = "FEED_LOAD_READER_ORDINARY_MIN", value_name = "N")]
+    reader_ordinary_min: Option<i64>,
+    /// Most ordinary authors a read cohort's reader follows [default: 500 × scale]
+    #[arg(long, env = "FEED_LOAD_READER_ORDINARY_MAX", value_name = "N")]
+    reader_ordinary_max: Option<i64>,
+    /// Seeded posts per author [default: 20]
+    #[arg(long, env = "FEED_LOAD_POSTS_PER_AUTHOR", value_name = "N")]
+    posts_per_author: Option<i64>,
+    /// Readers in each read cohort [default: 2000 × scale, at least 2]
+    #[arg(long, env = "FEED_LOAD_COHORT", value_name = "N")]
+    cohort: Option<i64>,
+    /// Share of the mega big-V's followers that are active fans [default: 0.1]
+    #[arg(long, env = "FEED_LOAD_ACTIVE_FRACTION", value_name = "F")]
+    active_fraction: Option<f64>,
+    /// Concurrent readers of the read scenarios [default: 64]
+    #[arg(long, env = "FEED_LOAD_CONCURRENCY", value_name = "N")]
+    concurrency: Option<usize>,
+    /// Seconds of each read run [default: 10]
+    #[arg(long, env = "FEED_LOAD_SECONDS", value_name = "S")]
+    seconds: Option<f64>,
+    /// Reads per second of the mixed scenario [default: 200]
+    #[arg(long, env = "FEED_LOAD_MIXED_READS_PER_SEC", value_name = "R")]
+    mixed_reads_per_sec: Option<f64>,
+    /// Publishes per second of the mixed scenario [default: 10]
+    #[arg(long, env = "FEED_LOAD_MIXED_PUBLISHES_PER_SEC", value_name = "R")]
+    mixed_publishes_per_sec: Option<f64>,
+    /// Publishes per author class of the publish-latency scenario [default: 100]
+    #[arg(long, env = "FEED_LOAD_PUBLISHES", value_name = "N")]
+    publishes: Option<usize>,
+    /// Live streams held open in the streams scenario [default: 10000]
+    #[arg(long, env = "FEED_LOAD_STREAMS", value_name = "N")]
+    streams: Option<usize>,
+    /// Posts per author class while the streams are open [default: 20]
+    #[arg(long, env = "FEED_LOAD_STREAM_POSTS", value_name = "N")]
+    stream_posts: Option<usize>,
+    /// Seconds of the sustained-publishing scenario [default: 600]
+    #[arg(long, env = "FEED_LOAD_SUSTAIN_SECS", value_name = "S")]
+    sustain_secs: Option<f64>,
+    /// Scenarios to run, comma-separated (the baselines always run) [default: all: fanout,active,publish,reads,mixed,streams,sustained,memory]
+    #[arg(long, env = "FEED_LOAD_ONLY", value_name = "LIST", value_delimiter = ',',
+          value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
+    only: Option<Vec<String>>,
+    /// Drop and seed again even if the database holds this graph
+    #[arg(long, env = "FEED_LOAD_RESEED")]
+    reseed: bool,
+    /// A Redis Cluster's seed nodes (redis://HOST:PORT,…): the fan-out and read scenarios run on it too [default: none]
+    #[arg(long, env = "FEED_LOAD_REDIS_CLUSTER", value_name = "URLS")]
+    redis_cluster: Option<String>,
+    /// The run's database [default: feed_load]
+    #[arg(long, env = "FEED_LOAD_DATABASE", value_name = "NAME")]
+    database: Option<String>,
+    /// The run's Redis key prefix [default: load:]
+    #[arg(long, env = "FEED_LOAD_PREFIX", value_name = "P")]
+    prefix: Option<String>,
+    /// The service binary to start [default: feed-service beside this one]
+    #[arg(long, env = "FEED_LOAD_SERVICE_BIN", value_name = "PATH")]
+    service_bin: Option<PathBuf>,
+    /// Where report.json and report.html go [default: target/load]
+    #[arg(long, env = "FEED_LOAD_OUT", value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the completion script of a shell
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
 impl Options {
-    fn parse(args: &[String]) -> Result<Self, String> {
-        let mut map: HashMap<String, String> = HashMap::new();
-        let mut flags = Vec::new();
-        let mut it = args.iter().peekable();
-        while let Some(arg) = it.next() {
-            let Some(name) = arg.strip_prefix("--") else {
-                return Err(format!("unexpected argument {arg:?}"));
-            };
-            match it.peek() {
-                Some(v) if !v.starts_with("--") => {
-                    map.insert(name.to_string(), it.next().cloned().unwrap_or_default());
-                }
-                _ => flags.push(name.to_string()),
-            }
+    /// The options of a command line, each not given at its default (the
+    /// graph's sizes scaled), checked together.
+    fn of(cli: Cli) -> Result<Self, String> {
+        let scale = cli.scale.unwrap_or(1.0);
+        if !(scale > 0.0 && scale.is_finite()) {
+            return Err(format!("--scale: must be above 0, got {scale}"));
         }
-        let scale: f64 = take(&mut map, "scale", 1.0)?;
         let n = |v: f64| ((v * scale).round() as i64).max(1);
         let exe_dir = std::env::current_exe()
             .ok()
             .and_then(|p| p.parent().map(|d| d.to_path_buf()))
             .unwrap_or_default();
         let opts = Options {
-            mega_followers: take(&mut map, "mega-followers", n(1_000_000.0))?,
-            big_authors: take(&mut map, "big-authors", 20)?,
-            big_followers: take(&mut map, "big-followers", n(100_000.0))?,
-            ordinary_authors: take(&mut map, "ordinary-authors", n(10_000.0))?,
-            ordinary_min: take(&mut map, "ordinary-min", n(100.0))?,
-            ordinary_max: take(&mut map, "ordinary-max", n(5_000.0))?,
-            reader_ordinary_min: take(&mut map, "reader-ordinary-min", n(100.0))?,
-            reader_ordinary_max: take(&mut map, "reader-ordinary-max", n(500.0))?,
-            posts_per_author: take(&mut map, "posts-per-author", 20)?,
-            cohort: take(&mut map, "cohort", n(2_000.0).max(2))?,
-            active_fraction: take(&mut map, "active-fraction", 0.1)?,
-            concurrency: take(&mut map, "concurrency", 64)?,
-            seconds: take(&mut map, "seconds", 10.0)?,
-            mixed_reads_per_sec: take(&mut map, "mixed-reads-per-sec", 200.0)?,
-            mixed_publishes_per_sec: take(&mut map, "mixed-publishes-per-sec", 10.0)?,
-            only: take(&mut map, "only", SCENARIOS.join(","))?
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect(),
-            publishes: take(&mut map, "publishes", 100)?,
-            streams: take(&mut map, "streams", 10_000)?,
-            stream_posts: take(&mut map, "stream-posts", 20)?,
-            sustain_secs: take(&mut map, "sustain-secs", 600.0)?,
-            reseed: flags.iter().any(|f| f == "reseed"),
-            redis_cluster: map.remove("redis-cluster").filter(|u| !u.trim().is_empty()),
-            database: take(&mut map, "database", "feed_load".to_string())?,
-            prefix: take(&mut map, "prefix", "load:".to_string())?,
-            service_bin: take(&mut map, "service-bin", exe_dir.join("feed-service"))?,
-            out_dir: take(&mut map, "out", PathBuf::from("target/load"))?,
+            mega_followers: cli.mega_followers.unwrap_or(n(1_000_000.0)),
+            big_authors: cli.big_authors.unwrap_or(20),
+            big_followers: cli.big_followers.unwrap_or(n(100_000.0)),
+            ordinary_authors: cli.ordinary_authors.unwrap_or(n(10_000.0)),
+            ordinary_min: cli.ordinary_min.unwrap_or(n(100.0)),
+            ordinary_max: cli.ordinary_max.unwrap_or(n(5_000.0)),
+            reader_ordinary_min: cli.reader_ordinary_min.unwrap_or(n(100.0)),
+            reader_ordinary_max: cli.reader_ordinary_max.unwrap_or(n(500.0)),
+            posts_per_author: cli.posts_per_author.unwrap_or(20),
+            cohort: cli.cohort.unwrap_or(n(2_000.0).max(2)),
+            active_fraction: cli.active_fraction.unwrap_or(0.1),
+            concurrency: cli.concurrency.unwrap_or(64),
+            seconds: cli.seconds.unwrap_or(10.0),
+            mixed_reads_per_sec: cli.mixed_reads_per_sec.unwrap_or(200.0),
+            mixed_publishes_per_sec: cli.mixed_publishes_per_sec.unwrap_or(10.0),
+            only: cli
+                .only
+                .unwrap_or_else(|| SCENARIOS.iter().map(|s| s.to_string()).collect()),
+            publishes: cli.publishes.unwrap_or(100),
+            streams: cli.streams.unwrap_or(10_000),
+            stream_posts: cli.stream_posts.unwrap_or(20),
+            sustain_secs: cli.sustain_secs.unwrap_or(600.0),
+            reseed: cli.reseed,
+            redis_cluster: cli.redis_cluster.filter(|u| !u.trim().is_empty()),
+            database: cli.database.unwrap_or_else(|| "feed_load".to_string()),
+            prefix: cli.prefix.unwrap_or_else(|| "load:".to_string()),
+            service_bin: cli
+                .service_bin
+                .unwrap_or_else(|| exe_dir.join("feed-service")),
+            out_dir: cli.out.unwrap_or_else(|| PathBuf::from("target/load")),
         };
-        if let Some(unknown) = map.keys().next().or(flags.iter().find(|f| *f != "reseed")) {
-            return Err(format!("unknown option --{unknown}"));
-        }
-        if let Some(bad) = opts.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
-            return Err(format!(
-                "--only: unknown scenario {bad:?} (known: {})",
-                SCENARIOS.join(",")
-            ));
-        }
         if opts.big_followers > opts.mega_followers
             || opts.ordinary_max > opts.mega_followers
             || opts.ordinary_min > opts.ordinary_max
@@ -176,42 +264,21 @@ impl Options {
     }
 }
 
-fn take<T: std::str::FromStr>(
-    map: &mut HashMap<String, String>,
-    name: &str,
-    default: T,
-) -> Result<T, String> {
-    match map.remove(name) {
-        Some(v) => v
-            .parse()
-            .map_err(|_| format!("--{name}: cannot parse {v:?}")),
-        None => Ok(default),
-    }
-}
-
-const USAGE: &str =
-    "usage: feed-load [--scale F] [--mega-followers N] [--big-authors N] [--big-followers N]
-                 [--ordinary-authors N] [--ordinary-min N] [--ordinary-max N] [--posts-per-author N]
-                 [--reader-ordinary-min N] [--reader-ordinary-max N]
-                 [--cohort N] [--active-fraction F] [--concurrency N] [--seconds S]
-                 [--mixed-reads-per-sec R] [--mixed-publishes-per-sec R] [--publishes N]
-                 [--streams N] [--stream-posts N] [--sustain-secs S]
-                 [--only fanout,active,publish,reads,mixed,streams,sustained,memory]
-                 [--reseed] [--redis-cluster redis://HOST:PORT,...]
-                 [--database NAME] [--prefix P] [--service-bin PATH] [--out DIR]
-PostgreSQL and Redis are those of the service's configuration (FEED_* variables).
-With --redis-cluster, the fan-out and read scenarios run again on that cluster.";
-
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("{USAGE}");
+    let cli = Cli::parse();
+    if let Some(Command::Completions { shell }) = cli.command {
+        clap_complete::generate(
+            shell,
+            &mut Cli::command(),
+            "feed-load",
+            &mut std::io::stdout(),
+        );
         return ExitCode::SUCCESS;
     }
-    let opts = match Options::parse(&args) {
+    let opts = match Options::of(cli) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}\n{USAGE}");
+            eprintln!("error: {e}\n\nFor more information, try '--help'.");
             return ExitCode::from(2);
         }
     };
