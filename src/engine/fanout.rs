@@ -395,13 +395,17 @@ impl Engine {
                     meta: delivery.meta.clone(),
                 };
                 let ttl = self.tuning().post_cache_ttl_secs;
+                // A deleted post's tombstone goes first: the publish never
+                // clears it, while the other order shows the post if the
+                // tombstone's call fails (its key lost meanwhile: nothing
+                // else in Redis remembers the deletion).
+                if delivery.deleted {
+                    self.redis().tombstone(post, ttl).await?;
+                }
                 let new = self
                     .redis()
                     .publish(&cached, post, s.outbox_max_len, ttl)
                     .await?;
-                if delivery.deleted {
-                    self.redis().tombstone(post, ttl).await?;
-                }
                 if delivery.big_v {
                     let promote = PulledChange::Promote(delivery.big_v_epoch);
                     self.redis().pulled_change(author, promote).await?;
