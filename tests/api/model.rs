@@ -966,10 +966,12 @@ impl World {
                     let key =
                         IdempotencyKey::parse(format!("k{}", self.model.posts.len()).as_bytes())
                             .unwrap();
+                    let deferred_before = self.deferred_total();
                     let published = self
                         .engine()
                         .publish_keyed_at(self.model.ids[a], (&body, None), Some(&key), score)
                         .await;
+                    let deferred = self.deferred_total() > deferred_before;
                     if self.model.gone.contains(&a) || self.model.suspended.contains(&a) {
                         // A deleted account is not found; a suspended one may not.
                         return match published {
@@ -1035,6 +1037,13 @@ impl World {
                                 p.score == score && p.id.to_string() > post.id.to_string()
                             });
                         if self.model.holds(home, a) && below {
+                            l.disturbed.insert(score);
+                        }
+                        // A post whose Redis update was deferred enters the
+                        // home when its job runs, below any later post of
+                        // its millisecond that came first: it moves a
+                        // position counting that millisecond's entries.
+                        if self.model.holds(home, a) && deferred {
                             l.disturbed.insert(score);
                         }
                     }
@@ -2137,14 +2146,18 @@ impl World {
         Err("the fan-out does not drain".into())
     }
 
+    /// Writes whose Redis update was deferred to its job, on either engine.
+    fn deferred_total(&self) -> u64 {
+        self.engines
+            .iter()
+            .map(|e| Stats::get(&e.stats().deferred_writes))
+            .sum()
+    }
+
     /// Counts the writes whose Redis update was deferred since the last
     /// call; any makes the world dirty until the jobs have all run.
     fn note_deferred(&mut self) {
-        let total: u64 = self
-            .engines
-            .iter()
-            .map(|e| Stats::get(&e.stats().deferred_writes))
-            .sum();
+        let total = self.deferred_total();
         if total > self.deferred {
             self.deferred = total;
             self.dirty = true;
