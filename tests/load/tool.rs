@@ -128,7 +128,16 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         assert_eq!(with, 2, "{suffix}: {deliveries:?}");
     }
     assert_eq!(report["streams"]["streams_open"], 50);
-    assert_eq!(report["streams"]["hints"], report["streams"]["posts"]);
+    // One hint per post from its publish, and a second when its delivery
+    // job writes an outbox entry the publish could not: never per follower.
+    let (hints, posts) = (
+        report["streams"]["hints"].as_u64().unwrap(),
+        report["streams"]["posts"].as_u64().unwrap(),
+    );
+    assert!(
+        posts <= hints && hints <= 2 * posts,
+        "{hints} hints for {posts} posts"
+    );
     // The service's own count of the pages the streams read meanwhile.
     let counted = &report["streams"]["service_counted"];
     let pages: f64 = counted
