@@ -17,6 +17,20 @@ const SOURCES_TOLERANCE: f64 = 0.05;
 /// `--big-authors`: the mega author, 20 big-Vs, 50 read big-Vs per graph.
 const READ_BIG_VS: i64 = 1 + 20 + 2 * 50;
 
+/// The service's binary, which the streams scenario starts: built beside
+/// the tool's by the workspace's `cargo test` (a binary of the other crate
+/// has no `CARGO_BIN_EXE_` of its own here).
+fn service_binary() -> std::path::PathBuf {
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_feed-load"))
+        .with_file_name(format!("feed-service{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.exists(),
+        "{} is missing: run the tests from the repository's root (`cargo test` builds both crates)",
+        binary.display()
+    );
+    binary
+}
+
 #[tokio::test]
 async fn the_load_tool_runs_a_small_scenario_end_to_end() {
     let mut settings = test_settings();
@@ -68,7 +82,7 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         ])
         .args(&cluster_args)
         .arg("--service-bin")
-        .arg(env!("CARGO_BIN_EXE_feed-service"))
+        .arg(service_binary())
         .arg("--out")
         .arg(&out)
         .output()

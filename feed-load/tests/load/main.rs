@@ -3,6 +3,6 @@
 //! it counts Redis's commands per page (`INFO commandstats` is global).
 
 #[allow(dead_code)]
-#[path = "../api/helpers.rs"]
+#[path = "../../../tests/api/helpers.rs"]
 mod helpers;
 mod tool;
