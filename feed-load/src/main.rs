@@ -13,11 +13,13 @@
 
 mod big_v;
 mod cpu;
+mod machine;
 mod redis_stats;
 mod report;
 mod scenarios;
 mod seed;
 mod streams;
+mod table;
 mod target;
 
 use std::path::PathBuf;
@@ -27,7 +29,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use clap_complete::Shell;
 
 /// The run's options (from [`Cli`], each at its default when not given).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Options {
     /// Followers of the one mega big-V (also the number of reader accounts).
     pub mega_followers: i64,

@@ -142,3 +142,13 @@ fn add_commandstats(text: &str, into: &mut BTreeMap<String, Command>) {
         c.usec += field("usec");
     }
 }
+
+/// `redis_version` of `INFO server` on the first node of `store`'s Redis.
+pub async fn version(store: &RedisStore, name: &str) -> R<String> {
+    let mut conn = connection(store, name).await?;
+    let nodes = conn.masters().await.map_err(|e| format!("{name}: {e}"))?;
+    let node = nodes.first().cloned().unwrap_or(None);
+    let text: String = query(&mut conn, &node, redis::cmd("INFO").arg("server")).await?;
+    let version = info_fields(&text).find(|(k, _)| *k == "redis_version");
+    Ok(version.map_or("unknown".into(), |(_, v)| v.to_string()))
+}

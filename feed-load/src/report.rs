@@ -1,14 +1,17 @@
-//! The report: a terminal table, `report.json`, and `report.html` (inline
-//! SVG charts, opens without network access).
+//! The report: its tables (`table.rs`) in the terminal, in `report.json`
+//! beside the raw figures, and in `report.html` beside inline SVG charts
+//! (the page fetches nothing, so it opens without network access).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::cpu::Cpu;
+use crate::machine::Machine;
 use crate::redis_stats::Stats;
+use crate::table::{escape, figure, Table, NONE};
 use crate::Options;
 
 #[derive(Debug, Clone, Serialize)]
@@ -279,7 +282,9 @@ impl Row {
 
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// Every option of the run, as given or at its default.
     pub options: Value,
+    pub machine: Machine,
     pub seeded_now: bool,
     pub seed_seconds: f64,
     pub baselines: Value,
@@ -302,18 +307,10 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(o: &Options, seeded_now: bool, seed_seconds: f64) -> Self {
+    pub fn new(o: &Options, machine: Machine, seeded_now: bool, seed_seconds: f64) -> Self {
         Report {
-            options: json!({
-                "mega_followers": o.mega_followers, "big_authors": o.big_authors,
-                "big_followers": o.big_followers, "ordinary_authors": o.ordinary_authors,
-                "ordinary_followers": [o.ordinary_min, o.ordinary_max],
-                "posts_per_author": o.posts_per_author, "cohort": o.cohort,
-                "active_fraction": o.active_fraction, "concurrency": o.concurrency,
-                "seconds": o.seconds, "publishes": o.publishes,
-                "mixed_per_sec": [o.mixed_reads_per_sec, o.mixed_publishes_per_sec],
-                "only": o.only,
-            }),
+            options: serde_json::to_value(o).unwrap_or_default(),
+            machine,
             seeded_now,
             seed_seconds,
             baselines: Value::Null,
@@ -331,80 +328,187 @@ impl Report {
     }
 }
 
-fn table(r: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<44} {:>14} {:>14} {:>8}  {:>8} {:>8} {:>8} {:>8} {:>6}  baseline",
-        "scenario", "metric", "value", "ratio", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors"
-    );
-    for row in &r.rows {
-        let ratio = row
-            .ratio
-            .map(|x| format!("{x:.2}"))
-            .unwrap_or_else(|| "-".into());
-        let lat = match &row.latency {
-            Some(l) => format!(
-                "{:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6}",
-                l.p50_ms, l.p90_ms, l.p99_ms, l.max_ms, l.errors
+/// The results: one row per figure, with its same-run baseline, the ratio
+/// to it, and its target and whether this run met it.
+pub const RESULT_COLUMNS: [&str; 7] = [
+    "scenario",
+    "figure",
+    "value",
+    "same-run baseline",
+    "ratio",
+    "target",
+    "met",
+];
+
+impl Row {
+    /// The row's cells under [`RESULT_COLUMNS`].
+    pub fn cells(&self) -> Vec<String> {
+        let or_none = |v: Option<String>| v.unwrap_or_else(|| NONE.into());
+        vec![
+            self.scenario.clone(),
+            self.metric.clone(),
+            figure(self.value),
+            or_none(
+                self.baseline
+                    .map(|b| format!("{} {}", figure(b), self.baseline_name)),
             ),
-            None => format!("{:>8} {:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-", "-"),
-        };
-        let goal = row
-            .goal
-            .as_ref()
-            .map(|g| {
-                format!(
-                    "  [{}: {}]",
-                    g.target,
-                    if g.met { "met" } else { "NOT met" }
-                )
-            })
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "{:<44} {:>14} {:>14.1} {:>8}  {lat}  {}{goal}",
-            row.scenario,
-            row.metric,
-            row.value,
-            ratio,
-            row.baseline
-                .map(|b| format!("{b:.0} {}", row.baseline_name))
-                .unwrap_or_default()
-        );
+            or_none(self.ratio.map(|x| format!("{x:.2}"))),
+            or_none(self.goal.as_ref().map(|g| g.target.clone())),
+            or_none(
+                self.goal
+                    .as_ref()
+                    .map(|g| if g.met { "met" } else { "NOT met" }.to_string()),
+            ),
+        ]
     }
-    page_costs(&mut out, r);
-    let measured: Vec<&Row> = r
-        .rows
-        .iter()
-        .filter(|row| row.cpu_ms_per_request.is_some())
-        .collect();
-    if !measured.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n{:<44} {:>10} {:>10} {:>10} {:>10}",
-            "CPU ms per request", "service", "postgres", "redis", "tool"
-        );
-        let _ = writeln!(out, "{:<44}", "(fan-out: per 1,000 inbox writes)");
-        for row in measured {
-            if let Some(c) = row.cpu_ms_per_request {
-                let _ = writeln!(
-                    out,
-                    "{:<44} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
-                    row.scenario, c.service, c.postgres, c.redis, c.tool
-                );
-            }
+}
+
+/// Every table of the report, in the order it shows them.
+pub fn tables(r: &Report) -> Vec<Table> {
+    let mut results = Table::new("Results", &RESULT_COLUMNS);
+    for row in &r.rows {
+        results.push(row.cells());
+    }
+    let mut tables = vec![results, latency_table(&r.rows)];
+    tables.extend([page_cost_table(r), cpu_table(r), failures_table(r)]);
+    tables.extend([configuration_table(r), machine_table(r)]);
+    tables.retain(|t| !t.is_empty());
+    tables
+}
+
+fn latency_table(rows: &[Row]) -> Table {
+    let mut t = Table::new(
+        "Latency",
+        &[
+            "scenario", "requests", "errors", "per s", "p50 ms", "p90 ms", "p99 ms", "max ms",
+        ],
+    );
+    for row in rows {
+        if let Some(l) = &row.latency {
+            t.push(vec![
+                row.scenario.clone(),
+                l.requests.to_string(),
+                l.errors.to_string(),
+                figure(l.per_sec),
+                figure(l.p50_ms),
+                figure(l.p90_ms),
+                figure(l.p99_ms),
+                figure(l.max_ms),
+            ]);
         }
     }
-    let _ = writeln!(out, "\nbaselines: {}", r.baselines);
+    t
+}
+
+/// The read rows' Redis figures per page: sources read (and expected),
+/// calls (all, and of the main commands), script and CPU microseconds,
+/// the CPU budget, and the service's CPU beside Redis's.
+fn page_cost_table(r: &Report) -> Table {
+    let mut columns = vec!["scenario", "sources", "expected", "calls"];
+    columns.extend(PAGE_COMMANDS);
+    columns.extend(["script µs", "redis µs", "budget µs", "budget", "service µs"]);
+    let mut t = Table::new("Redis per page (INFO commandstats)", &columns);
+    for row in &r.rows {
+        let Some(c) = &row.redis else { continue };
+        let mut cells = vec![
+            row.scenario.clone(),
+            figure(c.sources_per_page),
+            format!(
+                "{}{}",
+                c.expected_sources,
+                if c.sources_ok { "" } else { " (not read)" }
+            ),
+            figure(c.redis_calls_per_page),
+        ];
+        cells.extend(
+            PAGE_COMMANDS
+                .iter()
+                .map(|name| figure(c.calls_per_page.get(*name).copied().unwrap_or(0.0))),
+        );
+        cells.extend([
+            figure(c.redis_script_usec_per_page),
+            figure(c.redis_cpu_usec_per_page),
+            figure(c.redis_cpu_budget_usec),
+            if c.budget_met { "met" } else { "NOT met" }.into(),
+            figure(c.service_cpu_usec_per_page),
+        ]);
+        t.push(cells);
+    }
+    t
+}
+
+/// CPU each process spent per request (fan-out: per 1,000 inbox writes).
+fn cpu_table(r: &Report) -> Table {
+    let mut t = Table::new(
+        "CPU ms per request (fan-out: per 1,000 inbox writes)",
+        &["scenario", "service", "postgres", "redis", "tool"],
+    );
+    for row in &r.rows {
+        if let Some(c) = row.cpu_ms_per_request {
+            let ms = |v: f64| format!("{v:.3}");
+            t.push(vec![
+                row.scenario.clone(),
+                ms(c.service),
+                ms(c.postgres),
+                ms(c.redis),
+                ms(c.tool),
+            ]);
+        }
+    }
+    t
+}
+
+fn failures_table(r: &Report) -> Table {
+    let mut t = Table::new("Premises that failed", &["premise"]);
+    for failure in &r.failures {
+        t.push(vec![failure.clone()]);
+    }
+    t
+}
+
+/// The run's options, each as given or at its default.
+fn configuration_table(r: &Report) -> Table {
+    let mut t = Table::new("Configuration", &["option", "value"]);
+    if let Some(options) = r.options.as_object() {
+        for (name, value) in options {
+            let value = match value {
+                Value::String(s) => s.clone(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|v| v.as_str().map_or(v.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                Value::Null => NONE.into(),
+                other => other.to_string(),
+            };
+            t.push(vec![name.replace('_', "-"), value]);
+        }
+    }
+    t.push(vec![
+        "graph seeded by this run".into(),
+        r.seeded_now.to_string(),
+    ]);
+    t
+}
+
+fn machine_table(r: &Report) -> Table {
+    let mut t = Table::new("Machine", &["property", "value"]);
+    for (name, value) in r.machine.properties() {
+        t.push(vec![name.into(), value]);
+    }
+    t
+}
+
+/// What the tables do not hold, a line each: baselines, who was big-V,
+/// ties, storage, memory and the job table while publishing.
+fn details(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "baselines: {}", r.baselines);
     for change in &r.big_vs {
         let _ = writeln!(out, "big-Vs:    {change}");
     }
     for ties in &r.ties {
         let _ = writeln!(out, "ties:      {ties}");
-    }
-    for failure in &r.failures {
-        let _ = writeln!(out, "FAILED:    {failure}");
     }
     let _ = writeln!(out, "storage:   {}", r.storage);
     let _ = writeln!(out, "memory:    {}", r.memory);
@@ -421,63 +525,6 @@ fn table(r: &Report) -> String {
         );
     }
     out
-}
-
-/// The read rows' Redis figures per page: sources read (and expected),
-/// calls (all, and of the main commands), script and CPU microseconds,
-/// the CPU budget, and the service's CPU beside Redis's.
-fn page_costs(out: &mut String, r: &Report) {
-    let rows: Vec<(&str, &PageCost)> = r
-        .rows
-        .iter()
-        .filter_map(|row| Some((row.scenario.as_str(), row.redis.as_ref()?)))
-        .collect();
-    if rows.is_empty() {
-        return;
-    }
-    let _ = write!(
-        out,
-        "\n{:<44} {:>8} {:>8} {:>7}",
-        "Redis per page (commandstats)", "sources", "expected", "calls"
-    );
-    for name in PAGE_COMMANDS {
-        let _ = write!(out, " {:>9}", &name[..name.len().min(9)]);
-    }
-    let _ = writeln!(
-        out,
-        " {:>9} {:>9} {:>9} {:>6} {:>9}",
-        "script µs", "redis µs", "budget µs", "budget", "service µs"
-    );
-    for (scenario, c) in rows {
-        let _ = write!(
-            out,
-            "{:<44} {:>8.2} {:>8} {:>7.1}",
-            scenario,
-            c.sources_per_page,
-            format!(
-                "{}{}",
-                c.expected_sources,
-                if c.sources_ok { "" } else { " !" }
-            ),
-            c.redis_calls_per_page
-        );
-        for name in PAGE_COMMANDS {
-            let _ = write!(
-                out,
-                " {:>9.2}",
-                c.calls_per_page.get(name).copied().unwrap_or(0.0)
-            );
-        }
-        let _ = writeln!(
-            out,
-            " {:>9.1} {:>9.1} {:>9.1} {:>6} {:>9.1}",
-            c.redis_script_usec_per_page,
-            c.redis_cpu_usec_per_page,
-            c.redis_cpu_budget_usec,
-            if c.budget_met { "met" } else { "NOT" },
-            c.service_cpu_usec_per_page
-        );
-    }
 }
 
 /// One bar of a chart: label, value, colour.
@@ -506,7 +553,7 @@ fn bars_svg(groups: &[BarGroup], unit: &str) -> String {
             svg,
             r#"<text x="0" y="{}" font-size="13">{}</text>"#,
             y + 12.0,
-            html(name)
+            escape(name)
         );
         for (j, (label, v, color)) in bars.iter().enumerate() {
             let len = (v / max) * (w - 260.0);
@@ -590,35 +637,80 @@ fn progress_svg(f: &Fanout) -> String {
     )
 }
 
-fn html(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
+/// The page's own policy: nothing may be fetched (the charts are inline
+/// SVG, the style inline), so it renders the same with no network.
+const NO_NETWORK: &str = "default-src 'none'; style-src 'unsafe-inline'";
 
+const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1400px}\
+     table{border-collapse:collapse;margin:0 0 1.5em;font-size:13px}\
+     caption{text-align:left;font-weight:bold;padding:.3em 0}\
+     th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
+     th{background:#f0f0f0}tbody tr:nth-child(even){background:#fafafa}\
+     .side{display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start}\
+     pre{background:#f4f4f4;padding:1em;overflow-x:auto;font-size:12px}";
+
+/// Writes the terminal table, `report.json` and `report.html` of `r`:
+/// the same tables in each.
 pub fn write(r: &Report, dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let text = table(r);
-    println!("\n{text}");
-    let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
+    let tables = tables(r);
+    let text: Vec<String> = tables.iter().map(Table::text).collect();
+    println!("\n{}\n{}", text.join("\n"), details(r));
+    let mut json = serde_json::to_value(r).map_err(|e| e.to_string())?;
+    json["tables"] = serde_json::to_value(&tables).map_err(|e| e.to_string())?;
+    let json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("report.json"), &json).map_err(|e| e.to_string())?;
-    let mut page = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>feed-service load report</title>\
-         <style>body{font-family:sans-serif;margin:2em;max-width:1000px}pre{background:#f4f4f4;padding:1em;overflow-x:auto}</style>\
-         </head><body><h1>feed-service load report</h1>",
+    std::fs::write(dir.join("report.html"), page(r, &tables)).map_err(|e| e.to_string())?;
+    println!(
+        "wrote {} and {}",
+        dir.join("report.json").display(),
+        dir.join("report.html").display()
     );
-    let _ = write!(page, "<h2>Results</h2><pre>{}</pre>", html(&text));
+    Ok(())
+}
+
+/// The HTML page: each table beside its chart, then the run.
+fn page(r: &Report, tables: &[Table]) -> String {
+    let table = |title: &str| {
+        tables
+            .iter()
+            .find(|t| t.title.starts_with(title))
+            .map(Table::html)
+            .unwrap_or_default()
+    };
+    let mut page = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{NO_NETWORK}\">\
+         <title>feed-service load report</title><style>{STYLE}</style></head><body>\
+         <h1>feed-service load report</h1><p>{} on {}, {} cores, {} GiB; Redis {}, PostgreSQL {}.</p>",
+        if r.failures.is_empty() {
+            "Every premise held"
+        } else {
+            "<strong>Some premises failed</strong> (below)"
+        },
+        escape(&r.machine.cpu),
+        r.machine.cores,
+        r.machine.memory_gib,
+        escape(&r.machine.redis),
+        escape(&r.machine.postgres),
+    );
+    let _ = write!(page, "<h2>Results</h2>{}", table("Results"));
+    let _ = write!(page, "{}", table("Premises that failed"));
     let _ = write!(
         page,
-        "<h2>Latency percentiles per scenario</h2>{}",
+        "<h2>Latency</h2><div class=\"side\">{}{}</div>",
+        table("Latency"),
         latency_svg(&r.latencies)
     );
     if r.rows.iter().any(|row| row.redis.is_some()) {
         let _ = write!(
             page,
-            "<h2>CPU per page of the reads</h2><p>Redis from <code>INFO cpu</code> around the \
-             closed loop, its budget 2 × sources × the baseline's CPU per ZREVRANGEBYSCORE, \
-             the service from <code>/proc</code>.</p>{}",
+            "<h2>Redis per page of the reads</h2><p>Redis from <code>INFO commandstats</code> and \
+             <code>INFO cpu</code> around the closed loop, its budget 2 × sources × the \
+             baseline's CPU per ZREVRANGEBYSCORE, the service from <code>/proc</code>.</p>\
+             {}<div class=\"side\">{}{}</div>",
+            table("Redis per page"),
+            table("CPU ms per request"),
             page_cost_svg(&r.rows)
         );
     }
@@ -626,7 +718,7 @@ pub fn write(r: &Report, dir: &Path) -> Result<(), String> {
         let _ = write!(
             page,
             "<h2>Progress: {}</h2><p>{} inbox writes in {:.2} s ({:.0}/s)</p>{}",
-            html(&f.scenario),
+            escape(&f.scenario),
             f.inbox_writes,
             f.seconds_to_last_inbox,
             f.writes_per_sec,
@@ -635,14 +727,10 @@ pub fn write(r: &Report, dir: &Path) -> Result<(), String> {
     }
     let _ = write!(
         page,
-        "<h2>Run</h2><pre>{}</pre></body></html>",
-        html(&serde_json::to_string_pretty(&r.options).unwrap_or_default())
+        "<h2>Run</h2><div class=\"side\">{}{}</div><pre>{}</pre></body></html>",
+        table("Configuration"),
+        table("Machine"),
+        escape(&details(r))
     );
-    std::fs::write(dir.join("report.html"), page).map_err(|e| e.to_string())?;
-    println!(
-        "wrote {} and {}",
-        dir.join("report.json").display(),
-        dir.join("report.html").display()
-    );
-    Ok(())
+    page
 }

@@ -18,6 +18,7 @@ use tokio::sync::Mutex;
 
 use crate::big_v::{self, Admin, BigVs};
 use crate::cpu::Cpu;
+use crate::machine::{postgres_version, Machine};
 use crate::redis_stats::{self, Stats};
 use crate::report::{self, Fanout, Latency, PageCost, Report, Row};
 use crate::seed::{self, bar, Layout, COHORT_BIG_VS};
@@ -124,7 +125,17 @@ pub async fn run(o: Options) -> R<()> {
         .pool_max_idle_per_host(o.concurrency * 2)
         .build()
         .map_err(|e| e.to_string())?;
-    let mut report = Report::new(&o, seeded, seed_secs);
+    let machine = Machine::describe(
+        redis_stats::version(&single.store, single.name).await?,
+        postgres_version(
+            seed::count(
+                &mut pg,
+                "SELECT current_setting('server_version_num')::bigint AS n",
+            )
+            .await?,
+        ),
+    );
+    let mut report = Report::new(&o, machine, seeded, seed_secs);
 
     // Storage cost of the graph.
     report.storage = storage(&mut pg).await?;

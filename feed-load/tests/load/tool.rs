@@ -120,6 +120,7 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
             "report lacks {expected}: {scenarios:?}"
         );
     }
+    crate::browser::the_report_renders_offline_with_the_json_s_tables(&out, &report, &stdout);
     let publishes = rows
         .iter()
         .filter(|r| r["scenario"].as_str().unwrap().starts_with("publish, "))
