@@ -63,6 +63,26 @@ pub static FANOUT_JOBS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     )
 });
 
+/// Whether each store answered its last ping (1) or not (0), from the
+/// same background refresh as the job gauges.
+pub static STORE_UP: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new(
+                "store_up",
+                "Whether the store (postgres, redis) answered the last ping: 1 yes, 0 no",
+            ),
+            &["store"],
+        )
+        .expect("store_up"),
+    )
+});
+
+/// Records whether `store` answered its ping.
+pub fn store_answered(store: &str, answered: bool) {
+    STORE_UP.with_label_values(&[store]).set(answered.into());
+}
+
 /// Time from a publish's commit to the last inbox written for it.
 pub static FANOUT_LAG: LazyLock<prometheus::Histogram> = LazyLock::new(|| {
     register(
@@ -157,6 +177,7 @@ pub fn render() -> String {
     LazyLock::force(&HTTP_REQUESTS);
     LazyLock::force(&HTTP_LATENCY);
     LazyLock::force(&FANOUT_JOBS);
+    LazyLock::force(&STORE_UP);
     LazyLock::force(&FANOUT_LAG);
     LazyLock::force(&INBOX_WRITES);
     LazyLock::force(&REDIS_ERRORS);

@@ -628,12 +628,15 @@ impl Engine {
         Ok(cleared)
     }
 
-    /// Keeps the fan-out job gauges of `/metrics` fresh, so that a scrape
-    /// makes no query, and sweeps the pulled authors' finished deliveries
-    /// (runs until aborted).
+    /// Keeps the gauges of `/metrics` fresh (whether each store answers, the
+    /// fan-out jobs), so that a scrape makes no query, and sweeps the
+    /// pulled authors' finished deliveries (runs until aborted).
     pub async fn refresh_gauges_forever(&self, every: Duration) {
         let mut keys_forgotten = std::time::Instant::now();
         loop {
+            let (pg, redis) = self.ready().await;
+            crate::metrics::store_answered("postgres", pg.is_ok());
+            crate::metrics::store_answered("redis", redis.is_ok());
             self.keep_job_table_small().await;
             if keys_forgotten.elapsed() >= FORGET_KEYS_EVERY {
                 keys_forgotten = std::time::Instant::now();

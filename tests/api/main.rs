@@ -18,6 +18,7 @@ mod hostile;
 mod instances;
 mod limits;
 mod model;
+mod monitoring;
 mod openapi;
 mod pg_outage;
 mod posts;
