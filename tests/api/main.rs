@@ -8,6 +8,7 @@ mod bad_input;
 mod bulk;
 mod cli;
 mod clients;
+mod deployment;
 mod failover;
 mod fanout;
 mod feed;
