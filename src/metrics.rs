@@ -5,10 +5,11 @@
 
 use std::sync::LazyLock;
 
+use crate::engine::stream::End;
 use crate::types::Fallback;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
@@ -171,6 +172,33 @@ pub static DEFERRED_WRITES: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
+/// Live streams open on this instance.
+pub static STREAMS_OPEN: LazyLock<IntGauge> = LazyLock::new(|| {
+    register(
+        IntGauge::new("feed_streams_open", "Live streams open on this instance")
+            .expect("feed_streams_open"),
+    )
+});
+
+/// Live streams ended, by why.
+pub static STREAMS_ENDED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "feed_streams_ended_total",
+                "Live streams ended, by reason: client_gone, or ended by the service (stalled: its client stopped reading; shutdown; account_gone; refused; overflowed)",
+            ),
+            &["reason"],
+        )
+        .expect("feed_streams_ended_total"),
+    )
+});
+
+/// Counts a stream's end.
+pub fn stream_ended(end: End) {
+    STREAMS_ENDED.with_label_values(&[end.as_str()]).inc();
+}
+
 /// The registry in the Prometheus text format.
 pub fn render() -> String {
     // Touch every metric so that each is exposed from the first scrape.
@@ -190,6 +218,10 @@ pub fn render() -> String {
     }
     LazyLock::force(&REBUILDS);
     LazyLock::force(&DEFERRED_WRITES);
+    LazyLock::force(&STREAMS_OPEN);
+    for end in End::ALL {
+        STREAMS_ENDED.with_label_values(&[end.as_str()]);
+    }
     let mut out = Vec::new();
     let _ = TextEncoder::new().encode(&REGISTRY.gather(), &mut out);
     String::from_utf8(out).unwrap_or_default()

@@ -73,6 +73,12 @@ pub struct ServerSettings {
     pub keep_alive_secs: u64,
     /// Open connections per worker thread at most; more wait to be accepted.
     pub max_connections: usize,
+    /// Where clients reach the service (`https://feed.example.com`), for
+    /// the URLs it writes into bodies (Mastodon's instance and streaming
+    /// URLs, account pages). Empty: `http://` and the request's `Host`
+    /// header; forwarded headers are never read for it.
+    #[serde(default)]
+    pub public_url: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -176,6 +182,27 @@ pub struct EngineSettings {
     /// the connections a publish needs. Keep it below `database.pool_size`
     /// (`streams_per_instance` takes turns away).
     pub stream_reads: usize,
+    /// Open live streams (of any kind) from one client address on this
+    /// instance (its /64 for IPv6, as `limits.trusted_proxy_header`
+    /// places it); one more answers 429. 0: no limit.
+    pub streams_per_address: usize,
+    /// A stream whose client has taken nothing for this many seconds while
+    /// an event waited for room (its buffer full: the client stopped
+    /// reading) is cut; the client reconnects with its last event id.
+    pub stream_stall_secs: u64,
+    /// Entries a stream resumed from a client's last event id replays at
+    /// most: from an older position it starts below the newest this many
+    /// and says where (the rest is in the feed's pages).
+    pub stream_replay: usize,
+    /// Mastodon streaming WebSockets one user may hold on this instance;
+    /// one more is refused (429).
+    pub websockets_per_user: usize,
+    /// A WebSocket whose client sent nothing (a pong included: the service
+    /// pings every `stream_heartbeat_secs`) for this many seconds is closed.
+    pub websocket_idle_secs: u64,
+    /// Follow imports one user may have running or queued at once; one
+    /// more answers 429.
+    pub imports_per_user: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -417,6 +444,12 @@ impl Settings {
         within("server.keep_alive_secs", srv.keep_alive_secs, 1, 3600)?;
         let connections = srv.max_connections as u64;
         within("server.max_connections", connections, 1, 1_000_000)?;
+        if !srv.public_url.is_empty() && public_origin(&srv.public_url).is_none() {
+            return Err(invalid(
+                "server.public_url",
+                "must be http:// or https:// and a host (with an optional port), nothing else",
+            ));
+        }
         if db.url.expose_secret().trim().is_empty() {
             return Err(invalid("database.url", "must not be empty"));
         }
@@ -521,6 +554,25 @@ impl Settings {
             3600,
         )?;
         within("feed.stream_reads", feed.stream_reads as u64, 1, 1_000_000)?;
+        let per_address = feed.streams_per_address as u64;
+        within("feed.streams_per_address", per_address, 0, 1_000_000)?;
+        within("feed.stream_stall_secs", feed.stream_stall_secs, 1, 3600)?;
+        within("feed.stream_replay", feed.stream_replay as u64, 1, 100_000)?;
+        let sockets = feed.websockets_per_user as u64;
+        within("feed.websockets_per_user", sockets, 1, 1000)?;
+        if feed.websocket_idle_secs <= feed.stream_heartbeat_secs || feed.websocket_idle_secs > 3600
+        {
+            return Err(invalid(
+                "feed.websocket_idle_secs",
+                "must be above feed.stream_heartbeat_secs (a ping's period) and at most 3600",
+            ));
+        }
+        within(
+            "feed.imports_per_user",
+            feed.imports_per_user as u64,
+            1,
+            1000,
+        )?;
         self.validate_secrets()?;
         if !matches!(self.telemetry.format.as_str(), "text" | "json") {
             return Err(invalid(
@@ -584,8 +636,37 @@ impl Settings {
 
     /// The current and the previous JWT secret: long enough, and no public
     /// one where the profile refuses them (the development secret only on a
-    /// loopback address).
+    /// loopback address). Where the profile refuses the development secret
+    /// (production), every secret and token set must also be one no one
+    /// could guess: not empty, no placeholder, not a pattern.
     fn validate_secrets(&self) -> Result<(), SettingsError> {
+        if !self.auth.allow_dev_secret {
+            for (name, value, make) in [
+                (
+                    "auth.jwt_secret",
+                    Some(self.auth.jwt_secret.expose_secret()),
+                    "openssl rand -base64 48",
+                ),
+                (
+                    "auth.previous_jwt_secret",
+                    self.auth.previous_secret(),
+                    "openssl rand -base64 48",
+                ),
+                (
+                    "metrics.token",
+                    self.metrics.token.as_ref().map(|t| t.expose_secret()),
+                    "openssl rand -base64 24",
+                ),
+            ] {
+                let Some(value) = value else { continue };
+                if let Some(why) = guessable(value) {
+                    return Err(invalid(
+                        name,
+                        format!("{why}: this profile refuses it; make one with `{make}`"),
+                    ));
+                }
+            }
+        }
         let current = Some(self.auth.jwt_secret.expose_secret());
         for (name, secret) in [
             ("auth.jwt_secret", current),
@@ -627,6 +708,75 @@ impl Settings {
     }
 }
 
+/// Words that make a secret read like a placeholder (or a guess), looked
+/// for in its letters and digits, lower-cased.
+/// (None shorter than five characters: a random secret would contain one
+/// too often.)
+const PLACEHOLDER_WORDS: &[&str] = &[
+    "replace",
+    "change",
+    "example",
+    "placeholder",
+    "secret",
+    "password",
+    "passwd",
+    "sample",
+    "default",
+    "dummy",
+    "insert",
+    "yourtoken",
+    "yourkey",
+    "fixme",
+    "qwerty",
+    "letmein",
+    "12345",
+];
+
+/// Why `secret` could be guessed, if it could: empty, a placeholder's
+/// words, too few different characters for its length, or a pattern (runs
+/// of one character, or of neighbours such as `abcd`). A random string
+/// (`openssl rand -base64 48`, or `-hex 32`) passes.
+pub fn guessable(secret: &str) -> Option<String> {
+    if secret.trim().is_empty() {
+        return Some("is empty".into());
+    }
+    let letters: String = secret
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if let Some(word) = PLACEHOLDER_WORDS.iter().find(|w| letters.contains(*w)) {
+        return Some(format!("reads like a placeholder (it says {word:?})"));
+    }
+    let bytes = secret.as_bytes();
+    let mut counts = [0usize; 256];
+    for &b in bytes {
+        counts[b as usize] += 1;
+    }
+    let n = bytes.len() as f64;
+    let entropy: f64 = counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = c as f64 / n;
+            -p * p.log2()
+        })
+        .sum();
+    if entropy < 3.0 {
+        return Some(format!(
+            "repeats too few characters ({entropy:.1} bits per character)"
+        ));
+    }
+    let neighbours = bytes
+        .windows(2)
+        .filter(|w| w[0].abs_diff(w[1]) <= 1)
+        .count();
+    if neighbours * 2 >= bytes.len().saturating_sub(1).max(1) {
+        return Some("is a pattern (runs of one character or of neighbours)".into());
+    }
+    None
+}
+
 /// Whether `host` names a loopback address.
 pub fn is_loopback(host: &str) -> bool {
     host == "localhost"
@@ -646,6 +796,18 @@ fn config_dir(env: &HashMap<String, String>) -> PathBuf {
     } else {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
     }
+}
+
+/// `public_url` as the origin URLs are built from (`scheme://host[:port]`,
+/// one trailing slash allowed), or `None` when it is not one.
+pub fn public_origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let host = rest.strip_suffix('/').unwrap_or(rest);
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-.:[]".contains(c);
+    (!host.is_empty() && host.chars().all(allowed)).then(|| format!("{scheme}://{host}"))
 }
 
 #[cfg(test)]
@@ -699,15 +861,9 @@ mod tests {
         assert!(err.to_string().contains("auth.jwt_secret"), "{err}");
         let ok = Settings::load_from(
             &dir(),
-            &env(&[
-                ("FEED_ENV", "production"),
-                (
-                    "FEED_AUTH__JWT_SECRET",
-                    "a-real-secret-of-thirty-two-bytes-or-more",
-                ),
-            ]),
+            &env(&[("FEED_ENV", "production"), ("FEED_AUTH__JWT_SECRET", REAL)]),
         );
-        assert!(ok.is_ok());
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]
@@ -780,7 +936,7 @@ mod tests {
         assert!(!is_loopback("0.0.0.0") && !is_loopback("example.com"));
     }
 
-    const REAL: &str = "a-real-secret-of-thirty-two-bytes-or-more";
+    const REAL: &str = "q3Vt9ZrKx1Lm8PwYb4NcHd7JfGs2Ua6E";
 
     #[test]
     fn production_refuses_every_public_secret_current_or_previous() {
@@ -818,6 +974,69 @@ mod tests {
             err.to_string().contains("auth.previous_jwt_secret"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn production_refuses_placeholders_and_guessable_secrets_and_tokens() {
+        let shipped = [
+            "replace-with-48-random-bytes-of-openssl-rand-base64",
+            "replace-with-a-random-metrics-token",
+            "CHANGE_ME_CHANGE_ME_CHANGE_ME_CHANGE_ME",
+            "your-secret-here-at-least-32-bytes-long",
+            "example-example-example-example-example",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "abcdefghijklmnopqrstuvwxyzabcdefghij",
+            "abababababababababababababababababab",
+            "0123456789012345678901234567890123",
+            "   ",
+            "",
+        ];
+        for bad in shipped {
+            assert!(guessable(bad).is_some(), "{bad:?} passes");
+            for (var, name) in [
+                ("FEED_AUTH__JWT_SECRET", "auth.jwt_secret"),
+                ("FEED_AUTH__PREVIOUS_JWT_SECRET", "auth.previous_jwt_secret"),
+                ("FEED_METRICS__TOKEN", "metrics.token"),
+            ] {
+                if bad.is_empty() && name == "auth.previous_jwt_secret" {
+                    continue; // empty: no previous secret
+                }
+                let mut vars = vec![("FEED_ENV", "production"), ("FEED_AUTH__JWT_SECRET", REAL)];
+                vars.retain(|(v, _)| *v != var);
+                vars.push((var, bad));
+                let err = Settings::load_from(&dir(), &env(&vars)).unwrap_err();
+                assert!(err.to_string().contains(name), "{bad:?} as {name}: {err}");
+            }
+        }
+        // What the commands the messages name make passes, many times over.
+        for seed in 0..200u64 {
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            let base64: String = (0..64)
+                .map(|_| B64[(next() % 64) as usize] as char)
+                .collect();
+            let hex: String = (0..64)
+                .map(|_| b"0123456789abcdef"[(next() % 16) as usize] as char)
+                .collect();
+            let short: String = (0..32)
+                .map(|_| B64[(next() % 64) as usize] as char)
+                .collect();
+            for good in [base64, hex, short] {
+                assert_eq!(guessable(&good), None, "{good}");
+            }
+        }
+        // Outside production, a token is only checked for length.
+        assert!(Settings::load_from(
+            &dir(),
+            &env(&[("FEED_METRICS__TOKEN", "replace-with-a-random-metrics-token")])
+        )
+        .is_ok());
     }
 
     #[test]
@@ -880,6 +1099,16 @@ mod tests {
             ),
             ("FEED_METRICS__PORT", "8080", "metrics.port"),
             ("FEED_METRICS__TOKEN", "short", "metrics.token"),
+            (
+                "FEED_SERVER__PUBLIC_URL",
+                "ftp://x.example",
+                "server.public_url",
+            ),
+            (
+                "FEED_SERVER__PUBLIC_URL",
+                "https://x.example/feed",
+                "server.public_url",
+            ),
             ("FEED_TELEMETRY__LEVEL", "info,[", "telemetry.level"),
         ] {
             let err = Settings::load_from(&dir(), &env(&[(var, value)])).unwrap_err();

@@ -72,6 +72,10 @@ impl Application {
         let data = web::Data::new(engine.clone());
         let streams = crate::engine::stream::Streams::new(engine.clone());
         let app_streams = web::Data::new(streams.clone());
+        let sockets = web::Data::new(http::mastodon::streaming::Sockets::default());
+        let origin = web::Data::new(http::mastodon::entities::PublicOrigin(
+            crate::settings::public_origin(&settings.server.public_url),
+        ));
         let workers = settings.server.workers;
         let app_limits = limits.clone();
         let app_token = metrics_token.clone();
@@ -84,6 +88,8 @@ impl Application {
                 .app_data(keys.clone())
                 .app_data(data.clone())
                 .app_data(app_streams.clone())
+                .app_data(sockets.clone())
+                .app_data(origin.clone())
                 .app_data(app_limits.clone())
                 .app_data(app_token.clone())
                 .app_data(table.clone())
@@ -101,6 +107,7 @@ impl Application {
                 .wrap(middleware::from_fn(http::log_request))
         })
         .disable_signals()
+        .on_connect(http::socket::remember)
         .client_request_timeout(Duration::from_millis(
             settings.server.request_head_timeout_ms,
         ))

@@ -71,6 +71,7 @@ impl Engine {
                 None => return Err(AppError::NotFound(format!("user {id} does not exist"))),
             },
         };
+        self.account_gone(id);
         // (A repeated call hides it again while its purge runs; once the
         // purge is over there is nothing left to hide.)
         if job.is_some() || self.pg().hidden(id).await? {

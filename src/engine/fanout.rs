@@ -135,8 +135,16 @@ impl Engine {
             // Register interest before looking, so a wake-up between the
             // claim and the wait is not lost.
             let woken = self.inner.wake.notified();
-            match self.claim(0).await {
-                Ok(Some(lease)) => self.run_job(worker, lease, &shutdown).await,
+            // A bulk job only with one of the instance's turns for them (one
+            // worker fewer than there are, or the one): the others stay free
+            // for deliveries.
+            let turn = self.inner.bulk.try_acquire().ok();
+            match self.claim_for(0, turn.is_some()).await {
+                Ok(Some(lease)) => {
+                    let turn = turn.filter(|_| lease.job.kind.is_bulk());
+                    self.run_job(worker, lease, &shutdown).await;
+                    drop(turn);
+                }
                 Ok(None) => {
                     // Polled often enough to take over a dead instance's
                     // job soon after it goes quiet.
@@ -169,6 +177,9 @@ impl Engine {
                     }
                     return;
                 }
+                Ok(Step::More) if lease.job.kind.is_bulk() => {
+                    self.others_first(worker, shutdown).await
+                }
                 Ok(Step::More) => {}
                 Err(e) if stopping(shutdown) => {
                     // Failed while the process stops (its connections may
@@ -190,6 +201,21 @@ impl Engine {
         }
     }
 
+    /// Between two batches of a bulk job, the jobs of other kinds waiting
+    /// run first (an instance with one worker has no other to run them).
+    async fn others_first(&self, worker: usize, shutdown: &watch::Receiver<bool>) {
+        while !stopping(shutdown) {
+            match self.claim_for(0, false).await {
+                Ok(Some(lease)) => Box::pin(self.run_job(worker, lease, shutdown)).await,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(worker, error = %e.chain(), "could not claim a fan-out job");
+                    return;
+                }
+            }
+        }
+    }
+
     fn lease_time(&self) -> Duration {
         Duration::from_secs(self.tuning().fanout_lease_secs)
     }
@@ -199,8 +225,13 @@ impl Engine {
     /// kind this binary does not know is parked as dead, with the reason,
     /// and the next one is claimed.
     pub async fn claim(&self, pick: i64) -> AppResult<Option<Lease>> {
+        self.claim_for(pick, true).await
+    }
+
+    /// [`Self::claim`], bulk jobs among the candidates only if `bulk`.
+    async fn claim_for(&self, pick: i64, bulk: bool) -> AppResult<Option<Lease>> {
         loop {
-            match self.pg().claim_job(self.lease_time(), pick).await? {
+            match self.pg().claim_job(self.lease_time(), pick, bulk).await? {
                 None => return Ok(None),
                 Some(Claimed::Job(job)) => {
                     return Ok(Some(Lease {
@@ -364,6 +395,31 @@ impl Engine {
         }
     }
 
+    /// After a delivery wrote its post's Redis state: if its author is
+    /// being deleted (or gone) by now, that state goes again and true is
+    /// returned. An account is marked deleted before its purge starts, so
+    /// either this sees the mark, or the purge's own forgetting comes after
+    /// these writes: a purged author is never pulled, nor its outbox kept,
+    /// by a delivery that raced it.
+    async fn undone_for_a_deleted_author(&self, author: i64, post: i64) -> AppResult<bool> {
+        let here = self
+            .pg()
+            .user(author)
+            .await?
+            .is_some_and(|u| u.status != crate::store::pg::models::User::DELETED);
+        if here {
+            return Ok(false);
+        }
+        let keys = self.redis().keys();
+        self.redis()
+            .delete_many(&[keys.outbox(author), keys.post(post)])
+            .await?;
+        self.redis()
+            .pulled_change(author, PulledChange::Forget)
+            .await?;
+        Ok(true)
+    }
+
     /// What a job needs, read when its first batch runs.
     async fn plan(&self, job: &Job) -> AppResult<Plan> {
         let s = self.settings();
@@ -409,6 +465,9 @@ impl Engine {
                 if delivery.big_v {
                     let promote = PulledChange::Promote(delivery.big_v_epoch);
                     self.redis().pulled_change(author, promote).await?;
+                }
+                if self.undone_for_a_deleted_author(author, post).await? {
+                    return Ok(Plan::Nothing);
                 }
                 if new {
                     // Its publish could not write it: streams hear of it now.

@@ -29,6 +29,7 @@ mod between;
 mod bodies;
 pub mod cut;
 pub mod fanout;
+mod members;
 pub mod merge;
 pub mod policy;
 mod profiles;
@@ -147,6 +148,11 @@ struct Inner {
     bodies: Mutex<bodies::Bodies>,
     /// Fan-out jobs not dead, as last counted (see `refresh_gauges_forever`).
     backlog: std::sync::atomic::AtomicI64,
+    /// Which accounts exist, as this instance last saw.
+    members: members::Members,
+    /// Turns of this instance's workers for bulk jobs: one fewer than the
+    /// workers (or the one), so that deliveries always find a worker.
+    bulk: tokio::sync::Semaphore,
 }
 
 /// Whose channel a hint goes to.
@@ -178,6 +184,7 @@ pub fn now_ms() -> i64 {
 impl Engine {
     pub async fn new(pg: PgStore, redis: RedisStore, tuning: EngineSettings) -> AppResult<Self> {
         let live = pg.settings().await?;
+        let bulk_turns = tuning.fanout_workers.saturating_sub(1).max(1);
         Ok(Engine {
             inner: Arc::new(Inner {
                 pg,
@@ -193,6 +200,8 @@ impl Engine {
                 )),
                 tuning,
                 backlog: Default::default(),
+                members: Default::default(),
+                bulk: tokio::sync::Semaphore::new(bulk_turns),
             }),
         })
     }
@@ -498,9 +507,13 @@ impl Engine {
                 }
                 Err(gone())
             }
-            Deletion::Deleted { job, author_id } => {
-                self.hint(Hinted::Author(author_id), format!("d:{id}"))
-                    .await;
+            Deletion::Deleted {
+                job,
+                author_id,
+                created_at_ms,
+            } => {
+                let hinted = format!("d:{id}:{created_at_ms}");
+                self.hint(Hinted::Author(author_id), hinted).await;
                 let hide = || async {
                     let mark = self.inner.redis.write_mark();
                     self.inner.redis.tombstone(id, ttl).await?;

@@ -24,6 +24,22 @@ const MAX_READ_ROUNDS: usize = 4;
 /// a page's work does not grow with its offset.
 const REDIS_MAX_OFFSET: u32 = 100;
 
+/// An offset above [`PageRequest::MAX_OFFSET`] is one the service gave only
+/// inside a run of `run` entries scored exactly the request's `max` (or
+/// `min`): any other is refused before a query reads that far.
+pub(super) fn within_run(req: &PageRequest, run: i64) -> AppResult<()> {
+    if i64::from(req.offset) > run {
+        return Err(AppError::BadRequest(format!(
+            "offset must be from 0 to {}, or within the run of entries scored exactly {} \
+             ({run} here), got {}",
+            PageRequest::MAX_OFFSET,
+            if req.min.is_some() { "min" } else { "max" },
+            req.offset
+        )));
+    }
+    Ok(())
+}
+
 /// Entries a page reads from one source at the most (a read that would
 /// need more answers from PostgreSQL).
 const MAX_FETCH: usize = 1000;
@@ -136,17 +152,7 @@ impl Engine {
         let Some(at) = req.at() else {
             return Err(AppError::BadRequest("offset needs max or min".into()));
         };
-        let run = self.inner.pg.count_at(scope, at).await?;
-        if i64::from(req.offset) > run {
-            return Err(AppError::BadRequest(format!(
-                "offset must be from 0 to {}, or within the run of entries scored exactly {} \
-                 ({run} here), got {}",
-                PageRequest::MAX_OFFSET,
-                if req.min.is_some() { "min" } else { "max" },
-                req.offset
-            )));
-        }
-        Ok(())
+        within_run(req, self.inner.pg.count_at(scope, at).await?)
     }
 
     /// The page straight from PostgreSQL.

@@ -215,13 +215,21 @@ impl Engine {
             )));
         }
         self.active_user(follower).await?;
+        let most = self.tuning().imports_per_user;
         let task = self
             .inner
             .pg
-            .create_import(follower, targets, now_ms())
+            .create_import(follower, targets, most, now_ms())
             .await?;
         self.inner.wake.notify_waiters();
         Ok(task)
+    }
+
+    /// Refuses (429) while `follower` has `feed.imports_per_user` imports
+    /// queued or running (before their body is read).
+    pub async fn import_room(&self, follower: i64) -> AppResult<()> {
+        let most = self.tuning().imports_per_user;
+        self.inner.pg.import_room(follower, most).await
     }
 
     /// One batch of an import: the next [`MAX_FOLLOW_MANY`] ids of its list
@@ -369,12 +377,20 @@ impl Engine {
         req: PageRequest,
     ) -> AppResult<UserPage> {
         use super::cut::{after_seen, cut, Cut, Slot};
+        let mutes = which == Relation::Mutes;
+        if req.offset > PageRequest::MAX_OFFSET {
+            let Some(at) = req.max else {
+                return Err(AppError::BadRequest("offset needs max".into()));
+            };
+            let run = self.inner.pg.relations_at(owner, mutes, at).await?;
+            super::read::within_run(&req, run)?;
+        }
         let mut window = i64::from(req.limit) + 1;
         loop {
             let rows = self
                 .inner
                 .pg
-                .relations(owner, which == Relation::Mutes, req.max, req.offset, window)
+                .relations(owner, mutes, req.max, req.offset, window)
                 .await?;
             let complete = (rows.len() as i64) < window + i64::from(req.offset);
             let stream = rows

@@ -206,13 +206,14 @@ fn authenticate(req: &HttpRequest) -> Result<Caller, AppError> {
 /// The caller of a streaming request: its bearer token or, as browsers'
 /// `EventSource` sends no header (and Mastodon allows), an `access_token`
 /// query parameter. (A token in a URL may reach access logs: prefer the
-/// header.) Streams are not charged to the request-rate budget.
+/// header.) Opening a stream is charged to the caller's request-rate
+/// budget, as any read.
 pub fn streaming_caller(req: &HttpRequest) -> Result<Caller, AppError> {
     if req
         .headers()
         .contains_key(actix_web::http::header::AUTHORIZATION)
     {
-        return authenticate(req);
+        return authenticate_and_charge(req);
     }
     let token = serde_urlencoded::from_str::<Vec<(String, String)>>(req.query_string())
         .ok()
@@ -222,7 +223,13 @@ pub fn streaming_caller(req: &HttpRequest) -> Result<Caller, AppError> {
         .ok_or_else(|| {
             AppError::Unauthorized("missing Authorization header or access_token".into())
         })?;
-    token_caller(req, &token)
+    charged_token_caller(req, &token)
+}
+
+/// The caller a token names, charged one read (see [`streaming_caller`]).
+pub fn charged_token_caller(req: &HttpRequest, token: &str) -> Result<Caller, AppError> {
+    let caller = token_caller(req, token)?;
+    charge(req, caller)
 }
 
 /// The caller a token names (a token sent some other way than the
@@ -241,6 +248,10 @@ pub fn token_caller(req: &HttpRequest, token: &str) -> Result<Caller, AppError> 
 /// are not limited).
 fn authenticate_and_charge(req: &HttpRequest) -> Result<Caller, AppError> {
     let caller = authenticate(req)?;
+    charge(req, caller)
+}
+
+fn charge(req: &HttpRequest, caller: Caller) -> Result<Caller, AppError> {
     if !caller.admin {
         if let Some(limits) = req.app_data::<web::Data<super::limits::Limits>>() {
             limits.charge_user(caller.id, req.method())?;
@@ -249,12 +260,47 @@ fn authenticate_and_charge(req: &HttpRequest) -> Result<Caller, AppError> {
     Ok(caller)
 }
 
-impl FromRequest for Caller {
+/// The caller of a route that answers a deleted account's token: its own
+/// deletion (a repeated `DELETE` answers the same job) and its jobs. Every
+/// other route takes a [`Caller`], whose account must exist.
+#[derive(Debug, Clone, Copy)]
+pub struct Token(pub Caller);
+
+impl FromRequest for Token {
     type Error = AppError;
     type Future = Ready<Result<Self, Self::Error>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(authenticate_and_charge(req))
+        ready(authenticate_and_charge(req).map(Token))
+    }
+}
+
+impl FromRequest for Caller {
+    type Error = AppError;
+    type Future = futures::future::LocalBoxFuture<'static, Result<Self, Self::Error>>;
+
+    /// The token's caller, charged, whose account exists (a deleted
+    /// account's token reads and writes nothing: 404).
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let caller = authenticate_and_charge(req);
+        let engine = req.app_data::<web::Data<crate::engine::Engine>>().cloned();
+        Box::pin(async move {
+            let caller = caller?;
+            member(engine.as_ref().map(|e| e.get_ref()), caller).await
+        })
+    }
+}
+
+/// `caller` if its account exists (admins need none).
+pub async fn member(
+    engine: Option<&crate::engine::Engine>,
+    caller: Caller,
+) -> Result<Caller, AppError> {
+    match engine {
+        Some(engine) if !caller.admin && !engine.account_exists(caller.id).await => Err(
+            AppError::NotFound(format!("user {} does not exist", caller.id)),
+        ),
+        _ => Ok(caller),
     }
 }
 

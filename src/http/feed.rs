@@ -1,8 +1,10 @@
 use actix_web::{get, web, HttpResponse};
 
 use super::auth::Caller;
+use super::limits::client_address;
+use super::socket::cut_of;
 use super::PageQuery;
-use crate::engine::stream::{Event, Streams};
+use crate::engine::stream::{Event, Opening, Streams};
 use crate::engine::{Engine, Page};
 use crate::error::AppError;
 use crate::types::Prev;
@@ -39,8 +41,11 @@ pub async fn home(
 /// when an author's posts leave it (`unfollow`, `mute`, `block`,
 /// `suspend`, `delete`); a comment line as heartbeat. Reconnecting with
 /// `Last-Event-ID` (an id it got) replays what came after it, from the
-/// feed itself: no gap, no repeat. At most `feed.streams_per_user` per
-/// user and `feed.streams_per_instance` per instance.
+/// feed itself: no gap, no repeat, up to the newest `feed.stream_replay`
+/// entries (from an older id, `open` names it as its `gap`). At most
+/// `feed.streams_per_user` per user, `feed.streams_per_address` per
+/// client address and `feed.streams_per_instance` per instance; a client
+/// that stops reading is cut after `feed.stream_stall_secs`.
 #[utoipa::path(
     tag = "feed",
     operation_id = "home_stream",
@@ -50,9 +55,9 @@ pub async fn home(
     ),
     responses(
         (status = 200, description = "The live stream", content_type = "text/event-stream", body = String),
-        (status = 400, description = "A malformed Last-Event-ID", body = super::errors::ErrorBody),
+        (status = 400, description = "A malformed Last-Event-ID, or one this service never gave", body = super::errors::ErrorBody),
         (status = 404, description = "The caller is no account (or one being deleted)", body = super::errors::ErrorBody),
-        (status = 429, description = "Too many streams of this user", body = super::errors::ErrorBody),
+        (status = 429, description = "Too many streams of this user or this address, or requests", body = super::errors::ErrorBody),
         (status = 503, description = "Too many streams on this instance", body = super::errors::ErrorBody),
     )
 )]
@@ -60,13 +65,15 @@ pub async fn home(
 pub async fn stream(
     req: actix_web::HttpRequest,
     caller: Caller,
-    engine: web::Data<Engine>,
     streams: web::Data<Streams>,
 ) -> Result<HttpResponse, AppError> {
-    let from = last_event_id(&req)?;
-    // An account being deleted (or none) has no home.
-    engine.user(caller.id).await?;
-    let events = streams.follow(caller.id, from).await?;
+    let opening = Opening {
+        reader: caller.id,
+        from: last_event_id(&req)?,
+        address: client_address(&req),
+        profiles: false,
+    };
+    let events = streams.follow(opening, cut_of(&req)).await?;
     Ok(event_stream(futures::stream::unfold(
         events,
         |mut events| async move {
@@ -114,18 +121,26 @@ fn parse_event_id(text: &str) -> Option<Prev> {
 
 /// An event as Server-Sent Events write it.
 fn sse(event: &Event) -> String {
+    let position = |at: &Prev| serde_json::json!({"min": at.min, "offset": at.offset});
     match event {
-        Event::Open(at) => format!(
-            "retry: 1000\nevent: open\nid: {}\ndata: {}\n\n",
-            event_id(at),
-            serde_json::json!({"min": at.min, "offset": at.offset})
-        ),
-        Event::Post { post, id } => format!(
+        Event::Open { at, gap } => {
+            let mut data = position(at);
+            if let Some(gap) = gap {
+                data["gap"] = position(gap);
+            }
+            format!(
+                "retry: 1000\nevent: open\nid: {}\ndata: {data}\n\n",
+                event_id(at)
+            )
+        }
+        Event::Post { post, id, .. } => format!(
             "event: post\nid: {}\ndata: {}\n\n",
             event_id(id),
             serde_json::to_string(post).unwrap_or_default()
         ),
-        Event::Delete(id) => format!("event: delete\ndata: {}\n\n", serde_json::json!({"id": id})),
+        Event::Delete { id, .. } => {
+            format!("event: delete\ndata: {}\n\n", serde_json::json!({"id": id}))
+        }
         Event::Remove { author, reason } => format!(
             "event: remove\ndata: {}\n\n",
             serde_json::json!({"author_id": author, "reason": reason})

@@ -3,7 +3,7 @@
 
 use actix_web::{get, web, HttpResponse};
 
-use super::auth::Caller;
+use super::auth::Token;
 use super::errors::ErrorBody;
 use crate::domain::parse_id;
 use crate::engine::Engine;
@@ -11,7 +11,8 @@ use crate::error::AppError;
 use crate::store::pg::models::Task;
 
 /// A task and its progress: its user's, or any for an admin. Kept a week
-/// after it ends.
+/// after it ends. (A deleted account's token still reads its own tasks, so
+/// that its deletion can be watched.)
 #[utoipa::path(
     tag = "jobs",
     operation_id = "get_job",
@@ -23,7 +24,7 @@ use crate::store::pg::models::Task;
 )]
 #[get("/jobs/{id}")]
 pub async fn get(
-    caller: Caller,
+    Token(caller): Token,
     engine: web::Data<Engine>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {

@@ -76,7 +76,7 @@ impl Limits {
     /// so that no request goes uncharged. An IPv6 client is its /64, the
     /// block one subscriber holds: rotating addresses inside it is one
     /// client, and the buckets stay as many as the clients.
-    fn address(&self, req: &ServiceRequest) -> Option<IpAddr> {
+    fn address(&self, req: &actix_web::HttpRequest) -> Option<IpAddr> {
         let proxied = self.proxy_header.as_ref().and_then(|name| {
             req.headers()
                 .get(name.as_str())
@@ -132,6 +132,24 @@ fn charge<K: std::hash::Hash + Eq + Clone>(
     })
 }
 
+/// The client a request comes from, as the limits place it (the trusted
+/// proxy's header, else the peer; an IPv6 client as its /64).
+pub fn client_address(req: &actix_web::HttpRequest) -> Option<IpAddr> {
+    match req.app_data::<web::Data<Limits>>() {
+        Some(limits) => limits.address(req),
+        None => req.peer_addr().map(|a| client_of(a.ip())),
+    }
+}
+
+/// Charges one read of `user` to its budget, as a request would be (for
+/// what a client does on a connection it holds: a stream's messages).
+pub fn charge_read(req: &actix_web::HttpRequest, user: i64) -> Result<(), AppError> {
+    match req.app_data::<web::Data<Limits>>() {
+        Some(limits) => limits.charge_user(user, &Method::GET),
+        None => Ok(()),
+    }
+}
+
 /// The per-address limit, before anything else of the request runs.
 pub async fn per_address(
     req: ServiceRequest,
@@ -139,7 +157,7 @@ pub async fn per_address(
 ) -> Result<ServiceResponse<actix_web::body::EitherBody<impl MessageBody>>, actix_web::Error> {
     let refused = req.app_data::<web::Data<Limits>>().and_then(|limits| {
         let l = limits.addresses.as_ref()?;
-        let address = limits.address(&req)?;
+        let address = limits.address(req.request())?;
         charge(l, &address, "requests from this address").err()
     });
     match refused {
@@ -174,12 +192,12 @@ mod tests {
         })
     }
 
-    fn request(header: Option<&str>) -> ServiceRequest {
+    fn request(header: Option<&str>) -> actix_web::HttpRequest {
         let mut req = TestRequest::default().peer_addr("10.0.0.9:4000".parse().unwrap());
         if let Some(v) = header {
             req = req.insert_header(("x-forwarded-for", v));
         }
-        req.to_srv_request()
+        req.to_http_request()
     }
 
     #[test]

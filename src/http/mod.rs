@@ -15,6 +15,7 @@ pub mod mastodon;
 pub mod openapi;
 pub mod posts;
 pub mod relations;
+pub mod socket;
 pub mod users;
 
 use std::time::Instant;

@@ -4,8 +4,9 @@
 //!
 //! The errors every operation can answer are added here, in one place,
 //! rather than on each handler: 401 on every `/api/v1` route (with the
-//! bearer scheme), 400 where there are parameters or a body, 413 where
-//! there is a body, 429, 503 and 500 everywhere.
+//! bearer scheme, and 404 for a deleted account's token), 400 where there
+//! are parameters or a body, 413 where there is a body, 429, 503 and 500
+//! everywhere.
 
 use actix_web::{web, App, HttpResponse};
 use utoipa::openapi::path::Operation;
@@ -102,6 +103,10 @@ fn common_errors(op: &mut Operation, authenticated: bool) {
     }
     if authenticated {
         extra.push(("401", "No token, a bad or expired one (`unauthorized`)"));
+        extra.push((
+            "404",
+            "The token's account is deleted, or what is named is not there (`not_found`)",
+        ));
         op.security = Some(vec![SecurityRequirement::new::<_, _, &str>("bearer", [])]);
     }
     // Per user, and per client address when that limit is on.

@@ -1,11 +1,11 @@
 use actix_web::{delete, get, post, put, web, HttpResponse};
 use serde::Deserialize;
 
-use super::auth::{Admin, Caller};
-use super::errors::ErrorBody;
+use super::auth::{Admin, Caller, Token};
+use super::errors::{read_body, ErrorBody};
 use super::{JsonObject, PageQuery};
 use crate::domain::{parse_id, Username};
-use crate::engine::{Engine, Followed, Page};
+use crate::engine::{Engine, Followed, Page, MAX_IMPORT};
 use crate::error::AppError;
 use crate::store::pg::models::{Task, User};
 
@@ -93,7 +93,7 @@ pub async fn get(
 )]
 #[delete("/users/{id}")]
 pub async fn delete(
-    caller: Caller,
+    Token(caller): Token,
     engine: web::Data<Engine>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
@@ -184,7 +184,8 @@ const MAX_IMPORT_BYTES: usize = 24 * 1024 * 1024;
 /// User `id` imports a follow list of any length (up to 1,000,000 ids) as
 /// a job (`Location`): followed 1,000 at a time, the ids it cannot follow
 /// skipped, and the rest once `max_follows` is reached. The body may be up
-/// to 24 MiB.
+/// to 24 MiB. At most `feed.imports_per_user` imports of one user are
+/// queued or running at once (one more: 429, before its body is read).
 #[utoipa::path(
     tag = "users",
     operation_id = "import_follows",
@@ -196,8 +197,11 @@ const MAX_IMPORT_BYTES: usize = 24 * 1024 * 1024;
             links(("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/id")))))),
         (status = 403, description = "Acting for another user, or suspended", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
+        (status = 408, description = "The body arrived too slowly", body = ErrorBody),
         (status = 413, description = "A body over 24 MiB", body = ErrorBody),
         (status = 422, description = "No id, or more than 1,000,000", body = ErrorBody),
+        (status = 429, description = "Too many imports of this user queued or running, or requests", body = ErrorBody),
+        (status = 503, description = "Other imports are being read, or a store is down", body = ErrorBody),
     )
 )]
 #[post("/users/{id}/imports")]
@@ -205,42 +209,120 @@ pub async fn import(
     caller: Caller,
     engine: web::Data<Engine>,
     path: web::Path<String>,
-    mut payload: web::Payload,
+    payload: web::Payload,
 ) -> Result<HttpResponse, AppError> {
-    use futures::StreamExt;
     let follower = id(&path, "user id")?;
     caller.may_act_for(follower)?;
-    let mut bytes = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| match e {
-            actix_web::error::PayloadError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
-                AppError::RequestTimeout("the body came too slowly".into())
-            }
-            other => AppError::BadRequest(format!("could not read the body: {other}")),
-        })?;
-        if bytes.len() + chunk.len() > MAX_IMPORT_BYTES {
-            return Err(AppError::PayloadTooLarge(format!(
-                "an import's body is at most {MAX_IMPORT_BYTES} bytes"
-            )));
-        }
-        bytes.extend_from_slice(&chunk);
+    // Refused before a byte of the body is read.
+    engine.import_room(follower).await?;
+    let _reading = reading_import().await?;
+    let body = read_body(payload, MAX_IMPORT_BYTES).await?;
+    let ids = ImportIds::parse(&body)?;
+    drop(body);
+    if ids.total > MAX_IMPORT {
+        return Err(AppError::Unprocessable(format!(
+            "from 1 to {MAX_IMPORT} ids in one import, got {}",
+            ids.total
+        )));
     }
-    let body: Targets = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(serde_json::Value::Object(map)) => {
-            serde_json::from_value(serde_json::Value::Object(map))
-                .map_err(|e| AppError::BadRequest(format!("invalid JSON body: {e}")))?
-        }
-        Ok(_) => {
-            return Err(AppError::BadRequest(
-                "the body must be a JSON object".into(),
-            ))
-        }
-        Err(e) => return Err(AppError::BadRequest(format!("invalid JSON body: {e}"))),
-    };
-    let task = engine.import_follows(follower, &body.ids).await?;
+    let task = engine.import_follows(follower, &ids.ids).await?;
     Ok(HttpResponse::Accepted()
         .insert_header(("Location", format!("/api/v1/jobs/{}", task.id)))
         .json(task))
+}
+
+/// Import bodies read at once by this instance: each may take its 24 MiB
+/// and 8 MB of ids while it is parsed.
+const IMPORTS_READ_AT_ONCE: usize = 2;
+
+/// A turn to read an import's body, waited for a few seconds at most (503
+/// past them).
+async fn reading_import() -> Result<tokio::sync::SemaphorePermit<'static>, AppError> {
+    static READING: tokio::sync::Semaphore =
+        tokio::sync::Semaphore::const_new(IMPORTS_READ_AT_ONCE);
+    match tokio::time::timeout(std::time::Duration::from_secs(10), READING.acquire()).await {
+        Ok(Ok(turn)) => Ok(turn),
+        _ => Err(AppError::Overloaded {
+            message: "other imports are being read: retry in a moment".into(),
+            retry_after_secs: 5,
+        }),
+    }
+}
+
+/// An import's body, `{"ids": [...]}`, read straight into its ids: no
+/// document tree (a million ids take their 8 MB, not the tens of MB of a
+/// JSON value), and no more than [`MAX_IMPORT`] of them kept however many
+/// the body holds (`total` counts them all).
+struct ImportIds {
+    ids: Vec<i64>,
+    total: usize,
+}
+
+impl ImportIds {
+    fn parse(body: &[u8]) -> Result<Self, AppError> {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let ids = serde::Deserialize::deserialize(&mut de)
+            .and_then(|ids| de.end().map(|()| ids))
+            .map_err(|e| AppError::BadRequest(format!("invalid JSON body: {e}")))?;
+        Ok(ids)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ImportIds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct Body;
+        struct Ids;
+        impl<'de> Visitor<'de> for Ids {
+            type Value = ImportIds;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of user ids")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ImportIds, A::Error> {
+                let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+                let mut total = 0;
+                while total < MAX_IMPORT {
+                    match seq.next_element::<i64>()? {
+                        Some(id) => ids.push(id),
+                        None => return Ok(ImportIds { ids, total }),
+                    }
+                    total += 1;
+                }
+                // Past the most: counted, not kept.
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    total += 1;
+                }
+                Ok(ImportIds { ids, total })
+            }
+        }
+        impl<'de> Visitor<'de> for Body {
+            type Value = ImportIds;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(r#"a JSON object {"ids": [...]}"#)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ImportIds, A::Error> {
+                let mut found = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key != "ids" {
+                        return Err(A::Error::unknown_field(&key, &["ids"]));
+                    }
+                    if found.is_some() {
+                        return Err(A::Error::duplicate_field("ids"));
+                    }
+                    found = Some(map.next_value_seed(IdsSeed)?);
+                }
+                found.ok_or_else(|| A::Error::missing_field("ids"))
+            }
+        }
+        struct IdsSeed;
+        impl<'de> serde::de::DeserializeSeed<'de> for IdsSeed {
+            type Value = ImportIds;
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ImportIds, D::Error> {
+                d.deserialize_seq(Ids)
+            }
+        }
+        d.deserialize_map(Body)
+    }
 }
 
 /// User `id` stops following `target` (idempotent). No page shows the

@@ -50,6 +50,15 @@ impl JobKind {
         JobKind::Follows,
     ];
 
+    /// The kinds that work for long, a batch after another, for one user:
+    /// they never hold every worker of an instance, and every other kind is
+    /// claimed before them.
+    pub const BULK: [JobKind; 2] = [JobKind::Import, JobKind::Purge];
+
+    pub fn is_bulk(self) -> bool {
+        Self::BULK.contains(&self)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::Deliver => "deliver",

@@ -347,3 +347,135 @@ async fn only_the_user_itself_or_an_admin_deletes_an_account() {
         .await;
     assert_eq!(res.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_deleted_account_s_token_finds_nothing_but_its_own_deletion() {
+    let app = spawn_app().await;
+    let gone = app.create_user("gone").await;
+    let other = app.create_user("other").await;
+    app.follow(&gone, &other).await;
+    let theirs = app.publish(&other, "stays").await;
+    // A publish with an idempotency key, whose replay must not answer.
+    let publish = |key: &'static str| {
+        app.client
+            .post(app.url("/api/v1/posts"))
+            .bearer_auth(&gone.token)
+            .header("idempotency-key", key)
+            .json(&json!({ "body": "mine" }))
+            .send()
+    };
+    assert_eq!(publish("k-1").await.unwrap().status(), StatusCode::CREATED);
+    let res = app
+        .request(
+            Method::DELETE,
+            &format!("/api/v1/users/{}", gone.id),
+            Some(&gone.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let location = res.headers()["location"].to_str().unwrap().to_string();
+    // From the call on, every route of the API answers 404 to its token:
+    // other users, their posts and pages, the Mastodon routes, a replay.
+    let (o, p) = (other.id, theirs.id);
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/accounts/{o}/statuses"),
+            Some(&other.token),
+            None,
+        )
+        .await;
+    let statuses: Value = res.json().await.unwrap();
+    let status = statuses[0]["id"].as_str().unwrap().to_string();
+    let routes: Vec<(Method, String, Option<Value>)> = vec![
+        (Method::GET, format!("/api/v1/users/{o}"), None),
+        (Method::GET, format!("/api/v1/users/{o}/posts"), None),
+        (Method::GET, format!("/api/v1/posts/{p}"), None),
+        (Method::GET, "/api/v1/feed".into(), None),
+        (
+            Method::GET,
+            format!("/api/v1/users/{}/mutes", gone.id),
+            None,
+        ),
+        (
+            Method::PUT,
+            format!("/api/v1/users/{}/following/{o}", gone.id),
+            None,
+        ),
+        (
+            Method::PUT,
+            format!("/api/v1/users/{}/mutes/{o}", gone.id),
+            None,
+        ),
+        (
+            Method::PUT,
+            format!("/api/v1/users/{}/blocks/{o}", gone.id),
+            None,
+        ),
+        (
+            Method::POST,
+            "/api/v1/posts".into(),
+            Some(json!({ "body": "x" })),
+        ),
+        (
+            Method::GET,
+            "/api/v1/accounts/verify_credentials".into(),
+            None,
+        ),
+        (Method::GET, format!("/api/v1/accounts/{o}"), None),
+        (Method::GET, format!("/api/v1/accounts/{o}/statuses"), None),
+        (Method::GET, format!("/api/v1/accounts/{o}/followers"), None),
+        (
+            Method::GET,
+            format!("/api/v1/accounts/relationships?id[]={o}"),
+            None,
+        ),
+        (
+            Method::GET,
+            "/api/v1/accounts/lookup?acct=other".into(),
+            None,
+        ),
+        (Method::GET, format!("/api/v1/statuses/{status}"), None),
+        (Method::GET, "/api/v1/timelines/home".into(), None),
+        (
+            Method::POST,
+            "/api/v1/statuses".into(),
+            Some(json!({ "status": "x" })),
+        ),
+    ];
+    for (method, path, body) in routes {
+        let res = app
+            .request(method.clone(), &path, Some(&gone.token), body)
+            .await;
+        assert_eq!(res.status(), StatusCode::NOT_FOUND, "{method} {path}");
+    }
+    assert_eq!(
+        publish("k-1").await.unwrap().status(),
+        StatusCode::NOT_FOUND
+    );
+    // Its own deletion stays in reach: the job, and the call repeated.
+    let res = app
+        .request(Method::GET, &location, Some(&gone.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = app
+        .request(
+            Method::DELETE,
+            &format!("/api/v1/users/{}", gone.id),
+            Some(&gone.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    // The other user still reads what it wrote.
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/api/v1/posts/{p}"),
+            Some(&other.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+}

@@ -201,3 +201,151 @@ async fn an_import_of_thousands_runs_as_a_job_and_then_the_feed_scrolls_whole() 
     assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(app.user(reader.id).await["following_count"], 2500);
 }
+
+async fn import(app: &TestApp, who: &TestUser, ids: &[i64]) -> (StatusCode, Value) {
+    let res = app
+        .request(
+            Method::POST,
+            &format!("/api/v1/users/{}/imports", who.id),
+            Some(&who.token),
+            Some(json!({ "ids": ids })),
+        )
+        .await;
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+async fn pg(app: &TestApp) -> diesel_async::AsyncPgConnection {
+    <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(
+        app.database_url(),
+    )
+    .await
+    .unwrap()
+}
+
+#[derive(diesel::QueryableByName)]
+struct N {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+async fn count(conn: &mut diesel_async::AsyncPgConnection, sql: &str) -> i64 {
+    diesel_async::RunQueryDsl::get_result::<N>(diesel::sql_query(sql), conn)
+        .await
+        .unwrap()
+        .n
+}
+
+#[tokio::test]
+async fn a_user_holds_at_most_two_open_imports_and_their_lists_leave_when_done() {
+    let app = spawn_app().await;
+    // The import's first target is held locked by this test, so the
+    // first import waits on it in its worker and the second in the queue.
+    let held = app.create_user("held").await;
+    let reader = app.create_user("reader").await;
+    let mut conn = pg(&app).await;
+    conn.batch_execute(&format!(
+        "BEGIN; SELECT id FROM users WHERE id = {} FOR UPDATE",
+        held.id
+    ))
+    .await
+    .unwrap();
+    let (s1, first) = import(&app, &reader, &[held.id]).await;
+    let (s2, _) = import(&app, &reader, &[held.id]).await;
+    assert_eq!((s1, s2), (StatusCode::ACCEPTED, StatusCode::ACCEPTED));
+    // A third is refused before its body is read, and queues nothing.
+    let (s3, body) = import(&app, &reader, &[held.id]).await;
+    assert_eq!(s3, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    let mut other = pg(&app).await;
+    let tasks = format!(
+        "SELECT count(*) AS n FROM tasks WHERE user_id = {} AND kind = 'import_follows'",
+        reader.id
+    );
+    assert_eq!(count(&mut other, &tasks).await, 2);
+    conn.batch_execute("COMMIT").await.unwrap();
+    let location = format!("/api/v1/jobs/{}", first["id"]);
+    let mut last = Value::Null;
+    for _ in 0..300 {
+        last = app
+            .request(Method::GET, &location, Some(&reader.token), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        if last["state"] == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["state"], "done", "{last}");
+    app.settle().await;
+    // Once they end, their lists are gone; a new import is taken.
+    let lists = format!(
+        "SELECT (SELECT count(*) FROM import_chunks c JOIN tasks t ON t.id = c.task_id \
+           WHERE t.user_id = {0}) \
+         + (SELECT count(*) FROM tasks WHERE user_id = {0} AND targets IS NOT NULL) AS n",
+        reader.id
+    );
+    assert_eq!(count(&mut other, &lists).await, 0);
+    let (s4, _) = import(&app, &reader, &[held.id]).await;
+    assert_eq!(s4, StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn fifty_imports_do_not_hold_back_a_delivery() {
+    let app = spawn_app().await;
+    let author = app.create_user("author").await;
+    let fans = app.users("fan", 200).await;
+    for f in &fans {
+        app.follow(f, &author).await;
+        app.home(f, 1).await;
+    }
+    let importers = app.users("importer", 25).await;
+    let mut conn = pg(&app).await;
+    conn.batch_execute(
+        "INSERT INTO users (username) SELECT 'many' || g FROM generate_series(1, 5000) g",
+    )
+    .await
+    .unwrap();
+    let first = importers.last().unwrap().id + 1;
+    let targets: Vec<i64> = (first..first + 5000).collect();
+    for who in &importers {
+        for half in targets.chunks(2500) {
+            let (status, body) = import(&app, who, half).await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        }
+    }
+    // Published behind 50 queued imports: the delivery is taken first.
+    // (Its jobs and inboxes are read: a home shows the post at once
+    // anyway. An inbox nobody holds in Redis is rebuilt when read.)
+    let post = app.publish(&author, "behind the imports").await;
+    let deliveries = "SELECT count(*) AS n FROM fanout_jobs WHERE kind = 'deliver'";
+    let mut waiting = 1;
+    for _ in 0..600 {
+        waiting = count(&mut conn, deliveries).await;
+        if waiting == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(waiting, 0, "the delivery is still queued");
+    let keys = app.engine.redis().keys().clone();
+    let mut redis = app.engine.redis().connection().await.unwrap();
+    let mut held = 0;
+    for f in &fans {
+        if let Some((entries, _)) = crate::helpers::feed_list(&mut redis, &keys.inbox(f.id)).await {
+            held += 1;
+            assert_eq!(entries.first().map(|e| e.id), Some(post.id), "fan {}", f.id);
+        }
+    }
+    assert!(held > 100, "only {held} inboxes are in Redis");
+    // ...while most of the imports had not yet run.
+    let open = count(
+        &mut conn,
+        "SELECT count(*) AS n FROM tasks WHERE kind = 'import_follows' \
+         AND finished_at IS NULL",
+    )
+    .await;
+    assert!(open >= 25, "only {open} imports were still open");
+}

@@ -149,7 +149,6 @@ async fn two_instances_run_as_the_unit_and_its_environment_files_say() {
         settings.redis.key_prefix,
         settings.redis.cluster_urls.expose_secret()
     ));
-    std::fs::write(etc.join("feed-service.env"), &shared).unwrap();
     let ports = [free_port(), free_port()];
     // The second instance has a file of its own, as 8082 has.
     std::fs::copy(
@@ -157,6 +156,60 @@ async fn two_instances_run_as_the_unit_and_its_environment_files_say() {
         etc.join(format!("{}.env", ports[1])),
     )
     .unwrap();
+    let with_secrets = |jwt: &str, token: &str| {
+        let mut text = shared.clone();
+        for (key, value) in [
+            ("FEED_AUTH__JWT_SECRET", jwt),
+            ("FEED_METRICS__TOKEN", token),
+        ] {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("{SHARED_ENV} sets no {key}"))
+                .to_string();
+            text = text.replace(&line, &format!("{key}={value}"));
+        }
+        std::fs::write(etc.join("feed-service.env"), text).unwrap();
+    };
+
+    // As shipped, the secrets are empty: ExecStartPre refuses to start,
+    // naming the setting and the command that makes one; so it does with
+    // the placeholders an operator might leave.
+    let pre = &unit_values(&unit, "ExecStartPre")[0];
+    for (jwt, token, refused) in [
+        ("", "", "auth.jwt_secret"),
+        (
+            "replace-with-48-random-bytes-of-openssl-rand-base64",
+            "",
+            "auth.jwt_secret",
+        ),
+        (
+            "kX8v2QmR9tLw4ZpN7cYs1JhB6dFg3VaE5uTo0WiKyLxM",
+            "replace-with-a-random-metrics-token",
+            "metrics.token",
+        ),
+    ] {
+        if jwt.is_empty() && token.is_empty() {
+            std::fs::write(etc.join("feed-service.env"), &shared).unwrap();
+        } else {
+            with_secrets(jwt, token);
+        }
+        let env = instance_environment(&unit, &etc, ports[0]);
+        let out = command(pre, &env).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{jwt:?} {token:?}: {said}");
+        assert!(
+            said.contains(refused) && said.contains("openssl rand"),
+            "{said}"
+        );
+    }
+    // With secrets made as the file says, it starts.
+    let random = |n: usize| -> String {
+        (0..n)
+            .map(|_| uuid::Uuid::new_v4().simple().to_string())
+            .collect()
+    };
+    with_secrets(&random(2), &random(1));
 
     let environments: Vec<BTreeMap<String, String>> = ports
         .iter()

@@ -311,3 +311,51 @@ async fn a_flood_of_new_junk_leaves_the_process_s_memory_where_it_was() {
         "/metrics grew from {size} to {size_after}"
     );
 }
+
+/// The streaming URL an instance document gives, asked with `headers`.
+async fn streaming_url(app: &TestApp, headers: &[(&str, &str)]) -> String {
+    let mut req = app.client.get(app.url("/api/v2/instance"));
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let doc: Value = req.send().await.unwrap().json().await.unwrap();
+    doc["configuration"]["urls"]["streaming"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn urls_in_bodies_never_come_from_forwarded_headers() {
+    let app = spawn_app().await;
+    let own = app.url("").replacen("http://", "ws://", 1);
+    let own = own.trim_end_matches('/');
+    // Forwarded headers any client can send (and a shared cache would
+    // pass on) change nothing.
+    let forged = [
+        ("x-forwarded-host", "evil.example"),
+        ("x-forwarded-proto", "https"),
+        ("forwarded", "for=1.2.3.4;host=evil.example;proto=https"),
+    ];
+    assert_eq!(streaming_url(&app, &forged).await, own);
+    // A Host that is not a host name is not written into a body either.
+    let url = streaming_url(&app, &[("host", "evil.example/x?@")]).await;
+    assert!(!url.contains("evil"), "{url}");
+    // With a public URL configured, it is the one written, whatever comes.
+    let mut settings = test_settings();
+    settings.server.public_url = "https://feed.example.com/".into();
+    let app = crate::helpers::spawn_app_with(settings).await;
+    assert_eq!(streaming_url(&app, &forged).await, "wss://feed.example.com");
+    let me = app.create_user("me").await;
+    let res = app
+        .request(
+            Method::GET,
+            "/api/v1/accounts/verify_credentials",
+            Some(&me.token),
+            None,
+        )
+        .await;
+    let account: Value = res.json().await.unwrap();
+    let url = account["url"].as_str().unwrap();
+    assert!(url.starts_with("https://feed.example.com/"), "{url}");
+}

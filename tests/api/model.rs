@@ -47,7 +47,7 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use feed_service::domain::{IdempotencyKey, PostBody};
 use feed_service::engine::fanout::{Lease, Step};
-use feed_service::engine::stream::{Event, Streams};
+use feed_service::engine::stream::{Event, Events, Opening, Streams};
 use feed_service::engine::{Bounds, Engine, Feed as EngineFeed, Page, SettingsPatch, Stats};
 use feed_service::error::AppError;
 use feed_service::settings::Settings;
@@ -774,7 +774,7 @@ impl Drop for World {
 struct Listener {
     reader: usize,
     instance: usize,
-    events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    events: Events,
     /// Live posts of the home when it opened: none may come.
     initial: BTreeSet<i64>,
     /// Posts that must come: each at the top of the home when published.
@@ -796,6 +796,16 @@ struct Listener {
     /// stream's position is at or above it, even after it left the home
     /// (an unfollow, say), and a post entering below it is not streamed.
     high: Option<(i64, i64)>,
+    /// A resume announced a gap: the posts at or below this millisecond
+    /// are the client's to reload from the top of its home, not the
+    /// stream's to send.
+    floor: Option<i64>,
+    /// The positions the announced gaps started from.
+    gaps: Vec<Prev>,
+    /// The resumes asked for: (the position sent, the posts of the home
+    /// above it then), to check that a gap is announced only past
+    /// [`STREAM_REPLAY`].
+    resumed: Vec<(Prev, usize)>,
 }
 
 /// Whether entry `a` (score, id) is newer than `b` in the feed order.
@@ -813,7 +823,7 @@ impl Listener {
 
     /// Takes every event sent so far.
     fn pump(&mut self) {
-        while let Ok(event) = self.events.try_recv() {
+        while let Some(event) = self.events.try_recv() {
             self.take(event);
         }
     }
@@ -823,15 +833,28 @@ impl Listener {
             eprintln!("TRACE event {event:?}");
         }
         match event {
-            Event::Open(at) => self.last = Some(at),
-            Event::Post { post, id } => {
+            Event::Open { at, gap } => {
+                if let Some(gap) = gap {
+                    GAPS.fetch_add(1, Ordering::Relaxed);
+                    self.floor = self.floor.max(Some(at.min));
+                    self.gaps.push(gap);
+                }
+                self.last = Some(at);
+            }
+            Event::Post { post, id, .. } => {
                 self.seen.push(post.id);
                 self.last = Some(id);
             }
-            Event::Delete(_) | Event::Remove { .. } | Event::Heartbeat => {}
+            Event::Delete { .. } | Event::Remove { .. } | Event::Heartbeat => {}
         }
     }
 }
+
+/// Posts a resumed stream replays at most (`feed.stream_replay`).
+const STREAM_REPLAY: usize = 6;
+
+/// Resumes that announced a gap, over all cases.
+static GAPS: AtomicUsize = AtomicUsize::new(0);
 
 /// Live streams checked against the model, over all cases.
 static STREAMS: AtomicUsize = AtomicUsize::new(0);
@@ -1537,7 +1560,7 @@ impl World {
         }
         let instance = self.current;
         let events = match self.hubs[instance]
-            .follow(self.model.ids[reader], None)
+            .follow(Opening::of(self.model.ids[reader]), None)
             .await
         {
             Ok(events) => events,
@@ -1572,6 +1595,9 @@ impl World {
             lagged: self.dirty,
             disturbed: BTreeSet::new(),
             high,
+            floor: None,
+            gaps: Vec::new(),
+            resumed: Vec::new(),
         });
         Ok(())
     }
@@ -1590,7 +1616,18 @@ impl World {
         };
         let instance = 1 - l.instance;
         let reader = self.model.ids[l.reader];
-        match self.hubs[instance].follow(reader, Some(last)).await {
+        let above = self
+            .model
+            .feed(Feed::Home(l.reader))
+            .iter()
+            .filter(|p| !p.deleted && p.score >= last.min)
+            .count();
+        l.resumed.push((last, above));
+        let opening = Opening {
+            from: Some(last),
+            ..Opening::of(reader)
+        };
+        match self.hubs[instance].follow(opening, None).await {
             Ok(events) => {
                 l.events = events;
                 l.instance = instance;
@@ -1679,15 +1716,31 @@ impl World {
                 ));
             }
         }
+        // A gap only where the client was more than the replay behind (the
+        // home then held more posts above its position; the posts of the
+        // position's own millisecond are all counted, so that a gap the
+        // engine had reason for is never taken for a fault).
+        for gap in &l.gaps {
+            let asked = l.resumed.iter().find(|(from, _)| from == gap);
+            if asked.is_some_and(|(_, above)| *above < STREAM_REPLAY) && !l.lagged && !self.dirty {
+                return Err(format!(
+                    "stream of {}: a gap from {gap:?} with only {:?} posts above it",
+                    l.reader,
+                    asked.map(|a| a.1)
+                ));
+            }
+        }
         if self.dirty {
             return Ok(());
         }
+        let floor = l.floor;
         for id in &l.expected {
             let Some(p) = self.model.posts.iter().find(|p| p.id == *id) else {
                 continue;
             };
             let kept = !p.deleted
                 && !excused(p.id)
+                && floor.is_none_or(|f| p.score > f)
                 && !l.touched.contains(&p.author)
                 && self.model.holds(Feed::Home(l.reader), p.author);
             if kept && !once.contains(id) {
@@ -2464,6 +2517,9 @@ fn run_the_model() {
     settings.database.pool_size = 4;
     // Streams read one at a time: every read waits its turn.
     settings.feed.stream_reads = 1;
+    // A resume replays at most this many posts: further back, the stream
+    // starts below them and says where its gap is.
+    settings.feed.stream_replay = STREAM_REPLAY;
     // Every case connects anew: under the whole suite's load a connection
     // has taken over 2 s to open, a wait that is the machine's, not the
     // engine's (the PostgreSQL outage tests cover the timeout itself).
@@ -2484,11 +2540,12 @@ fn run_the_model() {
                 rounds += 1;
             }
             eprintln!(
-                "model soak: {rounds} rounds of 16 cases, {} pages and {} live streams checked, \
-                 {} jobs taken over from a quiet instance, no departure ({} cluster calls \
-                 resent after a wrong slot map)",
+                "model soak: {rounds} rounds of 16 cases, {} pages and {} live streams checked \
+                 ({} resumes past the replay), {} jobs taken over from a quiet instance, no \
+                 departure ({} cluster calls resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&STREAMS, Ordering::Relaxed),
+                AtomicUsize::load(&GAPS, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 feed_service::metrics::REDIS_RESENT.get()
             );
@@ -2499,11 +2556,12 @@ fn run_the_model() {
             let started = Instant::now();
             explore(&rt, &settings, seed, cases);
             eprintln!(
-                "model: {cases} cases from seed {seed}, {} pages and {} live streams checked, {} \
-                 jobs taken over from a quiet instance, {:.1} s ({} cluster calls resent after a \
-                 wrong slot map)",
+                "model: {cases} cases from seed {seed}, {} pages and {} live streams checked ({} \
+                 resumes past the replay), {} jobs taken over from a quiet instance, {:.1} s ({} \
+                 cluster calls resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&STREAMS, Ordering::Relaxed),
+                AtomicUsize::load(&GAPS, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 started.elapsed().as_secs_f64(),
                 feed_service::metrics::REDIS_RESENT.get()

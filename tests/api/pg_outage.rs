@@ -14,8 +14,8 @@ use crate::helpers::{error_code, ids, spawn_app_with, test_settings};
 
 /// A TCP proxy to PostgreSQL that can be cut: cutting drops every open
 /// connection and refuses new ones.
-struct PgProxy {
-    port: u16,
+pub struct PgProxy {
+    pub port: u16,
     up: Arc<AtomicBool>,
     cut: watch::Sender<u64>,
 }
@@ -24,7 +24,7 @@ impl PgProxy {
     /// Starts the proxy on a thread and runtime of its own, so that it keeps
     /// serving while the test's runtime is blocked (the app's clean-up drops
     /// its database through it).
-    async fn start() -> Self {
+    pub async fn start() -> Self {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         std_listener.set_nonblocking(true).unwrap();
         let port = std_listener.local_addr().unwrap().port();
@@ -63,12 +63,12 @@ impl PgProxy {
         PgProxy { port, up, cut }
     }
 
-    fn down(&self) {
+    pub fn down(&self) {
         self.up.store(false, Ordering::SeqCst);
         self.cut.send_modify(|n| *n += 1);
     }
 
-    fn restore(&self) {
+    pub fn restore(&self) {
         self.up.store(true, Ordering::SeqCst);
     }
 }

@@ -27,8 +27,18 @@ impl Events {
     /// Opens `GET {base}/api/v1/feed/stream` with the token and, if any, a
     /// `Last-Event-ID`.
     pub async fn open(base: &str, token: &str, last: Option<&str>) -> (StatusCode, Option<Events>) {
+        Self::open_at(base, "/api/v1/feed/stream", token, last).await
+    }
+
+    /// Opens the stream at `path` (the home's, or Mastodon's user stream).
+    pub async fn open_at(
+        base: &str,
+        path: &str,
+        token: &str,
+        last: Option<&str>,
+    ) -> (StatusCode, Option<Events>) {
         let mut req = reqwest::Client::new()
-            .get(format!("{base}/api/v1/feed/stream"))
+            .get(format!("{base}{path}"))
             .bearer_auth(token);
         if let Some(id) = last {
             req = req.header("last-event-id", id);
@@ -91,6 +101,15 @@ impl Events {
             }
         }
         out
+    }
+
+    /// Whether the stream ends (the server closes it) within `wait`.
+    pub async fn ends_within(&mut self, wait: Duration) -> bool {
+        tokio::time::timeout(wait, async {
+            while let Some(Ok(_)) = self.body.next().await {}
+        })
+        .await
+        .is_ok()
     }
 
     /// Whether nothing but heartbeats comes within `wait`.
@@ -292,4 +311,269 @@ async fn streams_woken_together_take_turns_to_read_and_each_gets_every_post() {
     for events in &mut streams {
         assert_eq!(post_ids(&events.take(want.len()).await), want);
     }
+}
+
+/// A second instance of the service on the same stores, its PostgreSQL
+/// reached through a proxy the test can cut.
+async fn instance_behind_a_proxy(
+    settings: &feed_service::settings::Settings,
+) -> (
+    String,
+    crate::pg_outage::PgProxy,
+    actix_web::dev::ServerHandle,
+) {
+    use secrecy::{ExposeSecret, SecretString};
+    let proxy = crate::pg_outage::PgProxy::start().await;
+    let mut behind = settings.clone();
+    let direct = settings.database.url.expose_secret().to_string();
+    behind.database.url =
+        SecretString::from(direct.replace(":5432/", &format!(":{}/", proxy.port)));
+    behind.database.pool_timeout_ms = 300;
+    let other = Application::build(&behind).await.unwrap();
+    let address = format!("http://127.0.0.1:{}", other.port());
+    let handle = other.handle();
+    tokio::spawn(other.run());
+    (address, proxy, handle)
+}
+
+#[tokio::test]
+async fn a_mastodon_stream_holds_an_update_until_its_author_can_be_read() {
+    let settings = test_settings();
+    let app = spawn_app_with(settings.clone()).await;
+    let (other, proxy, handle) = instance_behind_a_proxy(&settings).await;
+    let writer = app.create_user("writer").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &writer).await;
+    let (status, events) =
+        Events::open_at(&other, "/api/v1/streaming/user", &reader.token, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut events = events.unwrap();
+    // The instance holding the stream cannot read profiles any more; the
+    // writer's first post reaches the reader's inbox through the other.
+    proxy.down();
+    let post = app
+        .publish(&writer, "while its author cannot be read")
+        .await;
+    app.settle().await;
+    assert_eq!(events.quiet(Duration::from_secs(1)).await, None);
+    proxy.restore();
+    let update = events
+        .next(Duration::from_secs(15))
+        .await
+        .expect("the update comes once the author can be read");
+    assert_eq!(update.event, "update");
+    assert_eq!(update.data["text"], "while its author cannot be read");
+    assert_eq!(update.data["account"]["id"], writer.id.to_string());
+    let _ = post;
+    handle.stop(false).await;
+}
+
+#[tokio::test]
+async fn a_deleted_account_s_open_streams_end() {
+    let mut settings = test_settings();
+    settings.feed.stream_heartbeat_secs = 1;
+    let app = spawn_app_with(settings).await;
+    let reader = app.create_user("reader").await;
+    let mut open = Vec::new();
+    for path in ["/api/v1/feed/stream", "/api/v1/streaming/user"] {
+        let (status, events) = Events::open_at(&app.address, path, &reader.token, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        open.push(events.unwrap());
+    }
+    let res = app
+        .request(
+            Method::DELETE,
+            &format!("/api/v1/users/{}", reader.id),
+            Some(&reader.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    for events in &mut open {
+        assert!(
+            events.ends_within(Duration::from_secs(5)).await,
+            "a deleted account's stream ends"
+        );
+    }
+    let (status, _) = Events::open(&app.address, &reader.token, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn refused_stream_opens_are_charged_and_cost_no_query() {
+    let mut settings = test_settings();
+    settings.limits.enabled = true;
+    settings.limits.user_reads_per_sec = 1;
+    settings.limits.user_read_burst = 3;
+    settings.feed.streams_per_user = 1;
+    let app = spawn_app_with(settings).await;
+    let reader = app.create_user("reader").await;
+    let (status, first) =
+        Events::open_at(&app.address, "/api/v1/streaming/user", &reader.token, None).await;
+    assert_eq!(status, StatusCode::OK);
+    // Past the user's streams: refused before anything is read.
+    let queries = app.engine.pg().queries();
+    for _ in 0..2 {
+        let (status, _) =
+            Events::open_at(&app.address, "/api/v1/streaming/user", &reader.token, None).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    }
+    assert_eq!(
+        app.engine.pg().queries(),
+        queries,
+        "a refused open read nothing"
+    );
+    // Past the read budget (three, the opens among them): refused too,
+    // access_token or header alike.
+    let res = reqwest::get(format!(
+        "{}/api/v1/streaming/user?access_token={}",
+        app.address, reader.token
+    ))
+    .await
+    .unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body: Value = res.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("too many reads"),
+        "{body}"
+    );
+    drop(first);
+}
+
+/// The subscriber connections of the instances on `redis`'s key prefix,
+/// on a single Redis node, cut as a network fault would (none on a
+/// cluster: the test then says so).
+async fn cut_hints_link(redis: &feed_service::store::redis::RedisStore) -> bool {
+    if !redis.is_cluster() {
+        let name = redis.subscriber_name();
+        let mut redis = redis::Client::open("redis://127.0.0.1:6379/")
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        let mut killed = false;
+        for line in list.lines() {
+            if line.contains(&format!(" name={name} ")) {
+                let id = line.split(' ').find_map(|f| f.strip_prefix("id=")).unwrap();
+                let _: i64 = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("ID")
+                    .arg(id)
+                    .query_async(&mut redis)
+                    .await
+                    .unwrap();
+                killed = true;
+            }
+        }
+        return killed;
+    }
+    eprintln!("on a cluster the subscriber's links are not cut here");
+    false
+}
+
+#[tokio::test]
+async fn hints_flow_again_at_once_after_their_link_breaks_while_postgresql_is_away() {
+    let mut settings = test_settings();
+    settings.feed.stream_heartbeat_secs = 1;
+    let app = spawn_app_with(settings.clone()).await;
+    let (other, proxy, handle) = instance_behind_a_proxy(&settings).await;
+    let author = app.create_user("author").await;
+    let readers: Vec<TestUser> = app.users("reader", 20).await;
+    for r in &readers {
+        app.follow(r, &author).await;
+    }
+    let mut streams = Vec::new();
+    for r in &readers {
+        let (_, events) = Events::open(&other, &r.token, None).await;
+        let mut events = events.unwrap();
+        assert_eq!(events.take(1).await[0].event, "open");
+        streams.push(events);
+    }
+    let _ = app.publish(&author, "warm").await;
+    for events in &mut streams {
+        assert_eq!(events.take(1).await[0].event, "post");
+    }
+    proxy.down();
+    if !cut_hints_link(app.engine.redis()).await {
+        handle.stop(false).await;
+        return;
+    }
+    // Twenty readers whose authors cannot be read again: the hints flow
+    // anyway, and the post comes within a second or two.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let post = app.publish(&author, "after the break").await;
+    for events in &mut streams {
+        let got = events
+            .next(Duration::from_secs(5))
+            .await
+            .expect("the post comes");
+        assert_eq!(got.data["id"], post.id);
+    }
+    eprintln!(
+        "after the link broke: every stream had the post in {:?}",
+        started.elapsed()
+    );
+    proxy.restore();
+    handle.stop(false).await;
+}
+
+#[tokio::test]
+async fn a_newly_followed_author_s_posts_reach_a_stream_while_another_reader_subscribes_to_thousands(
+) {
+    use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+    use secrecy::ExposeSecret;
+    let settings = test_settings();
+    let app = spawn_app_with(settings.clone()).await;
+    let many = app.create_user("many").await;
+    let reader = app.create_user("reader").await;
+    let author = app.create_user("author").await;
+    // `many` follows 10,000 accounts (written as records: the follows are
+    // not the point here).
+    let mut pg = AsyncPgConnection::establish(settings.database.url.expose_secret())
+        .await
+        .unwrap();
+    pg.batch_execute(&format!(
+        "INSERT INTO users (username) SELECT 'bulk_' || g FROM generate_series(1, 10000) g;
+         INSERT INTO follows (follower_id, followee_id)
+           SELECT {}, id FROM users WHERE username LIKE 'bulk\\_%';",
+        many.id
+    ))
+    .await
+    .unwrap();
+    let (_, events) = Events::open(&app.address, &reader.token, None).await;
+    let mut events = events.unwrap();
+    assert_eq!(events.take(1).await[0].event, "open");
+    // While `many` opens its stream (10,000 channels), the reader follows
+    // the author, who posts at once.
+    let opening = {
+        let (address, token) = (app.address.clone(), many.token.clone());
+        tokio::spawn(async move { Events::open(&address, &token, None).await.0 })
+    };
+    app.follow(&reader, &author).await;
+    let post = app.publish(&author, "right after the follow").await;
+    let started = std::time::Instant::now();
+    let mut got = None;
+    while let Some(e) = events.next(Duration::from_secs(10)).await {
+        if e.event == "post" && e.data["id"] == post.id {
+            got = Some(e);
+            break;
+        }
+    }
+    assert!(got.is_some(), "the newly followed author's post came");
+    eprintln!(
+        "the post came {:?} after it was published",
+        started.elapsed()
+    );
+    assert_eq!(opening.await.unwrap(), StatusCode::OK);
 }

@@ -129,10 +129,27 @@ pub fn content(text: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct Origin(pub String);
 
+/// `server.public_url` as an origin, when the operator set one.
+#[derive(Debug, Clone, Default)]
+pub struct PublicOrigin(pub Option<String>);
+
 impl Origin {
+    /// The configured public URL; else `http://` and the request's `Host`
+    /// (a name a client chose, but only for its own response: headers a
+    /// proxy may forward, which a client can forge for a cache's other
+    /// clients, are never read), else the address the service listens on.
     pub fn of(req: &actix_web::HttpRequest) -> Self {
-        let info = req.connection_info();
-        Origin(format!("{}://{}", info.scheme(), info.host()))
+        let configured = req
+            .app_data::<actix_web::web::Data<PublicOrigin>>()
+            .and_then(|o| o.0.clone());
+        configured.map(Origin).unwrap_or_else(|| {
+            let host = req
+                .headers()
+                .get(actix_web::http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| crate::settings::public_origin(&format!("http://{h}")));
+            Origin(host.unwrap_or_else(|| format!("http://{}", req.app_config().host())))
+        })
     }
 
     fn host(&self) -> &str {

@@ -7,7 +7,7 @@ use crate::domain::PostBody;
 use crate::engine::Engine;
 use crate::error::AppError;
 use crate::http::auth::Caller;
-use crate::http::errors::{ErrorBody, MAX_BODY_BYTES};
+use crate::http::errors::{read_body, ErrorBody, MAX_BODY_BYTES};
 use crate::store::pg::models::Post;
 
 /// A new status, as JSON or a form. Only public text posts exist here:
@@ -126,7 +126,9 @@ fn new_status(req: &HttpRequest, body: &[u8]) -> Result<NewStatus, AppError> {
         (status = 200, description = "The status (the first one, on a retry)", body = Status),
         (status = 403, description = "The caller is suspended", body = ErrorBody),
         (status = 404, description = "The caller is no account", body = ErrorBody),
+        (status = 408, description = "The body arrived too slowly", body = ErrorBody),
         (status = 409, description = "A publish with the same key is in progress", body = ErrorBody),
+        (status = 413, description = "A body over 64 KiB", body = ErrorBody),
         (status = 422, description = "No text, too long, or asking for what is not supported", body = ErrorBody),
     )
 )]
@@ -135,13 +137,9 @@ pub async fn create(
     req: HttpRequest,
     caller: Caller,
     engine: web::Data<Engine>,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> Result<HttpResponse, AppError> {
-    if body.len() > MAX_BODY_BYTES {
-        return Err(AppError::PayloadTooLarge(
-            "request body is over 64 KiB".into(),
-        ));
-    }
+    let body = read_body(payload, MAX_BODY_BYTES).await?;
     let key = crate::http::posts::idempotency_key(&req)?;
     let text = new_status(&req, &body)?.text()?;
     let published = engine

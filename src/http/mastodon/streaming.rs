@@ -4,26 +4,22 @@
 //! streams.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use actix_web::{get, web, HttpRequest, HttpResponse};
 use serde_json::json;
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::entities::{status_id, Origin, Status};
-use crate::engine::stream::{Event, Streams};
+use crate::engine::stream::{Event, Events, Opening, Streams};
 use crate::engine::Engine;
 use crate::error::AppError;
 use crate::http::auth::streaming_caller;
 use crate::http::errors::ErrorBody;
 use crate::http::feed::{event_id, event_stream, last_event_id};
-use crate::store::pg::AccountRow;
+use crate::http::limits::{charge_read, client_address};
+use crate::http::socket::cut_of;
 use crate::types::Entry;
-
-/// How long a stream reuses an author's profile before reading it again.
-const PROFILE_TTL: Duration = Duration::from_secs(30);
-/// Authors' profiles a stream keeps at most.
-const PROFILES_KEPT: usize = 256;
 /// The one stream a WebSocket subscribes to here.
 const USER_STREAM: &str = "user";
 
@@ -54,22 +50,23 @@ pub async fn health() -> HttpResponse {
     ),
     responses(
         (status = 200, description = "The live stream", content_type = "text/event-stream", body = String),
+        (status = 400, description = "A malformed Last-Event-ID, or one this service never gave", body = ErrorBody),
         (status = 404, description = "The caller is no account", body = ErrorBody),
-        (status = 429, description = "Too many streams of this user", body = ErrorBody),
+        (status = 429, description = "Too many streams of this user or this address, or requests", body = ErrorBody),
         (status = 503, description = "Too many streams on this instance", body = ErrorBody),
     )
 )]
 #[get("/streaming/user")]
-pub async fn user(
-    req: HttpRequest,
-    engine: web::Data<Engine>,
-    streams: web::Data<Streams>,
-) -> Result<HttpResponse, AppError> {
+pub async fn user(req: HttpRequest, streams: web::Data<Streams>) -> Result<HttpResponse, AppError> {
     let caller = streaming_caller(&req)?;
-    let from = last_event_id(&req)?;
-    engine.user(caller.id).await?;
-    let events = streams.follow(caller.id, from).await?;
-    let live = Live::new(events, &engine, Origin::of(&req));
+    let opening = Opening {
+        reader: caller.id,
+        from: last_event_id(&req)?,
+        address: client_address(&req),
+        profiles: true,
+    };
+    let events = streams.follow(opening, cut_of(&req)).await?;
+    let live = Live::new(events, Origin::of(&req));
     Ok(event_stream(futures::stream::unfold(
         live,
         |mut live| async move {
@@ -85,7 +82,11 @@ pub async fn user(
 /// Mastodon sends it); `unsubscribe` stops it. The token comes as the
 /// `Sec-WebSocket-Protocol` (echoed back), a bearer token, or
 /// `access_token`. Only the user stream exists here: other streams answer
-/// an `error` message.
+/// an `error` message. At most `feed.websockets_per_user` sockets per user;
+/// each message the client sends is charged to its request budget (past
+/// it, the socket is closed); the service pings every
+/// `feed.stream_heartbeat_secs` and closes a socket silent for
+/// `feed.websocket_idle_secs`.
 #[utoipa::path(
     tag = "mastodon",
     operation_id = "mastodon_streaming_websocket",
@@ -95,7 +96,9 @@ pub async fn user(
     ),
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "Not a WebSocket handshake", body = ErrorBody),
         (status = 404, description = "The caller is no account", body = ErrorBody),
+        (status = 429, description = "Too many sockets of this user, or requests", body = ErrorBody),
     )
 )]
 #[get("/streaming")]
@@ -104,6 +107,7 @@ pub async fn websocket(
     body: web::Payload,
     engine: web::Data<Engine>,
     streams: web::Data<Streams>,
+    sockets: web::Data<Sockets>,
 ) -> Result<HttpResponse, AppError> {
     let upgrade = req
         .headers()
@@ -123,9 +127,10 @@ pub async fn websocket(
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty());
     let caller = match &protocol {
-        Some(token) => crate::http::auth::token_caller(&req, token)?,
+        Some(token) => crate::http::auth::charged_token_caller(&req, token)?,
         None => streaming_caller(&req)?,
     };
+    let held = Sockets::hold(&sockets, caller.id, engine.tuning().websockets_per_user)?;
     engine.user(caller.id).await?;
     let subscribed_now = web::Query::<HashMap<String, String>>::from_query(req.query_string())
         .map(|q| q.get("stream").is_some_and(|s| s == USER_STREAM))
@@ -139,15 +144,87 @@ pub async fn websocket(
                 .insert(actix_web::http::header::SEC_WEBSOCKET_PROTOCOL, value);
         }
     }
+    let tuning = engine.tuning();
     let socket = Socket {
         session,
-        engine: engine.get_ref().clone(),
         streams: streams.get_ref().clone(),
+        opening: Opening {
+            reader: caller.id,
+            from: None,
+            address: client_address(&req),
+            profiles: true,
+        },
         origin: Origin::of(&req),
-        reader: caller.id,
+        req: req.clone(),
+        ping: Duration::from_secs(tuning.stream_heartbeat_secs),
+        idle: Duration::from_secs(tuning.websocket_idle_secs),
+        _held: held,
     };
     actix_web::rt::spawn(socket.run(messages, subscribed_now));
     Ok(response)
+}
+
+/// The open WebSockets per user on this instance.
+#[derive(Default)]
+pub struct Sockets {
+    held: Mutex<HashMap<i64, usize>>,
+}
+
+/// One open socket's place among its user's.
+pub struct Held {
+    sockets: web::Data<Sockets>,
+    user: i64,
+}
+
+impl Sockets {
+    fn with<R>(&self, f: impl FnOnce(&mut HashMap<i64, usize>) -> R) -> R {
+        let mut held = match self.held.lock() {
+            Ok(h) => h,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut held)
+    }
+
+    /// A place for one more socket of `user`, if it holds fewer than
+    /// `most` (checked and taken at once).
+    fn hold(sockets: &web::Data<Self>, who: i64, most: usize) -> Result<Held, AppError> {
+        sockets.with(|held| {
+            let n = held.entry(who).or_default();
+            if *n >= most {
+                return Err(AppError::RateLimited {
+                    message: format!(
+                        "user {who} holds {n} streaming sockets already, the most allowed \
+                         (feed.websockets_per_user)"
+                    ),
+                    retry_after_secs: 5,
+                });
+            }
+            *n += 1;
+            Ok(())
+        })?;
+        Ok(Held {
+            sockets: sockets.clone(),
+            user: who,
+        })
+    }
+
+    /// Sockets open on this instance.
+    pub fn open(&self) -> usize {
+        self.with(|held| held.values().sum())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.sockets.with(|held| {
+            if let Some(n) = held.get_mut(&self.user) {
+                *n -= 1;
+                if *n == 0 {
+                    held.remove(&self.user);
+                }
+            }
+        });
+    }
 }
 
 /// One WebSocket: the client's messages in; the home's events out, sent
@@ -155,10 +232,14 @@ pub async fn websocket(
 /// read).
 struct Socket {
     session: actix_ws::Session,
-    engine: Engine,
     streams: Streams,
+    opening: Opening,
     origin: Origin,
-    reader: i64,
+    /// The upgrade request: its connection, and the limits' app data.
+    req: HttpRequest,
+    ping: Duration,
+    idle: Duration,
+    _held: Held,
 }
 
 impl Socket {
@@ -168,52 +249,85 @@ impl Socket {
         if subscribed_now {
             sender = self.subscribe().await;
         }
-        while let Some(Ok(message)) = messages.next().await {
+        let mut heard = tokio::time::Instant::now();
+        let mut pings = tokio::time::interval(self.ping);
+        pings.tick().await;
+        let close = loop {
+            let message = tokio::select! {
+                m = messages.next() => m,
+                _ = pings.tick() => {
+                    if self.session.ping(b"").await.is_err() {
+                        break None;
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(heard + self.idle) => {
+                    break Some(actix_ws::CloseReason {
+                        code: actix_ws::CloseCode::Away,
+                        description: Some("silent for too long".into()),
+                    });
+                }
+            };
+            let Some(Ok(message)) = message else {
+                break None;
+            };
+            heard = tokio::time::Instant::now();
             match message {
                 actix_ws::Message::Text(text) => {
-                    match serde_json::from_str::<serde_json::Value>(&text) {
+                    if let Err(e) = charge_read(&self.req, self.opening.reader) {
+                        let error = json!({"error": e.public_message()});
+                        let _ = self.session.text(error.to_string()).await;
+                        break Some(actix_ws::CloseReason {
+                            code: actix_ws::CloseCode::Policy,
+                            description: Some("too many messages".into()),
+                        });
+                    }
+                    let said = serde_json::from_str::<serde_json::Value>(&text);
+                    let reply = match said {
                         Ok(m) if m["type"] == "subscribe" && m["stream"] == USER_STREAM => {
                             if sender.as_ref().is_none_or(|s| s.is_finished()) {
                                 sender = self.subscribe().await;
                             }
+                            None
                         }
                         Ok(m) if m["type"] == "unsubscribe" && m["stream"] == USER_STREAM => {
                             if let Some(s) = sender.take() {
                                 s.abort();
                             }
+                            None
                         }
-                        _ => {
-                            let error = json!({"error": "only the user stream is served here"});
-                            if self.session.text(error.to_string()).await.is_err() {
-                                break;
-                            }
+                        _ => Some(json!({"error": "only the user stream is served here"})),
+                    };
+                    if let Some(error) = reply {
+                        if self.session.text(error.to_string()).await.is_err() {
+                            break None;
                         }
                     }
                 }
                 actix_ws::Message::Ping(bytes) if self.session.pong(&bytes).await.is_err() => {
-                    break;
+                    break None;
                 }
-                actix_ws::Message::Close(_) => break,
+                actix_ws::Message::Close(_) => break None,
                 _ => {}
             }
-        }
+        };
         if let Some(s) = sender {
             s.abort();
         }
-        let _ = self.session.close(None).await;
+        let _ = self.session.close(close).await;
     }
 
     /// Opens the user stream and starts sending it.
     async fn subscribe(&mut self) -> Option<tokio::task::JoinHandle<()>> {
-        match self.streams.follow(self.reader, None).await {
+        match self.streams.follow(self.opening, cut_of(&self.req)).await {
             Ok(events) => {
-                let mut live = Live::new(events, &self.engine, self.origin.clone());
+                let mut live = Live::new(events, self.origin.clone());
                 let mut session = self.session.clone();
                 Some(actix_web::rt::spawn(async move {
                     while let Some(said) = live.next().await {
                         let sent = match said.websocket() {
                             Some(text) => session.text(text).await,
-                            None => session.ping(b"").await,
+                            None => Ok(()),
                         };
                         if sent.is_err() {
                             return;
@@ -269,69 +383,52 @@ impl Said {
     }
 }
 
-/// One open user stream, in Mastodon's terms.
+/// One open user stream, in Mastodon's terms: the engine's stream brings
+/// each post's author and each deletion's time (read under the stream's
+/// turn, and read again when that fails), so nothing is looked up here.
 struct Live {
-    events: UnboundedReceiver<Event>,
-    engine: Engine,
+    events: Events,
     origin: Origin,
-    /// Authors' profiles, with when they were read.
-    profiles: HashMap<i64, (Instant, AccountRow)>,
 }
 
 impl Live {
-    fn new(events: UnboundedReceiver<Event>, engine: &Engine, origin: Origin) -> Self {
-        Live {
-            events,
-            engine: engine.clone(),
-            origin,
-            profiles: HashMap::new(),
-        }
+    fn new(events: Events, origin: Origin) -> Self {
+        Live { events, origin }
     }
 
     /// The next thing to say (none once the stream ended).
     async fn next(&mut self) -> Option<Said> {
         loop {
             let event = self.events.recv().await?;
-            if let Some(said) = self.said(&event).await {
+            if let Some(said) = self.said(&event) {
                 return Some(said);
             }
         }
     }
 
     /// An event in Mastodon's terms (none for what it has no event for).
-    async fn said(&mut self, event: &Event) -> Option<Said> {
+    fn said(&self, event: &Event) -> Option<Said> {
         match event {
-            Event::Open(_) => Some(Said::Hello),
+            Event::Open { .. } => Some(Said::Hello),
             Event::Heartbeat => Some(Said::Heartbeat),
-            Event::Post { post, id } => {
-                let author = self.profile(post.author_id).await?;
-                Some(Said::Update {
-                    status: Box::new(Status::new(post, &author, &self.origin)),
-                    id: event_id(id),
-                })
+            Event::Post {
+                post,
+                id,
+                author: Some(author),
+            } => Some(Said::Update {
+                status: Box::new(Status::new(post, author, &self.origin)),
+                id: event_id(id),
+            }),
+            // (A stream asked for profiles: every post has its author.)
+            Event::Post { author: None, .. } => None,
+            Event::Delete { id, at: Some(at) } => {
+                Some(Said::Delete(status_id(Entry::new(*at, *id))))
             }
-            Event::Delete(id) => {
-                // A purged post is in no feed any more: nothing to say.
-                let at = self.engine.post_time(*id).await.ok()??;
-                Some(Said::Delete(status_id(Entry::new(at, *id))))
-            }
+            // A purged post is in no feed any more: nothing to say.
+            Event::Delete { at: None, .. } => None,
             // Mastodon's stream has no event for an author's posts leaving
             // the home: a client's next read shows it.
             Event::Remove { .. } => None,
         }
-    }
-
-    async fn profile(&mut self, author: i64) -> Option<AccountRow> {
-        if let Some((at, row)) = self.profiles.get(&author) {
-            if at.elapsed() < PROFILE_TTL {
-                return Some(row.clone());
-            }
-        }
-        let row = self.engine.profile(author).await.ok()?;
-        if self.profiles.len() >= PROFILES_KEPT {
-            self.profiles.clear();
-        }
-        self.profiles.insert(author, (Instant::now(), row.clone()));
-        Some(row)
     }
 }

@@ -105,25 +105,55 @@ impl PgStore {
         .optional()?)
     }
 
-    /// An import of follows by `follower`: its task (the list kept with it)
-    /// and the `import` job that follows them.
+    /// An import of follows by `follower`: its task, its list in chunks of
+    /// [`IMPORT_CHUNK`] ids, and the `import` job that follows them. At
+    /// most `most_open` imports of one user may be queued or running: the
+    /// follower's row is locked while they are counted, so that concurrent
+    /// imports cannot pass the cap together (429).
     pub async fn create_import(
         &self,
         follower: i64,
         targets: &[i64],
+        most_open: usize,
         now_ms: i64,
     ) -> AppResult<Task> {
         let targets = targets.to_vec();
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
+            let active: Option<i64> = users::table
+                .find(follower)
+                .filter(users::status.eq(User::ACTIVE))
+                .select(users::id)
+                .for_update()
+                .first(conn)
+                .await
+                .optional()?;
+            if active.is_none() {
+                return Err(AppError::NotFound(format!(
+                    "user {follower} does not exist (or may not follow)"
+                )));
+            }
+            let open = open_imports(conn, follower).await?;
+            if open >= most_open as i64 {
+                return Err(too_many_imports(follower, open));
+            }
             let task: Task = diesel::sql_query(format!(
-                "INSERT INTO tasks (kind, user_id, total, targets) \
-                 VALUES ('import_follows', $1, $2, $3) RETURNING {TASK_COLUMNS}"
+                "INSERT INTO tasks (kind, user_id, total) \
+                 VALUES ('import_follows', $1, $2) RETURNING {TASK_COLUMNS}"
             ))
             .bind::<BigInt, _>(follower)
             .bind::<BigInt, _>(targets.len() as i64)
-            .bind::<Array<BigInt>, _>(&targets)
             .get_result(conn)
+            .await?;
+            diesel::sql_query(
+                "INSERT INTO import_chunks (task_id, n, ids) \
+                 SELECT $1, g, $2[g * $3 + 1 : g * $3 + $3] \
+                 FROM generate_series(0, (cardinality($2) - 1) / $3) g",
+            )
+            .bind::<BigInt, _>(task.id)
+            .bind::<Array<BigInt>, _>(&targets)
+            .bind::<BigInt, _>(IMPORT_CHUNK as i64)
+            .execute(conn)
             .await?;
             insert_job(conn, JobKind::Import, follower, Some(task.id), now_ms).await?;
             Ok(task)
@@ -131,14 +161,41 @@ impl PgStore {
         .await
     }
 
-    /// The ids of an import's list after the first `from`, `limit` of them.
+    /// Refuses (429) when `user` already has `most_open` imports queued or
+    /// running: what the import route checks before it reads a body.
+    pub async fn import_room(&self, user: i64, most_open: usize) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        let open = open_imports(&mut conn, user).await?;
+        if open >= most_open as i64 {
+            return Err(too_many_imports(user, open));
+        }
+        Ok(())
+    }
+
+    /// The ids of an import's list after the first `from`: one chunk.
+    /// Every chunk but the last is full, so a `from` that is not a multiple
+    /// of [`IMPORT_CHUNK`] is past the end. (A task an older release
+    /// queued keeps its list whole: sliced.)
     pub async fn import_batch(&self, task: i64, from: i64, limit: i64) -> AppResult<Vec<i64>> {
+        use super::schema::import_chunks;
+        if from % IMPORT_CHUNK as i64 != 0 {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn().await?;
+        let chunk: Option<Vec<i64>> = import_chunks::table
+            .find((task, from / IMPORT_CHUNK as i64))
+            .select(import_chunks::ids)
+            .first(&mut conn)
+            .await
+            .optional()?;
+        if let Some(ids) = chunk {
+            return Ok(ids);
+        }
         #[derive(QueryableByName)]
         struct Slice {
             #[diesel(sql_type = diesel::sql_types::Nullable<Array<BigInt>>)]
             ids: Option<Vec<i64>>,
         }
-        let mut conn = self.conn().await?;
         let slice: Option<Slice> =
             diesel::sql_query("SELECT targets[$2 + 1 : $2 + $3] AS ids FROM tasks WHERE id = $1")
                 .bind::<BigInt, _>(task)
@@ -172,17 +229,27 @@ impl PgStore {
         state: &str,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
+        let ended = matches!(state, "done" | "failed");
         diesel::sql_query(
             "UPDATE tasks SET done = done + $2, skipped = skipped + $3, state = $4, \
-                finished_at = CASE WHEN $4 IN ('done', 'failed') THEN now() END \
+                finished_at = CASE WHEN $5 THEN now() END, \
+                targets = CASE WHEN $5 THEN NULL ELSE targets END \
              WHERE id = $1",
         )
         .bind::<BigInt, _>(id)
         .bind::<BigInt, _>(done)
         .bind::<BigInt, _>(skipped)
         .bind::<Text, _>(state)
+        .bind::<diesel::sql_types::Bool, _>(ended)
         .execute(&mut conn)
         .await?;
+        if ended {
+            // An ended import keeps no list.
+            diesel::sql_query("DELETE FROM import_chunks WHERE task_id = $1")
+                .bind::<BigInt, _>(id)
+                .execute(&mut conn)
+                .await?;
+        }
         Ok(())
     }
 
@@ -304,6 +371,22 @@ impl PgStore {
             )
             .execute(conn)
             .await?;
+            // Its imports end unfinished, and their lists go.
+            diesel::sql_query(
+                "UPDATE tasks SET state = 'failed', finished_at = now(), targets = NULL, \
+                    error = 'the importer was deleted' \
+                 WHERE user_id = $1 AND kind = 'import_follows' AND finished_at IS NULL",
+            )
+            .bind::<BigInt, _>(account)
+            .execute(conn)
+            .await?;
+            diesel::sql_query(
+                "DELETE FROM import_chunks WHERE task_id IN \
+                    (SELECT id FROM tasks WHERE user_id = $1 AND kind = 'import_follows')",
+            )
+            .bind::<BigInt, _>(account)
+            .execute(conn)
+            .await?;
             if let Some(task) = task {
                 diesel::sql_query(
                     "UPDATE tasks SET state = 'done', done = total, finished_at = now() \
@@ -316,6 +399,36 @@ impl PgStore {
             Ok(())
         })
         .await
+    }
+}
+
+/// Ids of an import's list per chunk: one batch's.
+pub const IMPORT_CHUNK: usize = 1000;
+
+/// Imports of `user` queued or running.
+async fn open_imports(conn: &mut diesel_async::AsyncPgConnection, user: i64) -> AppResult<i64> {
+    #[derive(QueryableByName)]
+    struct Open {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let open: Open = diesel::sql_query(
+        "SELECT count(*) AS n FROM tasks \
+         WHERE user_id = $1 AND kind = 'import_follows' AND finished_at IS NULL",
+    )
+    .bind::<BigInt, _>(user)
+    .get_result(conn)
+    .await?;
+    Ok(open.n)
+}
+
+fn too_many_imports(user: i64, open: i64) -> AppError {
+    AppError::RateLimited {
+        message: format!(
+            "user {user} has {open} imports queued or running, the most allowed \
+             (feed.imports_per_user): retry once one has ended"
+        ),
+        retry_after_secs: 30,
     }
 }
 

@@ -95,6 +95,8 @@ pub enum Deletion {
     /// Deleted now; `job` writes its tombstone if the requester cannot.
     Deleted {
         author_id: i64,
+        /// The post's time (its place in feeds).
+        created_at_ms: i64,
         job: i64,
     },
     /// Deleted before.
@@ -280,16 +282,20 @@ impl PgStore {
     ) -> AppResult<Deletion> {
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
-            let row: Option<(i64, bool)> = posts::table
+            let row: Option<(i64, i64, bool)> = posts::table
                 .find(id)
-                .select((posts::author_id, posts::deleted_at.is_null()))
+                .select((
+                    posts::author_id,
+                    posts::created_at_ms,
+                    posts::deleted_at.is_null(),
+                ))
                 .for_update()
                 .first(conn)
                 .await
                 .optional()?;
-            let author_id = match row {
-                Some((author_id, true)) => author_id,
-                Some((_, false)) => return Ok(Deletion::AlreadyDeleted),
+            let (author_id, created_at_ms) = match row {
+                Some((author_id, at, true)) => (author_id, at),
+                Some((_, _, false)) => return Ok(Deletion::AlreadyDeleted),
                 None => return Ok(Deletion::NotFound),
             };
             if actor.is_some_and(|a| a != author_id) {
@@ -309,7 +315,11 @@ impl PgStore {
                 now_ms,
             )
             .await?;
-            Ok(Deletion::Deleted { author_id, job })
+            Ok(Deletion::Deleted {
+                author_id,
+                created_at_ms,
+                job,
+            })
         })
         .await
     }
@@ -753,6 +763,37 @@ impl PgStore {
         Ok((seq, rows.into_iter().filter_map(|r| r.1).collect()))
     }
 
+    /// Whom each of `readers` follows and has not muted (their homes'
+    /// authors but themselves): one query for many readers. Readers that
+    /// follow nobody (or are no account) are absent.
+    pub async fn followees_of_many(
+        &self,
+        readers: &[i64],
+    ) -> AppResult<std::collections::HashMap<i64, Vec<i64>>> {
+        #[derive(QueryableByName)]
+        struct Edge {
+            #[diesel(sql_type = BigInt)]
+            follower_id: i64,
+            #[diesel(sql_type = BigInt)]
+            followee_id: i64,
+        }
+        let mut conn = self.conn().await?;
+        let edges: Vec<Edge> = diesel::sql_query(
+            "SELECT f.follower_id, f.followee_id FROM follows f \
+             WHERE f.follower_id = ANY($1) AND NOT EXISTS ( \
+                SELECT 1 FROM mutes m WHERE m.muter_id = f.follower_id \
+                AND m.muted_id = f.followee_id)",
+        )
+        .bind::<diesel::sql_types::Array<BigInt>, _>(readers)
+        .load(&mut conn)
+        .await?;
+        let mut out = std::collections::HashMap::<i64, Vec<i64>>::new();
+        for e in edges {
+            out.entry(e.follower_id).or_default().push(e.followee_id);
+        }
+        Ok(out)
+    }
+
     /// Which of `posts` still have a delivery job (done or not yet, dead
     /// included: its post is still owed to the inboxes).
     pub async fn deliveries_of(&self, posts: &[i64]) -> AppResult<Vec<i64>> {
@@ -802,7 +843,7 @@ type BoxedSql =
     diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>;
 
 #[derive(QueryableByName)]
-struct Count {
+pub(super) struct Count {
     #[diesel(sql_type = BigInt)]
-    n: i64,
+    pub(super) n: i64,
 }

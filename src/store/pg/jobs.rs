@@ -52,11 +52,18 @@ impl PgStore {
 
     /// Claims a job whose lease has expired, for `lease`: the oldest
     /// (`pick` 0), the `pick`-th oldest, or with a negative `pick` the
-    /// `-pick`-th newest (tests claim in every order). The jobs of one
+    /// `-pick`-th newest (tests claim in every order), every other kind
+    /// before the bulk ones ([`JobKind::BULK`]: a delivery never waits
+    /// behind an import), and these only if `bulk`. The jobs of one
     /// (author, follower) pair are claimed one at a time, in order: a
     /// `follow` never runs before an earlier `unfollow` of the same pair has
     /// finished.
-    pub async fn claim_job(&self, lease: Duration, pick: i64) -> AppResult<Option<Claimed>> {
+    pub async fn claim_job(
+        &self,
+        lease: Duration,
+        pick: i64,
+        bulk: bool,
+    ) -> AppResult<Option<Claimed>> {
         // Idle workers poll a few times a second: bookkeeping, uncounted.
         let mut conn = self.uncounted_conn().await?;
         let (order, skip) = if pick < 0 {
@@ -75,7 +82,9 @@ impl PgStore {
                  AND (j.follower_id IS NULL OR NOT EXISTS ( \
                      SELECT 1 FROM fanout_jobs o WHERE o.author_id = j.author_id \
                      AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
-                 ORDER BY j.id {order} OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                 AND ($5 OR j.kind <> ALL ($6)) \
+                 ORDER BY j.kind = ANY ($6), j.id {order} OFFSET $2 LIMIT 1 \
+                 FOR UPDATE SKIP LOCKED) \
              RETURNING id, kind, author_id, post_id, follower_id, checkpoint, attempts, \
                 created_at_ms, lease, epoch, task_id, targets"
         ))
@@ -83,6 +92,10 @@ impl PgStore {
         .bind::<BigInt, _>(skip)
         .bind::<BigInt, _>(self.instance)
         .bind::<diesel::sql_types::Double, _>(QUIET_INSTANCE.as_secs_f64())
+        .bind::<diesel::sql_types::Bool, _>(bulk)
+        .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(
+            JobKind::BULK.map(JobKind::as_str).to_vec(),
+        )
         .get_result(&mut conn)
         .await
         .optional()?;

@@ -109,9 +109,22 @@ impl PgStore {
         Ok(row.pid)
     }
 
+    /// Whether PostgreSQL answers, within the pool's wait
+    /// (`database.pool_timeout_ms`) in all: taking a connection, and the
+    /// query itself (a partition would hold it for ever).
     pub async fn ping(&self) -> AppResult<()> {
-        let mut conn = self.conn().await?;
-        conn.batch_execute("SELECT 1").await?;
-        Ok(())
+        let bound = self
+            .pool
+            .timeouts()
+            .wait
+            .unwrap_or(std::time::Duration::from_secs(2));
+        let work = async {
+            let mut conn = self.uncounted_conn().await?;
+            conn.batch_execute("SELECT 1").await?;
+            Ok(())
+        };
+        tokio::time::timeout(bound, work)
+            .await
+            .unwrap_or(Err(crate::error::AppError::TimedOut { what: "PostgreSQL" }))
     }
 }

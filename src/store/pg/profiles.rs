@@ -20,7 +20,7 @@ pub struct AccountRow {
     pub follower_count: i64,
     #[diesel(sql_type = BigInt)]
     pub following_count: i64,
-    /// Live posts.
+    /// Live posts (kept by the records: no count at read).
     #[diesel(sql_type = BigInt)]
     pub post_count: i64,
     #[diesel(sql_type = BigInt)]
@@ -70,11 +70,11 @@ impl PgStore {
         Ok(diesel::sql_query(
             "SELECT u.id, u.username, u.follower_count, u.following_count, \
                 (extract(epoch FROM u.created_at) * 1000)::bigint AS created_at_ms, \
-                c.post_count, c.last_post_ms \
-             FROM users u, LATERAL (SELECT count(*) AS post_count, max(p.created_at_ms) AS last_post_ms \
-                                    FROM posts p \
-                                    WHERE p.author_id = u.id AND p.deleted_at IS NULL) c \
-             WHERE u.id = ANY($1) AND u.status = 'active'",
+                u.post_count, \
+                (SELECT p.created_at_ms FROM posts p \
+                 WHERE p.author_id = u.id AND p.deleted_at IS NULL \
+                 ORDER BY p.created_at_ms DESC LIMIT 1) AS last_post_ms \
+             FROM users u WHERE u.id = ANY($1) AND u.status = 'active'",
         )
         .bind::<Array<BigInt>, _>(ids)
         .load(&mut conn)

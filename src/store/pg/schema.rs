@@ -22,6 +22,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    import_chunks (task_id, n) {
+        task_id -> Int8,
+        n -> Int8,
+        ids -> Array<Int8>,
+    }
+}
+
+diesel::table! {
     instances (id) {
         id -> Int8,
         seen_at -> Timestamptz,
@@ -117,13 +125,16 @@ diesel::table! {
         follow_seq -> Int8,
         big_v_epoch -> Int8,
         status -> Text,
+        post_count -> Int8,
     }
 }
 
+diesel::joinable!(import_chunks -> tasks (task_id));
 diesel::joinable!(posts -> users (author_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
     blocks,
+    import_chunks,
     instances,
     fanout_jobs,
     follows,

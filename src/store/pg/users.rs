@@ -4,6 +4,7 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
+use super::feed::Count;
 use super::jobs::{queue_job, queue_pair_job};
 use super::models::{NewUser, SettingsRow, User};
 use super::schema::{blocks, follows, mutes, settings, users};
@@ -130,13 +131,23 @@ impl PgStore {
             // pair): no deadlock with a follow or a block.
             let mut rows: Vec<i64> = targets.clone();
             rows.push(follower);
-            let _: Vec<i64> = users::table
+            let locked: Vec<(i64, String)> = users::table
                 .filter(users::id.eq_any(&rows))
                 .order(users::id)
-                .select(users::id)
+                .select((users::id, users::status))
                 .for_update()
                 .load(conn)
                 .await?;
+            // The follower is checked under its lock, as a follow checks
+            // its pair (`lock_pair`).
+            if !locked
+                .iter()
+                .any(|(id, status)| *id == follower && status == User::ACTIVE)
+            {
+                return Err(AppError::NotFound(format!(
+                    "user {follower} does not exist (or may not follow)"
+                )));
+            }
             let valid: Vec<i64> = diesel::sql_query(
                 "SELECT u.id AS n FROM users u WHERE u.id = ANY($2) AND u.id <> $1 \
                  AND u.status = 'active' AND NOT EXISTS (SELECT 1 FROM blocks b \
@@ -297,6 +308,9 @@ impl PgStore {
     ) -> AppResult<EdgeChange> {
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
+            if mute {
+                lock_pair(conn, reader, target).await?;
+            }
             let changed = (if mute {
                 diesel::insert_into(mutes::table)
                     .values((
@@ -455,6 +469,22 @@ impl PgStore {
         Ok(rows.into_iter().map(|r| (r.at, r.user)).collect())
     }
 
+    /// How many of `owner`'s mutes (or blocks) were made at `at`.
+    pub async fn relations_at(&self, owner: i64, mutes: bool, at: i64) -> AppResult<i64> {
+        let mut conn = self.conn().await?;
+        let sql = if mutes {
+            "SELECT count(*) AS n FROM mutes WHERE muter_id = $1 AND created_at_ms = $2"
+        } else {
+            "SELECT count(*) AS n FROM blocks WHERE blocker_id = $1 AND created_at_ms = $2"
+        };
+        let row: Count = diesel::sql_query(sql)
+            .bind::<BigInt, _>(owner)
+            .bind::<BigInt, _>(at)
+            .get_result(&mut conn)
+            .await?;
+        Ok(row.n)
+    }
+
     // ----- settings -----
 
     pub async fn settings(&self) -> AppResult<SettingsRow> {
@@ -592,15 +622,27 @@ async fn change_edge(
 }
 
 /// Locks two users' rows, in id order (no deadlock between A→B and B→A):
-/// a follow and a block of the pair go one after the other.
+/// a follow and a block of the pair go one after the other. Either being
+/// deleted (or gone) is refused here, under the lock: an account's
+/// deletion takes the same lock, so a change of the pair either commits
+/// before it (and the purge, which reads after it, undoes it) or sees it
+/// (404), and never writes a row of an account being purged.
 async fn lock_pair(conn: &mut AsyncPgConnection, a: i64, b: i64) -> AppResult<()> {
-    let _: Vec<i64> = users::table
+    let rows: Vec<(i64, String)> = users::table
         .filter(users::id.eq_any([a, b]))
         .order(users::id)
-        .select(users::id)
+        .select((users::id, users::status))
         .for_update()
         .load(conn)
         .await?;
+    for id in [a, b] {
+        if !rows
+            .iter()
+            .any(|(r, status)| *r == id && status != User::DELETED)
+        {
+            return Err(AppError::NotFound(format!("user {id} does not exist")));
+        }
+    }
     Ok(())
 }
 

@@ -105,6 +105,14 @@ impl RedisStore {
                 .await
                 .map_err(|_| super::timed_out())?
                 .map_err(broken)?;
+                // Named, so that an operator (or a test) tells it apart in
+                // `CLIENT LIST`.
+                let mut named = conn.clone();
+                let _: redis::RedisResult<()> = redis::cmd("CLIENT")
+                    .arg("SETNAME")
+                    .arg(self.subscriber_name())
+                    .query_async(&mut named)
+                    .await;
                 SubConn::Single(conn)
             }
             Source::Cluster(nodes) => {
@@ -138,6 +146,12 @@ impl RedisStore {
         ))
     }
 
+    /// The name of this instance's subscriber connection on a single node
+    /// (`CLIENT LIST`): its key prefix and `hints`.
+    pub fn subscriber_name(&self) -> String {
+        format!("{}hints", self.keys().prefix()).replace(|c: char| !c.is_ascii_graphic(), "_")
+    }
+
     /// Publishes a hint (one message, whoever listens; nothing if nobody
     /// does), bounded by the timeout.
     pub async fn hint(&self, channel: &str, payload: &str) -> AppResult<()> {
@@ -155,6 +169,25 @@ impl RedisStore {
     }
 }
 
+/// Calls a cluster makes at once to (un)subscribe: one channel per call,
+/// each to its slot's master.
+const CONCURRENT_SUBSCRIBES: usize = 32;
+
+/// Runs `call` for each channel, [`CONCURRENT_SUBSCRIBES`] at a time.
+async fn each_concurrently<F, Fut>(channels: &[String], call: F) -> AppResult<()>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<()>>,
+{
+    use futures::StreamExt;
+    let mut calls = futures::stream::iter(channels.iter().cloned().map(call))
+        .buffer_unordered(CONCURRENT_SUBSCRIBES);
+    while let Some(done) = calls.next().await {
+        done.map_err(broken)?;
+    }
+    Ok(())
+}
+
 impl Subscriber {
     /// Subscribes to channels (sharded on a cluster, where one call names
     /// channels of one slot: each goes alone).
@@ -165,10 +198,12 @@ impl Subscriber {
         match &mut *self.conn.lock().await {
             SubConn::Single(c) => c.subscribe(channels).await.map_err(broken),
             SubConn::Cluster(c) => {
-                for channel in channels {
-                    c.ssubscribe(channel).await.map_err(broken)?;
-                }
-                Ok(())
+                let c = c.clone();
+                each_concurrently(channels, |channel| {
+                    let mut c = c.clone();
+                    async move { c.ssubscribe(channel).await }
+                })
+                .await
             }
         }
     }
@@ -181,10 +216,12 @@ impl Subscriber {
         match &mut *self.conn.lock().await {
             SubConn::Single(c) => c.unsubscribe(channels).await.map_err(broken),
             SubConn::Cluster(c) => {
-                for channel in channels {
-                    c.sunsubscribe(channel).await.map_err(broken)?;
-                }
-                Ok(())
+                let c = c.clone();
+                each_concurrently(channels, |channel| {
+                    let mut c = c.clone();
+                    async move { c.sunsubscribe(channel).await }
+                })
+                .await
             }
         }
     }

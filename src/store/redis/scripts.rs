@@ -343,6 +343,28 @@ local function push(key, cap, cut, list)
   if floor ~= nil then trim(key, cap) end
   return added
 end
+-- Removes the entries of `list` ({score, entry} pairs) from the list in
+-- one pass, its sentinel and TTL kept: one read and, if anything went, one
+-- rewrite, however many entries (an unfollow names an inbox's worth).
+-- Returns how many went.
+local function remove_all(key, list)
+  if #list == 0 then return 0 end
+  local gone = {}
+  for _, x in ipairs(list) do gone[x[2]] = true end
+  local have = redis.call('LRANGE', key, 0, -1)
+  local out = {}
+  for _, e in ipairs(have) do
+    if not gone[e] then out[#out + 1] = e end
+  end
+  if #out == #have then return 0 end
+  local ttl = redis.call('PTTL', key)
+  redis.call('DEL', key)
+  for from = 1, #out, 1000 do
+    redis.call('RPUSH', key, unpack(out, from, math.min(from + 999, #out)))
+  end
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+  return #have - #out
+end
 "#;
 
 /// PUSH: KEYS feed lists; ARGV[1] cap; ARGV[2] the lowest score of a cut
@@ -620,7 +642,7 @@ local entries = packed(7)
 if ARGV[4] == 'push' then
   push(KEYS[2], tonumber(ARGV[5]), ARGV[6], entries)
 elseif ARGV[4] == 'remove' and applied == 1 then
-  for _, x in ipairs(entries) do redis.call('LREM', KEYS[2], 1, x[2]) end
+  remove_all(KEYS[2], entries)
 end
 return applied
 "#

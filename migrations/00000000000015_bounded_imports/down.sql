@@ -1,0 +1,2 @@
+DROP INDEX tasks_open_imports;
+DROP TABLE import_chunks;

@@ -1,0 +1,591 @@
+//! This instance's open streams: the limits on them, whom each reader's
+//! home shows, and the hint channels they need.
+//!
+//! Every limit is checked and the stream registered in one critical
+//! section, before anything is read ([`Hub::reserve`]): concurrent opens
+//! cannot pass a limit together. Nothing the hub does while holding its
+//! state awaits; the channels are subscribed to by one task, the keeper,
+//! which brings the subscriptions to what the streams need, so that hints
+//! keep flowing while a reader with thousands of follows subscribes.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::{watch, Notify, OnceCell, Semaphore};
+
+use super::mailbox::{Closing, Mailbox};
+use crate::engine::Engine;
+use crate::error::{AppError, AppResult};
+use crate::store::redis::pubsub::{Hint, Subscriber};
+
+/// How long an opening stream waits for its channels to be subscribed.
+const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);
+
+/// Readers whose authors one query reads, after the hints' link broke.
+const RELOAD_CHUNK: usize = 64;
+
+pub(super) struct Hub {
+    pub engine: Engine,
+    /// Turns to read: at most `feed.stream_reads` stream reads at once.
+    pub reads: Arc<Semaphore>,
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    /// Wakes the keeper: the channels wanted changed.
+    keeper: Notify,
+    /// What the subscriptions match: the generation of the channels
+    /// wanted, and whether the link is up.
+    synced: watch::Sender<Synced>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Synced {
+    generation: u64,
+    linked: bool,
+}
+
+#[derive(Default)]
+struct State {
+    readers: HashMap<i64, Reader>,
+    /// The local readers whose homes show each author.
+    fans: HashMap<i64, HashSet<i64>>,
+    /// Streams open per client address.
+    addresses: HashMap<IpAddr, usize>,
+    open: usize,
+    /// Channels the open streams need.
+    channels: HashSet<String>,
+    /// Channels wanted or not since the keeper last looked.
+    changed: HashSet<String>,
+    /// Counts the changes of `channels`.
+    generation: u64,
+}
+
+struct Reader {
+    /// The authors its home shows (itself, with its own posts).
+    authors: HashSet<i64>,
+    streams: Vec<(u64, Option<IpAddr>, Arc<Mailbox>)>,
+    /// Its authors read and their channels subscribed to, once for all
+    /// its streams.
+    loaded: Arc<OnceCell<()>>,
+}
+
+/// An open stream's place in the hub; dropping it closes the stream there.
+pub(super) struct Slot {
+    hub: Arc<Hub>,
+    reader: i64,
+    id: u64,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.hub.leave(self.reader, self.id);
+    }
+}
+
+fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    match m.lock() {
+        Ok(s) => s,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+impl State {
+    fn want(&mut self, channel: String) {
+        if self.channels.insert(channel.clone()) {
+            self.changed.insert(channel);
+            self.generation += 1;
+        }
+    }
+
+    fn unwant(&mut self, channel: &str) {
+        if self.channels.remove(channel) {
+            self.changed.insert(channel.to_string());
+            self.generation += 1;
+        }
+    }
+
+    fn mailboxes(&self) -> impl Iterator<Item = &Arc<Mailbox>> {
+        self.readers
+            .values()
+            .flat_map(|r| r.streams.iter().map(|(_, _, m)| m))
+    }
+}
+
+impl Hub {
+    pub fn new(engine: Engine) -> Arc<Self> {
+        let mut state = State::default();
+        state.want(engine.redis().keys().hidden_channel());
+        Arc::new(Hub {
+            reads: Arc::new(Semaphore::new(engine.tuning().stream_reads)),
+            engine,
+            state: Mutex::new(state),
+            next_id: AtomicU64::new(1),
+            keeper: Notify::new(),
+            synced: watch::Sender::new(Synced::default()),
+        })
+    }
+
+    pub fn open(&self) -> usize {
+        lock(&self.state).open
+    }
+
+    /// A turn to read (see [`Hub::reads`]), held while the read runs.
+    pub async fn turn(&self) -> AppResult<tokio::sync::SemaphorePermit<'_>> {
+        self.reads
+            .acquire()
+            .await
+            .map_err(|_| AppError::internal("stream reads", crate::error::Message("closed".into())))
+    }
+
+    /// Registers a stream of `reader` from `address` if every limit allows
+    /// one more, in one critical section; nothing is read.
+    pub fn reserve(
+        self: &Arc<Self>,
+        reader: i64,
+        address: Option<IpAddr>,
+    ) -> AppResult<(Slot, Arc<Mailbox>)> {
+        let tuning = self.engine.tuning();
+        let mut state = lock(&self.state);
+        if state.open >= tuning.streams_per_instance {
+            return Err(AppError::Overloaded {
+                message: format!(
+                    "this instance holds {} streams, its most: retry on another",
+                    state.open
+                ),
+                retry_after_secs: 5,
+            });
+        }
+        let held = state.readers.get(&reader).map_or(0, |r| r.streams.len());
+        if held >= tuning.streams_per_user {
+            return Err(AppError::RateLimited {
+                message: format!(
+                    "user {reader} holds {held} streams already, the most allowed \
+                     (feed.streams_per_user)"
+                ),
+                retry_after_secs: 5,
+            });
+        }
+        let per_address = tuning.streams_per_address;
+        if let Some(a) = address {
+            let from_there = state.addresses.get(&a).copied().unwrap_or(0);
+            if per_address > 0 && from_there >= per_address {
+                return Err(AppError::RateLimited {
+                    message: format!(
+                        "{from_there} streams are open from this address, the most allowed \
+                         (feed.streams_per_address; behind a proxy, set \
+                         limits.trusted_proxy_header)"
+                    ),
+                    retry_after_secs: 5,
+                });
+            }
+            *state.addresses.entry(a).or_default() += 1;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mailbox = Arc::new(Mailbox::default());
+        state
+            .readers
+            .entry(reader)
+            .or_insert_with(|| Reader {
+                authors: HashSet::new(),
+                streams: Vec::new(),
+                loaded: Arc::new(OnceCell::new()),
+            })
+            .streams
+            .push((id, address, mailbox.clone()));
+        state.open += 1;
+        crate::metrics::STREAMS_OPEN.set(state.open as i64);
+        let slot = Slot {
+            hub: self.clone(),
+            reader,
+            id,
+        };
+        Ok((slot, mailbox))
+    }
+
+    /// Reads the authors `reader`'s home shows and subscribes to their
+    /// channels, once for all its streams (a stream opening meanwhile
+    /// waits for it); returns once the subscriptions took, so that a
+    /// position read afterwards misses no hint.
+    pub async fn load(&self, reader: i64) -> AppResult<()> {
+        let Some(loaded) = lock(&self.state)
+            .readers
+            .get(&reader)
+            .map(|r| r.loaded.clone())
+        else {
+            return Err(AppError::NotFound(format!("user {reader} has no stream")));
+        };
+        loaded
+            .get_or_try_init(|| async {
+                let authors = self.authors_of(reader).await?;
+                let generation = {
+                    let mut state = lock(&self.state);
+                    let state = &mut *state;
+                    let Some(r) = state.readers.get_mut(&reader) else {
+                        return Ok(());
+                    };
+                    if !Arc::ptr_eq(&r.loaded, &loaded) {
+                        return Ok(());
+                    }
+                    let keys = self.engine.redis().keys();
+                    // Added to what hints said meanwhile: an author too many
+                    // costs a hint read for nothing, one too few a post.
+                    for &a in &authors {
+                        r.authors.insert(a);
+                    }
+                    for a in authors {
+                        state.fans.entry(a).or_default().insert(reader);
+                        state.want(keys.author_channel(a));
+                    }
+                    state.want(keys.reader_channel(reader));
+                    state.generation
+                };
+                self.keeper.notify_one();
+                self.synced_to(generation).await
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Waits until the subscriptions match `generation` of the channels.
+    async fn synced_to(&self, generation: u64) -> AppResult<()> {
+        let not_linked = || AppError::Unavailable {
+            what: "Redis",
+            source: "this instance is not connected to its hints".into(),
+        };
+        let mut synced = self.synced.subscribe();
+        let waited = tokio::time::timeout(
+            SUBSCRIBE_WAIT,
+            synced.wait_for(|s| !s.linked || s.generation >= generation),
+        )
+        .await;
+        match waited {
+            Ok(Ok(s)) if s.linked => Ok(()),
+            Ok(_) => Err(not_linked()),
+            Err(_) => Err(AppError::TimedOut {
+                what: "Redis hint subscriptions",
+            }),
+        }
+    }
+
+    /// The authors `reader`'s home shows, from the records.
+    async fn authors_of(&self, reader: i64) -> AppResult<HashSet<i64>> {
+        let (_, followees) = self.engine.pg().following_state(reader).await?;
+        let mut authors: HashSet<i64> = followees.into_iter().collect();
+        if self.engine.settings().home_includes_own_posts {
+            authors.insert(reader);
+        }
+        Ok(authors)
+    }
+
+    /// A stream leaves: its reader's channels go when it was the last.
+    fn leave(&self, reader: i64, id: u64) {
+        let keys = self.engine.redis().keys();
+        let mut guard = lock(&self.state);
+        let state = &mut *guard;
+        let Some(r) = state.readers.get_mut(&reader) else {
+            return;
+        };
+        let Some(at) = r.streams.iter().position(|(s, _, _)| *s == id) else {
+            return;
+        };
+        let (_, address, _) = r.streams.swap_remove(at);
+        state.open = state.open.saturating_sub(1);
+        crate::metrics::STREAMS_OPEN.set(state.open as i64);
+        if let Some(a) = address {
+            if let Some(n) = state.addresses.get_mut(&a) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    state.addresses.remove(&a);
+                }
+            }
+        }
+        if !r.streams.is_empty() {
+            return;
+        }
+        let Some(r) = state.readers.remove(&reader) else {
+            return;
+        };
+        state.unwant(&keys.reader_channel(reader));
+        for a in r.authors {
+            if let Some(fans) = state.fans.get_mut(&a) {
+                fans.remove(&reader);
+                if fans.is_empty() {
+                    state.fans.remove(&a);
+                    state.unwant(&keys.author_channel(a));
+                }
+            }
+        }
+        drop(guard);
+        self.keeper.notify_one();
+    }
+
+    /// Tells every stream something.
+    fn tell_all(&self, tell: impl Fn(&Mailbox)) {
+        let state = lock(&self.state);
+        for m in state.mailboxes() {
+            tell(m);
+        }
+    }
+
+    pub fn read_all(&self) {
+        self.tell_all(Mailbox::read);
+    }
+
+    pub fn close_all(&self) {
+        self.tell_all(|m| m.close(Closing::Shutdown));
+    }
+
+    /// Tells every stream of `reader`.
+    fn tell_reader(&self, reader: i64, tell: impl Fn(&Mailbox)) {
+        let state = lock(&self.state);
+        if let Some(r) = state.readers.get(&reader) {
+            for (_, _, m) in &r.streams {
+                tell(m);
+            }
+        }
+    }
+
+    /// Tells every stream whose home shows `author`.
+    fn tell_fans(&self, author: i64, tell: impl Fn(&Mailbox)) {
+        let state = lock(&self.state);
+        let Some(fans) = state.fans.get(&author) else {
+            return;
+        };
+        for reader in fans {
+            if let Some(r) = state.readers.get(reader) {
+                for (_, _, m) in &r.streams {
+                    tell(m);
+                }
+            }
+        }
+    }
+
+    /// `reader`'s home shows `author` from now on (`shown`), or not: its
+    /// fans and channels follow, and its streams are told of a removal.
+    fn shown(&self, reader: i64, author: i64, shown: bool, reason: &'static str) {
+        let channel = || self.engine.redis().keys().author_channel(author);
+        {
+            let mut state = lock(&self.state);
+            let state = &mut *state;
+            let Some(r) = state.readers.get_mut(&reader) else {
+                return;
+            };
+            if shown {
+                if !r.authors.insert(author) {
+                    return;
+                }
+                state.fans.entry(author).or_default().insert(reader);
+                state.want(channel());
+            } else {
+                if !r.authors.remove(&author) {
+                    return;
+                }
+                let empty = state.fans.get_mut(&author).is_some_and(|f| {
+                    f.remove(&reader);
+                    f.is_empty()
+                });
+                if empty {
+                    state.fans.remove(&author);
+                    state.unwant(&channel());
+                }
+            }
+        }
+        self.keeper.notify_one();
+        if !shown {
+            self.tell_reader(reader, |m| m.removed(author, reason));
+        }
+    }
+
+    /// Listens to hints until aborted: opens the subscriber, subscribes to
+    /// everything wanted, and runs the keeper beside the dispatch until
+    /// the link breaks; then every stream reads again (hints may have been
+    /// missed) and the readers' authors are read again, in the background.
+    pub async fn listen_forever(self: &Arc<Self>) {
+        let mut first = true;
+        loop {
+            let (subscriber, hints) = match self.engine.redis().subscriber().await {
+                Ok(link) => link,
+                Err(e) => {
+                    tracing::warn!(error = %e.chain(), "cannot subscribe to hints yet");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            {
+                let mut state = lock(&self.state);
+                let state = &mut *state;
+                state.changed = state.channels.clone();
+                state.generation += 1;
+            }
+            // Linked: an opening stream waits for the keeper's first round.
+            self.synced.send_modify(|s| s.linked = true);
+            if !first {
+                self.read_all();
+                let hub = self.clone();
+                tokio::spawn(async move { hub.reload_authors().await });
+            }
+            first = false;
+            tokio::select! {
+                _ = self.dispatch(hints) => {}
+                _ = self.keep(&subscriber) => {}
+            }
+            self.synced.send_modify(|s| s.linked = false);
+            self.read_all();
+        }
+    }
+
+    /// Brings the subscriptions to the channels wanted, whenever they
+    /// change; returns when the link fails.
+    async fn keep(&self, subscriber: &Subscriber) {
+        loop {
+            let (generation, on, off) = {
+                let mut state = lock(&self.state);
+                let changed = std::mem::take(&mut state.changed);
+                let (on, off): (Vec<String>, Vec<String>) = changed
+                    .into_iter()
+                    .partition(|c| state.channels.contains(c));
+                (state.generation, on, off)
+            };
+            let applied = async {
+                subscriber.unsubscribe(&off).await?;
+                subscriber.subscribe(&on).await
+            };
+            if let Err(e) = applied.await {
+                tracing::warn!(error = %e.chain(), "hint subscriptions failed: reconnecting");
+                let mut state = lock(&self.state);
+                state.changed.extend(on);
+                state.changed.extend(off);
+                return;
+            }
+            self.synced.send_replace(Synced {
+                generation,
+                linked: true,
+            });
+            // An author's posts published before its channel took reached
+            // no stream here: the homes that show it read again.
+            for author in on.iter().filter_map(|c| self.author_of_channel(c)) {
+                self.tell_fans(author, Mailbox::read);
+            }
+            self.keeper.notified().await;
+        }
+    }
+
+    /// The author whose posts `channel` carries, if it is an author's.
+    fn author_of_channel(&self, channel: &str) -> Option<i64> {
+        let prefix = self.engine.redis().keys().prefix();
+        channel
+            .strip_prefix(prefix)?
+            .strip_prefix("hints:{")?
+            .strip_suffix('}')?
+            .parse()
+            .ok()
+    }
+
+    /// Reads every local reader's authors again (hints of follows may have
+    /// been missed), a chunk of readers per query.
+    async fn reload_authors(&self) {
+        let readers: Vec<i64> = lock(&self.state).readers.keys().copied().collect();
+        let own = self.engine.settings().home_includes_own_posts;
+        let chunks = futures::stream::iter(readers.chunks(RELOAD_CHUNK).map(<[i64]>::to_vec))
+            .map(|chunk| async move {
+                let read = self.engine.pg().followees_of_many(&chunk).await;
+                (chunk, read)
+            })
+            .buffer_unordered(2);
+        futures::pin_mut!(chunks);
+        while let Some((chunk, read)) = chunks.next().await {
+            let Ok(mut followees) = read else {
+                // Left as they were: the next break reads them again.
+                continue;
+            };
+            for reader in chunk {
+                let mut authors: HashSet<i64> = followees
+                    .remove(&reader)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect();
+                if own {
+                    authors.insert(reader);
+                }
+                let gone: Vec<i64> = lock(&self.state)
+                    .readers
+                    .get(&reader)
+                    .map(|r| r.authors.difference(&authors).copied().collect())
+                    .unwrap_or_default();
+                for a in gone {
+                    self.shown(reader, a, false, "unfollow");
+                }
+                for a in authors {
+                    self.shown(reader, a, true, "");
+                }
+                self.tell_reader(reader, Mailbox::read);
+            }
+        }
+    }
+
+    /// Tells the streams what each hint concerns, until the link breaks.
+    /// Nothing here waits for Redis or PostgreSQL.
+    async fn dispatch(&self, mut hints: tokio::sync::mpsc::UnboundedReceiver<Hint>) {
+        let keys = self.engine.redis().keys().clone();
+        let prefix = format!("{}hints:", keys.prefix());
+        while let Some(hint) = hints.recv().await {
+            let (channel, payload) = match hint {
+                Hint::Lost => return,
+                Hint::Message { channel, payload } => (channel, payload),
+            };
+            let Some(name) = channel.strip_prefix(&prefix) else {
+                continue;
+            };
+            let (op, rest) = payload.split_once(':').unwrap_or((payload.as_str(), ""));
+            let mut args = rest.split(':').map(|x| x.parse::<i64>());
+            let first = args.next().and_then(Result::ok);
+            let second = args.next().and_then(Result::ok);
+            if name == "{pulled}" {
+                self.hidden(op, first);
+            } else if let Some(reader) = name
+                .strip_prefix("{r")
+                .and_then(|r| r.split_once('}'))
+                .and_then(|(_, id)| id.parse::<i64>().ok())
+            {
+                // What a reader's home shows.
+                match (op, first) {
+                    ("f", Some(a)) => self.shown(reader, a, true, ""),
+                    ("u", Some(a)) => self.shown(reader, a, false, "unfollow"),
+                    ("m", Some(a)) => self.shown(reader, a, false, "mute"),
+                    ("b", Some(a)) => self.shown(reader, a, false, "block"),
+                    _ => {}
+                }
+            } else if let Some(author) = name
+                .strip_prefix('{')
+                .and_then(|a| a.strip_suffix('}'))
+                .and_then(|a| a.parse::<i64>().ok())
+            {
+                // An author's posts.
+                match (op, first, second) {
+                    ("p", Some(_), Some(_)) => self.tell_fans(author, Mailbox::read),
+                    ("d", Some(id), at) => self.tell_fans(author, |m| m.deleted(id, at)),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// A hint of the hidden accounts: suspended (`h`), deleted (`x`: its
+    /// own streams end too), or back (`s`).
+    fn hidden(&self, op: &str, account: Option<i64>) {
+        let Some(a) = account else { return };
+        match op {
+            "h" => self.tell_fans(a, |m| m.removed(a, "suspend")),
+            "x" => {
+                self.engine.account_gone(a);
+                self.tell_fans(a, |m| m.removed(a, "delete"));
+                self.tell_reader(a, |m| m.close(Closing::AccountGone));
+            }
+            "s" => self.tell_fans(a, Mailbox::read),
+            _ => {}
+        }
+    }
+}

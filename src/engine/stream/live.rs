@@ -1,0 +1,326 @@
+//! One open stream: a position in its reader's home, read up from
+//! whenever the hub says something may be new, each entry sent oldest
+//! first with the position right above it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+
+use super::buffer::{Sender, Unsent};
+use super::mailbox::{Closing, Mailbox, Pending};
+use super::Event;
+use crate::engine::Engine;
+use crate::error::AppError;
+use crate::store::pg::AccountRow;
+use crate::types::{PageRequest, Prev};
+
+/// Entries a stream reads per refresh page.
+pub(super) const REFRESH_PAGE: u32 = 100;
+
+/// How soon a stream whose read failed reads again; each failure in a row
+/// doubles it, up to [`RETRY_MAX`], and each reader waits its own share of
+/// it more, so that streams failing together do not retry together.
+const RETRY: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(8);
+
+/// How long a stream reuses an author's profile before reading it again,
+/// and how many it keeps.
+const PROFILE_TTL: Duration = Duration::from_secs(30);
+const PROFILES_KEPT: usize = 64;
+
+/// The wait before a stream's read is tried again, after `failures` in a
+/// row (at least one): [`RETRY`] doubled per earlier failure, capped, plus
+/// up to half of it again, chosen by the reader (a spread, not a secret).
+pub(super) fn retry_after(failures: u32, reader: i64) -> Duration {
+    let base = RETRY
+        .saturating_mul(1 << failures.saturating_sub(1).min(8))
+        .min(RETRY_MAX);
+    let share = (reader as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54; // 0..1024
+    base + base / 2 * share as u32 / 1024
+}
+
+/// Sleeps until `at` (never, for none).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Why a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// Its client went away.
+    ClientGone,
+    /// Its client stopped reading: an event found no room in time.
+    Stalled,
+    /// The hub closed it.
+    Closed(Closing),
+    /// Its reader has no home any more (deleted), or its position was
+    /// refused.
+    Refused,
+    /// More deletions and removals waited than a stream keeps.
+    Overflowed,
+}
+
+impl End {
+    pub const ALL: [End; 6] = [
+        End::ClientGone,
+        End::Stalled,
+        End::Closed(Closing::Shutdown),
+        End::Closed(Closing::AccountGone),
+        End::Refused,
+        End::Overflowed,
+    ];
+
+    /// Its name, as a metric's label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            End::ClientGone => "client_gone",
+            End::Stalled => "stalled",
+            End::Closed(Closing::Shutdown) => "shutdown",
+            End::Closed(Closing::AccountGone) => "account_gone",
+            End::Refused => "refused",
+            End::Overflowed => "overflowed",
+        }
+    }
+
+    /// Whether the service ended it (and so cuts its connection).
+    pub fn by_service(self) -> bool {
+        self != End::ClientGone
+    }
+}
+
+impl From<Unsent> for End {
+    fn from(unsent: Unsent) -> Self {
+        match unsent {
+            Unsent::Gone => End::ClientGone,
+            Unsent::Stalled => End::Stalled,
+        }
+    }
+}
+
+/// Authors' profiles a stream that asked for them keeps, with when each
+/// was read.
+#[derive(Default)]
+pub(super) struct Profiles(HashMap<i64, (Instant, Arc<AccountRow>)>);
+
+pub(super) struct Live {
+    pub engine: Engine,
+    /// The instance's turns to read.
+    pub reads: Arc<Semaphore>,
+    pub reader: i64,
+    /// Its position: everything up to here has been sent.
+    pub at: Prev,
+    /// Its reads that failed in a row, and when it reads again
+    /// ([`retry_after`] them).
+    pub failures: u32,
+    pub retry_at: Option<tokio::time::Instant>,
+    pub out: Sender,
+    pub mailbox: Arc<Mailbox>,
+    /// How long an event may wait for room.
+    pub stall: Duration,
+    /// Set when the stream sends its posts' authors' profiles.
+    pub profiles: Option<Profiles>,
+    /// Deletions whose time must be read before they are told.
+    pub untimed: Vec<i64>,
+}
+
+impl Live {
+    /// Runs the stream until it ends: `open` (with the client's position
+    /// it skipped, if any), what is above the position, then what comes.
+    pub(super) async fn run(mut self, heartbeat: Duration, gap: Option<Prev>) -> End {
+        match self.go(heartbeat, gap).await {
+            Ok(()) => End::ClientGone,
+            Err(end) => end,
+        }
+    }
+
+    async fn go(&mut self, heartbeat: Duration, gap: Option<Prev>) -> Result<(), End> {
+        self.send(Event::Open { at: self.at, gap }).await?;
+        self.catch_up().await?;
+        loop {
+            let retry_at = self.retry_at;
+            let pending = tokio::select! {
+                p = self.mailbox.take() => p,
+                _ = tokio::time::sleep(heartbeat) => {
+                    self.send(Event::Heartbeat).await?;
+                    continue;
+                }
+                // A read that failed is tried again soon, hint or not.
+                _ = sleep_until(retry_at), if retry_at.is_some() => Pending {
+                    read: true,
+                    ..Pending::default()
+                },
+                _ = self.out.closed() => return Ok(()),
+            };
+            self.act(pending).await?;
+        }
+    }
+
+    async fn act(&mut self, pending: Pending) -> Result<(), End> {
+        if let Some(why) = pending.closing {
+            return Err(End::Closed(why));
+        }
+        if pending.overflowed {
+            return Err(End::Overflowed);
+        }
+        for (id, at) in pending.deleted {
+            match at {
+                Some(at) => self.send(Event::Delete { id, at: Some(at) }).await?,
+                None if self.profiles.is_some() => self.untimed.push(id),
+                None => self.send(Event::Delete { id, at: None }).await?,
+            }
+        }
+        for (author, reason) in pending.removed {
+            self.send(Event::Remove { author, reason }).await?;
+        }
+        if pending.read || !self.untimed.is_empty() {
+            self.catch_up().await?;
+        }
+        Ok(())
+    }
+
+    /// Sends every entry above the position, oldest first (and the
+    /// deletions whose time was missing). A page is sent while its client
+    /// makes room; when the buffer is full, the rest of the page is let go
+    /// (a stalled stream holds no page) and read again once half the
+    /// buffer is free.
+    async fn catch_up(&mut self) -> Result<(), End> {
+        'pages: loop {
+            let req = PageRequest::before(self.at, REFRESH_PAGE);
+            let reads = self.reads.clone();
+            let turn = reads.acquire().await.map_err(|_| End::Refused)?;
+            // (Boxed: an idle stream's task does not carry the read's state.)
+            let read = Box::pin(self.read(req)).await;
+            drop(turn);
+            let (page, deletions) = match read {
+                Ok(read) => read,
+                Err(AppError::NotFound(_) | AppError::BadRequest(_)) => return Err(End::Refused),
+                Err(e) => {
+                    tracing::debug!(error = %e.chain(), reader = self.reader, "a stream could not read");
+                    self.failures = self.failures.saturating_add(1);
+                    let wait = retry_after(self.failures, self.reader);
+                    self.retry_at = Some(tokio::time::Instant::now() + wait);
+                    return Ok(());
+                }
+            };
+            (self.failures, self.retry_at) = (0, None);
+            for (id, at) in deletions {
+                self.send(Event::Delete { id, at }).await?;
+            }
+            let full = page.items.len() == REFRESH_PAGE as usize;
+            let mut blocked = false;
+            for (post, id) in page.items.into_iter().zip(page.marks).rev() {
+                let author = match &self.profiles {
+                    None => None,
+                    Some(p) => match p.fresh(post.author_id) {
+                        Some(row) => Some(row),
+                        // Its author left meanwhile: the post left the home.
+                        None => {
+                            self.at = id;
+                            continue;
+                        }
+                    },
+                };
+                match self.out.try_send(Event::Post { post, id, author }) {
+                    Ok(()) => self.at = id,
+                    Err(Ok(_unsent)) => {
+                        blocked = true;
+                        break;
+                    }
+                    Err(Err(unsent)) => return Err(unsent.into()),
+                }
+            }
+            if blocked {
+                // (The rest of the page is gone with the loop.)
+                self.out.room(self.stall).await.map_err(End::from)?;
+                continue 'pages;
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One page up from the position, with the profiles its posts need and
+    /// the times of the deletions waiting for them, all under one turn: a
+    /// read that fails in any part fails whole and is tried again.
+    async fn read(
+        &mut self,
+        req: PageRequest,
+    ) -> Result<(crate::engine::Page, Vec<(i64, Option<i64>)>), AppError> {
+        let page = self.engine.home_page(self.reader, req).await?;
+        let mut deletions = Vec::new();
+        if let Some(profiles) = self.profiles.as_mut() {
+            let authors: Vec<i64> = page.items.iter().map(|p| p.author_id).collect();
+            profiles.refresh(&self.engine, &authors).await?;
+            for &id in &self.untimed {
+                deletions.push((id, self.engine.post_time(id).await?));
+            }
+            self.untimed.clear();
+        }
+        Ok((page, deletions))
+    }
+
+    async fn send(&self, event: Event) -> Result<(), End> {
+        self.out.send(event, self.stall).await.map_err(End::from)
+    }
+}
+
+impl Profiles {
+    /// Reads the profiles of `authors` not read within [`PROFILE_TTL`].
+    async fn refresh(&mut self, engine: &Engine, authors: &[i64]) -> Result<(), AppError> {
+        let stale: Vec<i64> = authors
+            .iter()
+            .copied()
+            .filter(|a| {
+                self.0
+                    .get(a)
+                    .is_none_or(|(at, _)| at.elapsed() >= PROFILE_TTL)
+            })
+            .collect();
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let rows = engine.profiles(&stale).await?;
+        if self.0.len() + rows.len() > PROFILES_KEPT {
+            // Room for this page's authors (a page may name more than are
+            // kept: they stay until the next page's).
+            self.0.retain(|a, _| authors.contains(a));
+        }
+        let now = Instant::now();
+        for a in stale {
+            self.0.remove(&a);
+        }
+        for row in rows {
+            self.0.insert(row.id, (now, Arc::new(row)));
+        }
+        Ok(())
+    }
+
+    /// An author's profile as last read (none: not an active account).
+    fn fresh(&self, author: i64) -> Option<Arc<AccountRow>> {
+        self.0.get(&author).map(|(_, row)| row.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn retries_back_off_to_a_cap_and_spread_readers_over_half_of_it() {
+        assert!(retry_after(1, 1) >= RETRY && retry_after(1, 1) <= RETRY * 3 / 2);
+        assert!(retry_after(2, 1) >= RETRY * 2);
+        for failures in [7, 8, 50, u32::MAX] {
+            let wait = retry_after(failures, 12345);
+            assert!(wait >= RETRY_MAX && wait <= RETRY_MAX * 3 / 2, "{wait:?}");
+        }
+        let waits: HashSet<Duration> = (1..200).map(|reader| retry_after(3, reader)).collect();
+        assert!(waits.len() > 100, "readers retry apart: {}", waits.len());
+    }
+}

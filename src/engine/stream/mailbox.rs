@@ -1,0 +1,148 @@
+//! What the hub has told one stream and the stream has not yet acted on,
+//! coalesced: any number of hints that something is new are one read;
+//! deletions and removals wait by id, at most [`MAX_WAITING`] of them.
+//! Telling never blocks the hub, whatever the stream is doing.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use tokio::sync::Notify;
+
+/// Deletions and removals a stream may have waiting; past it the stream
+/// ends (its client reconnects and reads the feed again).
+pub const MAX_WAITING: usize = 1024;
+
+/// Why the hub ends a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing {
+    /// The instance stops (or an operator closes every stream).
+    Shutdown,
+    /// The reader's account is deleted.
+    AccountGone,
+}
+
+/// What a stream has to act on.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// Read from the position: something may be new.
+    pub read: bool,
+    /// Deleted posts, with their time when the hint carried it.
+    pub deleted: BTreeMap<i64, Option<i64>>,
+    /// Authors whose posts left the home, with why.
+    pub removed: BTreeMap<i64, &'static str>,
+    /// More deletions and removals came than wait at most.
+    pub overflowed: bool,
+    pub closing: Option<Closing>,
+}
+
+/// One stream's mailbox.
+#[derive(Debug, Default)]
+pub struct Mailbox {
+    pending: Mutex<Pending>,
+    wake: Notify,
+}
+
+impl Mailbox {
+    fn with<R>(&self, f: impl FnOnce(&mut Pending) -> R) -> R {
+        let r = {
+            let mut pending = match self.pending.lock() {
+                Ok(p) => p,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            f(&mut pending)
+        };
+        self.wake.notify_one();
+        r
+    }
+
+    /// Something may be new.
+    pub fn read(&self) {
+        self.with(|p| p.read = true);
+    }
+
+    pub fn deleted(&self, post: i64, at: Option<i64>) {
+        self.with(|p| {
+            if p.deleted.len() + p.removed.len() >= MAX_WAITING {
+                p.overflowed = true;
+            } else {
+                let known = p.deleted.entry(post).or_default();
+                *known = known.or(at);
+            }
+        });
+    }
+
+    pub fn removed(&self, author: i64, reason: &'static str) {
+        self.with(|p| {
+            if p.deleted.len() + p.removed.len() >= MAX_WAITING {
+                p.overflowed = true;
+            } else {
+                p.removed.insert(author, reason);
+            }
+        });
+    }
+
+    pub fn close(&self, why: Closing) {
+        self.with(|p| {
+            p.closing.get_or_insert(why);
+        });
+    }
+
+    /// Waits until something was posted, and takes it all.
+    pub async fn take(&self) -> Pending {
+        loop {
+            self.wake.notified().await;
+            let pending = self.take_now();
+            if pending != Pending::default() {
+                return pending;
+            }
+        }
+    }
+
+    /// Takes what is waiting (perhaps nothing).
+    pub fn take_now(&self) -> Pending {
+        let mut pending = match self.pending.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        std::mem::take(&mut *pending)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn hints_coalesce_and_what_waits_is_bounded() {
+        let m = Mailbox::default();
+        for _ in 0..10_000 {
+            m.read();
+        }
+        m.deleted(7, None);
+        m.deleted(7, Some(1000));
+        let p = m.take().await;
+        assert!(p.read);
+        assert_eq!(
+            p.deleted.into_iter().collect::<Vec<_>>(),
+            vec![(7, Some(1000))]
+        );
+        for id in 0..(MAX_WAITING as i64 + 5) {
+            m.deleted(id, None);
+        }
+        let p = m.take().await;
+        assert!(p.overflowed);
+        assert_eq!(p.deleted.len(), MAX_WAITING);
+        assert_eq!(m.take_now(), Pending::default());
+    }
+
+    #[tokio::test]
+    async fn a_wake_before_the_wait_is_not_lost() {
+        let m = Mailbox::default();
+        m.close(Closing::AccountGone);
+        m.close(Closing::Shutdown);
+        let p = tokio::time::timeout(std::time::Duration::from_secs(1), m.take())
+            .await
+            .expect("woken");
+        assert_eq!(p.closing, Some(Closing::AccountGone));
+    }
+}
