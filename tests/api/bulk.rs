@@ -310,7 +310,21 @@ async fn fifty_imports_do_not_hold_back_a_delivery() {
     .unwrap();
     let first = importers.last().unwrap().id + 1;
     let targets: Vec<i64> = (first..first + 5000).collect();
-    for who in &importers {
+    // One user sends 50 imports: two are taken, the rest refused.
+    let mut answers = Vec::new();
+    for _ in 0..50 {
+        answers.push(import(&app, &importers[0], &targets).await.0);
+    }
+    let taken = answers
+        .iter()
+        .filter(|s| **s == StatusCode::ACCEPTED)
+        .count();
+    assert_eq!(taken, 2, "{answers:?}");
+    assert!(answers
+        .iter()
+        .all(|s| *s == StatusCode::ACCEPTED || *s == StatusCode::TOO_MANY_REQUESTS));
+    // And 24 more users two each: 50 imports queued or running.
+    for who in &importers[1..] {
         for half in targets.chunks(2500) {
             let (status, body) = import(&app, who, half).await;
             assert_eq!(status, StatusCode::ACCEPTED, "{body}");
@@ -319,6 +333,7 @@ async fn fifty_imports_do_not_hold_back_a_delivery() {
     // Published behind 50 queued imports: the delivery is taken first.
     // (Its jobs and inboxes are read: a home shows the post at once
     // anyway. An inbox nobody holds in Redis is rebuilt when read.)
+    let sent = std::time::Instant::now();
     let post = app.publish(&author, "behind the imports").await;
     let deliveries = "SELECT count(*) AS n FROM fanout_jobs WHERE kind = 'deliver'";
     let mut waiting = 1;
@@ -330,6 +345,8 @@ async fn fifty_imports_do_not_hold_back_a_delivery() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(waiting, 0, "the delivery is still queued");
+    let took = sent.elapsed();
+    assert!(took < Duration::from_secs(2), "the delivery took {took:?}");
     let keys = app.engine.redis().keys().clone();
     let mut redis = app.engine.redis().connection().await.unwrap();
     let mut held = 0;
@@ -348,4 +365,55 @@ async fn fifty_imports_do_not_hold_back_a_delivery() {
     )
     .await;
     assert!(open >= 25, "only {open} imports were still open");
+}
+
+#[tokio::test]
+async fn an_account_deleted_mid_import_leaves_no_list_behind() {
+    let app = spawn_app().await;
+    let held = app.create_user("held").await;
+    let reader = app.create_user("reader").await;
+    let mut conn = pg(&app).await;
+    conn.batch_execute(&format!(
+        "BEGIN; SELECT id FROM users WHERE id = {} FOR UPDATE",
+        held.id
+    ))
+    .await
+    .unwrap();
+    let mut list: Vec<i64> = vec![held.id];
+    list.extend(10_000_000..10_005_000);
+    let (status, task) = import(&app, &reader, &list).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{task}");
+    let res = app
+        .request(
+            Method::DELETE,
+            &format!("/api/v1/users/{}", reader.id),
+            Some(&reader.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let deletion: Value = res.json().await.unwrap();
+    conn.batch_execute("COMMIT").await.unwrap();
+    let location = format!("/api/v1/jobs/{}", deletion["id"]);
+    let mut last = Value::Null;
+    for _ in 0..300 {
+        last = app
+            .request(Method::GET, &location, Some(&app.admin), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        if last["state"] == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["state"], "done", "{last}");
+    let left = format!(
+        "SELECT (SELECT count(*) FROM import_chunks WHERE task_id = {0}) \
+         + (SELECT count(*) FROM tasks WHERE id = {0} \
+            AND (finished_at IS NULL OR targets IS NOT NULL)) AS n",
+        task["id"]
+    );
+    assert_eq!(count(&mut conn, &left).await, 0);
 }

@@ -284,3 +284,59 @@ async fn lists_page_newest_first_with_the_feed_cursor() {
         );
     }
 }
+
+#[tokio::test]
+async fn follows_mutes_and_blocks_of_a_deleted_account_answer_404_and_leave_no_count() {
+    let app = spawn_app().await;
+    let leaving = app.create_user("leaving").await;
+    let fans = app.users("fan", 40).await;
+    for f in &fans[..10] {
+        app.follow(f, &leaving).await;
+    }
+    // Follows racing with the deletion: each lands before it (and is
+    // undone by the purge) or after it (404); none is left behind.
+    let (app, leaving) = (&app, &leaving);
+    let racing = fans.iter().map(|f| async move {
+        let path = format!("/api/v1/users/{}/following/{}", f.id, leaving.id);
+        app.request(Method::PUT, &path, Some(&f.token), None).await
+    });
+    let own = format!("/api/v1/users/{}", leaving.id);
+    let deletion = app.request(Method::DELETE, &own, Some(&leaving.token), None);
+    let (answers, deleted) = tokio::join!(futures::future::join_all(racing), deletion);
+    assert_eq!(deleted.status(), StatusCode::ACCEPTED);
+    for res in answers {
+        let status = res.status();
+        assert!(
+            status == StatusCode::NO_CONTENT || status == StatusCode::NOT_FOUND,
+            "a follow racing a deletion answered {status}"
+        );
+    }
+    // After it, every relation to it is 404, never a 500.
+    for what in ["following", "mutes", "blocks"] {
+        assert_eq!(
+            put(app, &fans[0], what, leaving.id).await,
+            StatusCode::NOT_FOUND,
+            "{what}"
+        );
+    }
+    // Once its purge is done, nobody follows it, and the counts say so.
+    let location = format!(
+        "/api/v1/jobs/{}",
+        deleted.json::<Value>().await.unwrap()["id"]
+    );
+    for _ in 0..300 {
+        let job: Value = app
+            .request(Method::GET, &location, Some(&app.admin), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        if job["state"] == "done" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for f in &fans {
+        assert_eq!(app.user(f.id).await["following_count"], 0, "fan {}", f.id);
+    }
+}
