@@ -259,8 +259,12 @@ enum Op {
         reader: u8,
     },
     /// The live stream drops and reconnects, on the other instance, with
-    /// the id of the last event it got.
-    Reconnect,
+    /// the id of an event it got: the last (`back` 0), or the one `back`
+    /// events before it, as a client that lost what it got after that one
+    /// (all of it is sent again).
+    Reconnect {
+        back: u8,
+    },
     /// A page of `reader`'s home bounded by an entry, as clients that page
     /// by ids ask: the `pick`-th entry of the model's home (deleted ones
     /// too) as the bound; `how` 0: older than it (`max_id`), 1: the ones
@@ -285,7 +289,7 @@ impl Op {
             Op::Suspend { .. } => 1 << 20,
             Op::Remove { .. } => 1 << 21,
             Op::FollowMany { .. } | Op::CopyLimit(_) => 1 << 22,
-            Op::Listen { .. } | Op::Reconnect => 1 << 23,
+            Op::Listen { .. } | Op::Reconnect { .. } => 1 << 23,
             Op::Between { .. } => 1 << 24,
             Op::Delete { .. } => 1,
             Op::Unfollow { .. } => 1 << 1,
@@ -392,7 +396,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(who, whom)| Op::FollowMany { who, whom }),
         2 => (0..COPY_LIMITS.len() as u8).prop_map(Op::CopyLimit),
         3 => user().prop_map(|reader| Op::Listen { reader }),
-        2 => Just(Op::Reconnect),
+        3 => prop_oneof![Just(0u8), 1u8..30].prop_map(|back| Op::Reconnect { back }),
         5 => (user(), any::<u16>(), 0u8..3, 0..SIZES.len() as u8)
             .prop_map(|(reader, pick, how, size)| Op::Between { reader, pick, how, size }),
     ]
@@ -786,6 +790,9 @@ struct Listener {
     seen: Vec<i64>,
     /// The id of the last event.
     last: Option<Prev>,
+    /// Every event's id and post, in the order they came (what a client
+    /// may resume from).
+    history: Vec<(Prev, Option<i64>)>,
     /// Opened while a write's Redis update was deferred: the home it read
     /// its position from may have lagged the records (what it had is not
     /// known).
@@ -800,12 +807,13 @@ struct Listener {
     /// are the client's to reload from the top of its home, not the
     /// stream's to send.
     floor: Option<i64>,
-    /// The positions the announced gaps started from.
-    gaps: Vec<Prev>,
-    /// The resumes asked for: (the position sent, the posts of the home
-    /// above it then), to check that a gap is announced only past
-    /// [`STREAM_REPLAY`].
-    resumed: Vec<(Prev, usize)>,
+    /// Each open event's gap (the position it names), in order: the
+    /// first is the stream's opening, each other a resume's.
+    opens: Vec<Option<Prev>>,
+    /// The resumes asked for: the position sent, and the posts of the home
+    /// above it then if the model knew them (no Redis update deferred), to
+    /// check that a gap is announced only past [`STREAM_REPLAY`].
+    resumed: Vec<(Prev, Option<usize>)>,
 }
 
 /// Whether entry `a` (score, id) is newer than `b` in the feed order.
@@ -821,6 +829,20 @@ impl Listener {
         }
     }
 
+    /// The position a client resumes from: its last event's id, or the one
+    /// `back` events before it, forgetting what came after that one (it
+    /// is to come again).
+    fn rewind(&mut self, back: usize) -> Option<Prev> {
+        let keep = self.history.len().saturating_sub(back).max(1);
+        self.history.truncate(keep);
+        let posts = self.history.iter().filter(|(_, p)| p.is_some()).count();
+        self.seen.truncate(posts);
+        if let Some((at, _)) = self.history.last() {
+            self.last = Some(*at);
+        }
+        self.last
+    }
+
     /// Takes every event sent so far.
     fn pump(&mut self) {
         while let Some(event) = self.events.try_recv() {
@@ -834,16 +856,18 @@ impl Listener {
         }
         match event {
             Event::Open { at, gap } => {
-                if let Some(gap) = gap {
+                if gap.is_some() {
                     GAPS.fetch_add(1, Ordering::Relaxed);
                     self.floor = self.floor.max(Some(at.min));
-                    self.gaps.push(gap);
                 }
+                self.opens.push(gap);
                 self.last = Some(at);
+                self.history.push((at, None));
             }
             Event::Post { post, id, .. } => {
                 self.seen.push(post.id);
                 self.last = Some(id);
+                self.history.push((id, Some(post.id)));
             }
             Event::Delete { .. } | Event::Remove { .. } | Event::Heartbeat => {}
         }
@@ -851,7 +875,7 @@ impl Listener {
 }
 
 /// Posts a resumed stream replays at most (`feed.stream_replay`).
-const STREAM_REPLAY: usize = 6;
+const STREAM_REPLAY: usize = 2;
 
 /// Resumes that announced a gap, over all cases.
 static GAPS: AtomicUsize = AtomicUsize::new(0);
@@ -1325,7 +1349,7 @@ impl World {
             }
             Op::Suspend { who, on } => self.suspend(who, on).await?,
             Op::Listen { reader } => self.listen(reader as usize % USERS).await?,
-            Op::Reconnect => self.reconnect().await?,
+            Op::Reconnect { back } => self.reconnect(back as usize).await?,
             Op::Between {
                 reader,
                 pick,
@@ -1592,26 +1616,27 @@ impl World {
             shown,
             seen: Vec::new(),
             last: None,
+            history: Vec::new(),
             lagged: self.dirty,
             disturbed: BTreeSet::new(),
             high,
             floor: None,
-            gaps: Vec::new(),
+            opens: Vec::new(),
             resumed: Vec::new(),
         });
         Ok(())
     }
 
     /// The live stream drops and reconnects on the other instance with the
-    /// id of its last event.
-    async fn reconnect(&mut self) -> Outcome {
+    /// id of its last event, or of the one `back` events before it.
+    async fn reconnect(&mut self, back: usize) -> Outcome {
         let Some(l) = self.listener.as_mut() else {
             return Ok(());
         };
         // Let what is under way arrive, then drop.
         tokio::task::yield_now().await;
         l.pump();
-        let Some(last) = l.last else {
+        let Some(last) = l.rewind(back) else {
             return Ok(());
         };
         let instance = 1 - l.instance;
@@ -1622,7 +1647,7 @@ impl World {
             .iter()
             .filter(|p| !p.deleted && p.score >= last.min)
             .count();
-        l.resumed.push((last, above));
+        let known = (!self.dirty).then_some(above);
         let opening = Opening {
             from: Some(last),
             ..Opening::of(reader)
@@ -1631,6 +1656,7 @@ impl World {
             Ok(events) => {
                 l.events = events;
                 l.instance = instance;
+                l.resumed.push((last, known));
             }
             Err(AppError::Unavailable { .. } | AppError::TimedOut { .. }) => {}
             Err(AppError::NotFound(_)) => self.listener = None,
@@ -1720,13 +1746,27 @@ impl World {
         // home then held more posts above its position; the posts of the
         // position's own millisecond are all counted, so that a gap the
         // engine had reason for is never taken for a fault).
-        for gap in &l.gaps {
-            let asked = l.resumed.iter().find(|(from, _)| from == gap);
-            if asked.is_some_and(|(_, above)| *above < STREAM_REPLAY) && !l.lagged && !self.dirty {
+        if let [Some(gap), ..] = l.opens.as_slice() {
+            return Err(format!("stream of {}: opened with a gap {gap:?}", l.reader));
+        }
+        for (resume, gap) in l.opens.iter().skip(1).enumerate() {
+            let Some(gap) = gap else { continue };
+            let Some((from, above)) = l.resumed.get(resume) else {
                 return Err(format!(
-                    "stream of {}: a gap from {gap:?} with only {:?} posts above it",
+                    "stream of {}: a gap {gap:?} of no resume",
+                    l.reader
+                ));
+            };
+            if from != gap {
+                return Err(format!(
+                    "stream of {}: resumed from {from:?}, its gap names {gap:?}",
+                    l.reader
+                ));
+            }
+            if above.is_some_and(|n| n < STREAM_REPLAY) && !l.lagged {
+                return Err(format!(
+                    "stream of {}: a gap from {gap:?} with only {above:?} posts above it",
                     l.reader,
-                    asked.map(|a| a.1)
                 ));
             }
         }
