@@ -5,8 +5,7 @@
 
 use std::sync::LazyLock;
 
-use crate::engine::stream::End;
-use crate::types::Fallback;
+use crate::types::{End, Fallback};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,

@@ -10,6 +10,7 @@ pub mod cursor;
 pub mod entry;
 pub mod jobs;
 pub mod source;
+pub mod stream;
 
 pub use cursor::{Cursor, PageRequest, Prev};
 pub use entry::{feed_order, member_cmp, Entry};
@@ -18,6 +19,7 @@ pub use source::{
     horizon, page_part, page_reads, CachedPost, EntryMeta, Horizon, Range, SourceRead, StateKey,
     WarmRead,
 };
+pub use stream::{Closing, End};
 
 /// Whose feed a read or a query is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

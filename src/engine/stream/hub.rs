@@ -17,10 +17,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::{watch, Notify, OnceCell, Semaphore};
 
-use super::mailbox::{Closing, Mailbox};
+use super::mailbox::Mailbox;
 use crate::engine::Engine;
 use crate::error::{AppError, AppResult};
 use crate::store::redis::pubsub::{Hint, Subscriber};
+use crate::types::Closing;
 
 /// How long an opening stream waits for its channels to be subscribed.
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);

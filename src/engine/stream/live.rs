@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 use super::buffer::{Sender, Unsent};
-use super::mailbox::{Closing, Mailbox, Pending};
+use super::mailbox::{Mailbox, Pending};
 use super::Event;
 use crate::engine::Engine;
 use crate::error::AppError;
 use crate::store::pg::AccountRow;
-use crate::types::{PageRequest, Prev};
+use crate::types::{End, PageRequest, Prev};
 
 /// Entries a stream reads per refresh page.
 pub(super) const REFRESH_PAGE: u32 = 100;
@@ -46,50 +46,6 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// Why a stream ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
-    /// Its client went away.
-    ClientGone,
-    /// Its client stopped reading: an event found no room in time.
-    Stalled,
-    /// The hub closed it.
-    Closed(Closing),
-    /// Its reader has no home any more (deleted), or its position was
-    /// refused.
-    Refused,
-    /// More deletions and removals waited than a stream keeps.
-    Overflowed,
-}
-
-impl End {
-    pub const ALL: [End; 6] = [
-        End::ClientGone,
-        End::Stalled,
-        End::Closed(Closing::Shutdown),
-        End::Closed(Closing::AccountGone),
-        End::Refused,
-        End::Overflowed,
-    ];
-
-    /// Its name, as a metric's label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            End::ClientGone => "client_gone",
-            End::Stalled => "stalled",
-            End::Closed(Closing::Shutdown) => "shutdown",
-            End::Closed(Closing::AccountGone) => "account_gone",
-            End::Refused => "refused",
-            End::Overflowed => "overflowed",
-        }
-    }
-
-    /// Whether the service ended it (and so cuts its connection).
-    pub fn by_service(self) -> bool {
-        self != End::ClientGone
     }
 }
 

@@ -8,18 +8,11 @@ use std::sync::Mutex;
 
 use tokio::sync::Notify;
 
+use crate::types::Closing;
+
 /// Deletions and removals a stream may have waiting; past it the stream
 /// ends (its client reconnects and reads the feed again).
 pub const MAX_WAITING: usize = 1024;
-
-/// Why the hub ends a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Closing {
-    /// The instance stops (or an operator closes every stream).
-    Shutdown,
-    /// The reader's account is deleted.
-    AccountGone,
-}
 
 /// What a stream has to act on.
 #[derive(Debug, Default, PartialEq, Eq)]

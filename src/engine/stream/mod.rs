@@ -38,8 +38,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::types::End;
 pub use buffer::{Events, BYTES as BUFFER_BYTES, EVENTS as BUFFER_EVENTS};
-pub use live::End;
 pub use mailbox::MAX_WAITING;
 
 use super::Engine;
