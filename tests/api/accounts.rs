@@ -1,7 +1,5 @@
 //! Suspended and deleted accounts, through the API.
 
-use std::time::Duration;
-
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -143,20 +141,6 @@ async fn a_suspended_account_s_posts_leave_every_feed_at_once_and_come_back() {
 }
 
 /// Waits for a job to end; its last state.
-async fn job_done(app: &TestApp, token: &str, path: &str) -> Value {
-    for _ in 0..600 {
-        let res = app.request(Method::GET, path, Some(token), None).await;
-        assert_eq!(res.status(), StatusCode::OK, "{path}");
-        let job: Value = res.json().await.unwrap();
-        if job["state"] == "done" {
-            return job;
-        }
-        assert!(job["done"].as_i64() <= job["total"].as_i64(), "{job}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("job {path} never ends");
-}
-
 #[tokio::test]
 async fn a_deleted_account_leaves_no_post_no_follow_and_no_key_behind() {
     let app = spawn_app().await;
@@ -203,10 +187,10 @@ async fn a_deleted_account_leaves_no_post_no_follow_and_no_key_behind() {
         .request(Method::GET, &location, Some(&other.token), None)
         .await;
     assert_eq!(res.status(), StatusCode::NOT_FOUND);
-    let done = job_done(&app, &leaving.token, &location).await;
+    let done = app.job_done(&leaving.token, &location).await;
     assert_eq!(done["done"], done["total"]);
     assert!(done["finished_at_ms"].is_i64());
-    let again = job_done(&app, &app.admin, &location).await;
+    let again = app.job_done(&app.admin, &location).await;
     assert_eq!(again["id"], job["id"]);
     // A repeated call answers the same job.
     let res = app

@@ -265,20 +265,7 @@ async fn a_user_holds_at_most_two_open_imports_and_their_lists_leave_when_done()
     assert_eq!(count(&mut other, &tasks).await, 2);
     conn.batch_execute("COMMIT").await.unwrap();
     let location = format!("/api/v1/jobs/{}", first["id"]);
-    let mut last = Value::Null;
-    for _ in 0..300 {
-        last = app
-            .request(Method::GET, &location, Some(&reader.token), None)
-            .await
-            .json()
-            .await
-            .unwrap();
-        if last["state"] == "done" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(last["state"], "done", "{last}");
+    app.job_done(&reader.token, &location).await;
     app.settle().await;
     // Once they end, their lists are gone; a new import is taken.
     let lists = format!(
@@ -383,32 +370,9 @@ async fn an_account_deleted_mid_import_leaves_no_list_behind() {
     list.extend(10_000_000..10_005_000);
     let (status, task) = import(&app, &reader, &list).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{task}");
-    let res = app
-        .request(
-            Method::DELETE,
-            &format!("/api/v1/users/{}", reader.id),
-            Some(&reader.token),
-            None,
-        )
-        .await;
-    assert_eq!(res.status(), StatusCode::ACCEPTED);
-    let deletion: Value = res.json().await.unwrap();
+    let location = app.delete_account(&reader).await;
     conn.batch_execute("COMMIT").await.unwrap();
-    let location = format!("/api/v1/jobs/{}", deletion["id"]);
-    let mut last = Value::Null;
-    for _ in 0..300 {
-        last = app
-            .request(Method::GET, &location, Some(&app.admin), None)
-            .await
-            .json()
-            .await
-            .unwrap();
-        if last["state"] == "done" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(last["state"], "done", "{last}");
+    app.job_done(&app.admin, &location).await;
     let left = format!(
         "SELECT (SELECT count(*) FROM import_chunks WHERE task_id = {0}) \
          + (SELECT count(*) FROM tasks WHERE id = {0} \

@@ -434,6 +434,33 @@ impl TestApp {
             .await
             .expect("fan-out finishes");
     }
+
+    /// Deletes `who`'s account, as itself: 202 and its job's path.
+    pub async fn delete_account(&self, who: &TestUser) -> String {
+        let path = format!("/api/v1/users/{}", who.id);
+        let res = self
+            .request(Method::DELETE, &path, Some(&who.token), None)
+            .await;
+        assert_eq!(res.status(), StatusCode::ACCEPTED, "DELETE {path}");
+        let job: Value = res.json().await.unwrap();
+        format!("/api/v1/jobs/{}", job["id"])
+    }
+
+    /// Waits (a minute at most) until the job at `path` is done, as
+    /// `token` watches it; its last state.
+    pub async fn job_done(&self, token: &str, path: &str) -> Value {
+        for _ in 0..600 {
+            let res = self.request(Method::GET, path, Some(token), None).await;
+            assert_eq!(res.status(), StatusCode::OK, "{path}");
+            let job: Value = res.json().await.unwrap();
+            if job["state"] == "done" {
+                return job;
+            }
+            assert!(job["done"].as_i64() <= job["total"].as_i64(), "{job}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("job {path} never ends");
+    }
 }
 
 pub fn post_of(v: &Value) -> Post {

@@ -324,18 +324,7 @@ async fn follows_mutes_and_blocks_of_a_deleted_account_answer_404_and_leave_no_c
         "/api/v1/jobs/{}",
         deleted.json::<Value>().await.unwrap()["id"]
     );
-    for _ in 0..300 {
-        let job: Value = app
-            .request(Method::GET, &location, Some(&app.admin), None)
-            .await
-            .json()
-            .await
-            .unwrap();
-        if job["state"] == "done" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    app.job_done(&app.admin, &location).await;
     for f in &fans {
         assert_eq!(app.user(f.id).await["following_count"], 0, "fan {}", f.id);
     }

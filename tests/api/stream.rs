@@ -380,15 +380,7 @@ async fn a_deleted_account_s_open_streams_end() {
         assert_eq!(status, StatusCode::OK, "{path}");
         open.push(events.unwrap());
     }
-    let res = app
-        .request(
-            Method::DELETE,
-            &format!("/api/v1/users/{}", reader.id),
-            Some(&reader.token),
-            None,
-        )
-        .await;
-    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    app.delete_account(&reader).await;
     for events in &mut open {
         assert!(
             events.ends_within(Duration::from_secs(5)).await,
