@@ -228,10 +228,16 @@ impl Engine {
         self.claim_for(pick, true).await
     }
 
-    /// [`Self::claim`], bulk jobs among the candidates only if `bulk`.
+    /// [`Self::claim`]: every other kind before the bulk ones (a delivery
+    /// never waits behind an import), and these only if `bulk`.
     async fn claim_for(&self, pick: i64, bulk: bool) -> AppResult<Option<Lease>> {
         loop {
-            match self.pg().claim_job(self.lease_time(), pick, bulk).await? {
+            let lease = self.lease_time();
+            let claimed = match self.pg().claim_job(lease, pick, false).await? {
+                None if bulk => self.pg().claim_job(lease, pick, true).await?,
+                other => other,
+            };
+            match claimed {
                 None => return Ok(None),
                 Some(Claimed::Job(job)) => {
                     return Ok(Some(Lease {

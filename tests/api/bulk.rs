@@ -223,6 +223,18 @@ async fn pg(app: &TestApp) -> diesel_async::AsyncPgConnection {
     .unwrap()
 }
 
+/// A connection in a transaction that holds `user`'s row locked (until
+/// it commits): a job that follows `user` waits on it.
+async fn holding(app: &TestApp, user: i64) -> diesel_async::AsyncPgConnection {
+    let mut conn = pg(app).await;
+    conn.batch_execute(&format!(
+        "BEGIN; SELECT id FROM users WHERE id = {user} FOR UPDATE"
+    ))
+    .await
+    .unwrap();
+    conn
+}
+
 #[derive(diesel::QueryableByName)]
 struct N {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
@@ -243,13 +255,7 @@ async fn a_user_holds_at_most_two_open_imports_and_their_lists_leave_when_done()
     // first import waits on it in its worker and the second in the queue.
     let held = app.create_user("held").await;
     let reader = app.create_user("reader").await;
-    let mut conn = pg(&app).await;
-    conn.batch_execute(&format!(
-        "BEGIN; SELECT id FROM users WHERE id = {} FOR UPDATE",
-        held.id
-    ))
-    .await
-    .unwrap();
+    let mut conn = holding(&app, held.id).await;
     let (s1, first) = import(&app, &reader, &[held.id]).await;
     let (s2, _) = import(&app, &reader, &[held.id]).await;
     assert_eq!((s1, s2), (StatusCode::ACCEPTED, StatusCode::ACCEPTED));
@@ -359,13 +365,7 @@ async fn an_account_deleted_mid_import_leaves_no_list_behind() {
     let app = spawn_app().await;
     let held = app.create_user("held").await;
     let reader = app.create_user("reader").await;
-    let mut conn = pg(&app).await;
-    conn.batch_execute(&format!(
-        "BEGIN; SELECT id FROM users WHERE id = {} FOR UPDATE",
-        held.id
-    ))
-    .await
-    .unwrap();
+    let mut conn = holding(&app, held.id).await;
     let mut list: Vec<i64> = vec![held.id];
     list.extend(10_000_000..10_005_000);
     let (status, task) = import(&app, &reader, &list).await;

@@ -52,9 +52,9 @@ impl PgStore {
 
     /// Claims a job whose lease has expired, for `lease`: the oldest
     /// (`pick` 0), the `pick`-th oldest, or with a negative `pick` the
-    /// `-pick`-th newest (tests claim in every order), every other kind
-    /// before the bulk ones ([`JobKind::BULK`]: a delivery never waits
-    /// behind an import), and these only if `bulk`. The jobs of one
+    /// `-pick`-th newest (tests claim in every order), among the bulk kinds
+    /// ([`JobKind::BULK`]) if `bulk`, else among the others (so that the
+    /// order stays the primary key's, read from its index). The jobs of one
     /// (author, follower) pair are claimed one at a time, in order: a
     /// `follow` never runs before an earlier `unfollow` of the same pair has
     /// finished.
@@ -82,9 +82,8 @@ impl PgStore {
                  AND (j.follower_id IS NULL OR NOT EXISTS ( \
                      SELECT 1 FROM fanout_jobs o WHERE o.author_id = j.author_id \
                      AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
-                 AND ($5 OR j.kind <> ALL ($6)) \
-                 ORDER BY j.kind = ANY ($6), j.id {order} OFFSET $2 LIMIT 1 \
-                 FOR UPDATE SKIP LOCKED) \
+                 AND (j.kind = ANY ($6)) = $5 \
+                 ORDER BY j.id {order} OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
              RETURNING id, kind, author_id, post_id, follower_id, checkpoint, attempts, \
                 created_at_ms, lease, epoch, task_id, targets"
         ))
