@@ -236,7 +236,6 @@ impl Conn {
         self.by_node(
             &base,
             &slots,
-            None,
             |i, pipe| {
                 for cmd in pipes[i].1.cmd_iter() {
                     pipe.add_command(cmd.clone());
@@ -251,10 +250,12 @@ impl Conn {
         .await
     }
 
-    /// Runs script calls, each with the slot of its keys: on a single node
-    /// in one pipeline (the script loaded first, for a Redis that restarted
-    /// or flushed its scripts); on a cluster in one pipeline per master,
-    /// each loading the script first ([`Conn::by_node`]).
+    /// Runs script calls, each with the slot of its keys, by their hash:
+    /// on a single node in one pipeline, sent again after loading the
+    /// script if Redis no longer knows it (a restart, a flush); on a
+    /// cluster in one pipeline per master ([`Conn::by_node`]), where a call
+    /// a node does not know the script for is sent again alone, loading
+    /// it. No call loads the script while Redis has it.
     pub async fn invoke_all<T: FromRedisValue>(
         &mut self,
         script: &Script,
@@ -262,20 +263,25 @@ impl Conn {
     ) -> RedisResult<Vec<T>> {
         let Some(base) = self.multiplexed() else {
             let mut pipe = redis::pipe();
-            pipe.load_script(script).ignore();
+            pipe.ignore_errors();
             for (_, call) in calls {
                 pipe.invoke_script(call);
             }
-            return pipe.query_async(self).await;
+            let mut replies: Vec<Value> = pipe.query_async(self).await?;
+            if replies.iter().any(unknown_script) {
+                script.prepare_invoke().load_async(self).await?;
+                replies = pipe.query_async(self).await?;
+            }
+            return replies
+                .into_iter()
+                .map(|v| redis::from_redis_value(v.extract_error()?).map_err(Into::into))
+                .collect();
         };
         let slots: Vec<u16> = calls.iter().map(|(s, _)| *s).collect();
-        let mut load = redis::pipe();
-        load.load_script(script);
         let replies = self
             .by_node(
                 &base,
                 &slots,
-                Some(&load),
                 |i, pipe| {
                     pipe.invoke_script(&calls[i].1);
                     1
@@ -297,14 +303,15 @@ impl Conn {
     }
 
     /// Sends items (`add` puts item `i`'s commands, all of slot `slots[i]`,
-    /// into a pipeline and returns how many) as one pipeline per master,
-    /// `prologue` first: a node runs a pipeline's commands one at a time, so
+    /// into a pipeline and returns how many) as one pipeline per master:
+    /// a node runs a pipeline's commands one at a time, so
     /// commands of many slots may travel together, which saves the client
     /// and the nodes a request per item. An item a node answers with an
     /// error (MOVED after a resharding, NOSCRIPT, TRYAGAIN, or a real
     /// error), or whose node's pipeline fails as a whole (a failover), is
     /// sent again alone by `alone`, routed as any call, and its answer
-    /// stands; the node map is then read again. Before that, the client
+    /// stands; the node map is then read again, unless the only errors
+    /// were scripts the node did not know yet. Before that, the client
     /// itself follows a MOVED by sending the whole pipeline again to the
     /// node named (up to its retry limit), so items may run more than once
     /// and must be safe to; a count they return is that of their last run.
@@ -312,7 +319,6 @@ impl Conn {
         &mut self,
         base: &cluster::ClusterConnection,
         slots: &[u16],
-        prologue: Option<&Pipeline>,
         add: A,
         alone: F,
     ) -> RedisResult<Vec<Vec<Value>>>
@@ -334,12 +340,6 @@ impl Conn {
         let (add, alone) = (&add, &alone);
         let sends = groups.iter().map(|group| async move {
             let mut pipe = redis::pipe();
-            let skip = prologue.map_or(0, |p| {
-                for cmd in p.cmd_iter() {
-                    pipe.add_command(cmd.clone());
-                }
-                p.len()
-            });
             let lens: Vec<usize> = group.iter().map(|&i| add(i, &mut pipe)).collect();
             let total = pipe.len();
             let route =
@@ -347,13 +347,16 @@ impl Conn {
             let replies = base.clone().route_pipeline(pipe, 0, total, route).await;
             let mut out = Vec::with_capacity(group.len());
             let mut again = Vec::new();
+            let mut stale = false;
             match replies {
                 Ok(values) if values.len() == total => {
-                    let mut rest = values.into_iter().skip(skip);
+                    let mut rest = values.into_iter();
                     for (k, &len) in lens.iter().enumerate() {
                         let chunk: Vec<Value> = rest.by_ref().take(len).collect();
-                        if chunk.iter().any(|v| matches!(v, Value::ServerError(_))) {
+                        let failed = |v: &Value| matches!(v, Value::ServerError(_));
+                        if chunk.iter().any(failed) {
                             again.push(k);
+                            stale |= chunk.iter().any(|v| failed(v) && !unknown_script(v));
                         }
                         out.push(chunk);
                     }
@@ -361,11 +364,11 @@ impl Conn {
                 _ => {
                     again = (0..group.len()).collect();
                     out = vec![Vec::new(); group.len()];
+                    stale = true;
                 }
             }
             let retried =
                 futures::future::try_join_all(again.iter().map(|&k| alone(group[k]))).await?;
-            let stale = !again.is_empty();
             crate::metrics::REDIS_RESENT.inc_by(again.len() as u64);
             for (k, values) in again.into_iter().zip(retried) {
                 out[k] = values;
@@ -390,6 +393,10 @@ impl Conn {
 
 /// `WAIT 1 timeout_ms` on every master of `nodes` (a `CLUSTER NODES`
 /// reply) that has a replica up; the fewest replicas that acknowledged.
+fn unknown_script(reply: &Value) -> bool {
+    matches!(reply, Value::ServerError(e) if e.kind() == Some(redis::ServerErrorKind::NoScript))
+}
+
 async fn wait_on(
     conn: &cluster::ClusterConnection,
     nodes: &str,

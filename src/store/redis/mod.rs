@@ -8,6 +8,7 @@ pub mod layout;
 pub mod pubsub;
 pub mod scripts;
 pub mod state;
+mod warm;
 
 use std::cell::Cell;
 use std::future::Future;
@@ -391,6 +392,48 @@ impl RedisStore {
         .await
     }
 
+    /// Runs `steps` (each the commands of one slot) in their order, and
+    /// returns their replies: on a single node as one
+    /// transaction, sent again after loading `scripts` if Redis no longer
+    /// knows one (the steps must be safe to run twice); on a cluster one
+    /// step after the other, each as its slot's node answers.
+    pub async fn in_order(
+        &self,
+        scripts: &[&redis::Script],
+        steps: &[redis::Pipeline],
+    ) -> AppResult<Vec<Value>> {
+        if self.is_cluster() {
+            let mut out = Vec::new();
+            for step in steps {
+                let replies: Vec<Value> = self
+                    .with_conn(|mut c| async move { step.query_async(&mut c).await })
+                    .await?;
+                out.extend(replies);
+            }
+            return Ok(out);
+        }
+        let mut all = redis::pipe();
+        all.atomic();
+        for step in steps {
+            for cmd in step.cmd_iter() {
+                all.add_command(cmd.clone());
+            }
+        }
+        let all = &all;
+        self.with_conn(|mut c| async move {
+            match all.query_async(&mut c).await {
+                Ok(replies) => Ok(replies),
+                Err(_) => {
+                    for script in scripts {
+                        script.prepare_invoke().load_async(&mut c).await?;
+                    }
+                    all.query_async(&mut c).await
+                }
+            }
+        })
+        .await
+    }
+
     /// Pushes the same entries into many feed lists (fan-out): PUSH calls of as
     /// many keys as keep a call short, a few calls per pipeline, each
     /// pipeline bounded by the timeout. `cut`: the entries are the newest of
@@ -736,7 +779,7 @@ fn by_weight<T>(items: &[T], budget: usize, weight: impl Fn(&T) -> usize) -> Vec
 }
 
 /// One PUSH call: `keys` get `entries` (scripts.rs, clause 3).
-fn push_call(
+pub(super) fn push_call(
     keys: &[String],
     entries: &[Entry],
     cap: i64,

@@ -80,8 +80,8 @@
 //!    epoch of its current big-V time (empty if none; any number, 0
 //!    included, is one) and the posts whose
 //!    delivery is in flight. Every follower pulls the outbox of an author
-//!    with a field. A post is added (with its outbox entry, atomically, by
-//!    [`PUBLISH`]) before its publish returns and removed once its
+//!    with a field. A post is added (before its outbox entry: the store's
+//!    `publish`) before its publish returns and removed once its
 //!    delivery is done; a demotion clears only the epoch it ended. Changes
 //!    during a build land in it, and the fill merges (epochs by max, ids by
 //!    union). Beside it, `pulled_authors` (a SET, of the same slot) names
@@ -417,12 +417,11 @@ local function read_source(key, max, fetch, ties)
 end
 "#;
 
-/// RANGE: KEYS[1] a feed list, and KEYS[2] (optional) a HASH of its slot;
-/// ARGV[1] the highest score to read (`+inf` for all), ARGV[2] how many
+/// RANGE: KEYS[1] a feed list; ARGV[1] the highest score to read (`+inf` for all), ARGV[2] how many
 /// entries (`fetch`), ARGV[3] how many more entries of one score to read
 /// at the most (`ties`). Returns the floor (`nil` if the key is missing),
 /// the *cut*, and the entries from ARGV[1] down (packed), all read at one
-/// moment (clause 6), then the whole HASH if one was named:
+/// moment (clause 6):
 /// - `fetch + 1` entries at the most;
 /// - when the limit stops the read inside a run of equal scores (its last
 ///   two entries share the score `s`), also the rest of that run, up to
@@ -434,13 +433,11 @@ end
 /// So a page whose boundary falls in a run of equal scores is settled by
 /// that run alone, not by reading every source again with a wider window.
 /// One slot, so the calls of many slots may share a pipeline to their
-/// master; a cluster's inbox comes with whom the reader follows.
+/// master.
 pub static RANGE: LazyLock<Script> = LazyLock::new(|| {
     script(&format!(
         r#"{LAYOUT}{SOURCE}
-local r = read_source(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
-if KEYS[2] then r[4] = redis.call('HGETALL', KEYS[2]) end
-return r
+return read_source(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
 "#
     ))
 });
@@ -712,25 +709,6 @@ redis.call('HSET', KEYS[1], '', 'c')
 redis.call('PERSIST', KEYS[1])
 redis.call('PERSIST', KEYS[2])
 return 1
-"#
-    ))
-});
-
-/// PUBLISH: KEYS[1] the author's outbox, KEYS[2] `post:{id}`, KEYS[3]
-/// `pulled`, KEYS[4] `pulled_authors`; ARGV[1] outbox cap, ARGV[2] post id, ARGV[3] score, ARGV[4]
-/// author, ARGV[5] username, ARGV[6] body, ARGV[7] post TTL, ARGV[8] meta
-/// (`''`: none). The post into
-/// its outbox (clause 3), its cache entry (clause 9) and its delivery in
-/// flight (clause 8), at once. Returns 1 if its outbox entry is new.
-pub static PUBLISH: LazyLock<Script> = LazyLock::new(|| {
-    script(&format!(
-        r#"{LAYOUT}{PRELUDE}{STATE}
-local score = tonumber(ARGV[3])
-local added = push(KEYS[1], tonumber(ARGV[1]), '', {{{{score, pack(score, tonumber(ARGV[2]))}}}})
-redis.call('HSET', KEYS[2], 'a', ARGV[4], 'u', ARGV[5], 'b', ARGV[6], 't', ARGV[3], 'm', ARGV[8])
-redis.call('EXPIRE', KEYS[2], tonumber(ARGV[7]))
-pulled_change(KEYS[3], KEYS[4], 'add', ARGV[4], ARGV[2])
-return added
 "#
     ))
 });

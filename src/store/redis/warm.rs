@@ -1,0 +1,422 @@
+//! The warm read of a page (clause 10 of scripts.rs): on one node the READ
+//! script, in one call; on a cluster, where a script reaches only the keys
+//! of its slot, the same reads in four round trips, each costing what the
+//! reader and the page hold, never what the system holds.
+
+use std::collections::{HashMap, HashSet};
+
+use redis::Value;
+
+use super::{scripts, source_of, RedisStore};
+use crate::error::{AppError, AppResult, Message};
+use crate::types::{page_reads, EntryMeta, Range, Scope, StateKey, WarmRead};
+
+/// Members a SMISMEMBER names at the most (a longer list is asked in
+/// several, in the same pipeline).
+const MEMBERS_PER_CALL: usize = 1000;
+
+/// Whom a home shows, as its reader's copy says (clause 7): the authors it
+/// follows, and itself with `own`.
+struct Shown {
+    reader: i64,
+    own: bool,
+    authors: HashSet<i64>,
+}
+
+impl Shown {
+    fn shows(&self, author: i64) -> bool {
+        (self.own && author == self.reader) || self.authors.contains(&author)
+    }
+
+    /// The authors whose outboxes the page may pull, in order.
+    fn candidates(&self) -> Vec<i64> {
+        let mut all: Vec<i64> = self.authors.iter().copied().collect();
+        if self.own && !self.authors.contains(&self.reader) {
+            all.push(self.reader);
+        }
+        all.sort_unstable();
+        all
+    }
+}
+
+/// Of some authors, those whose outboxes every follower pulls (clause 8)
+/// and those hidden (clause 12).
+struct Marks {
+    pulled: Vec<i64>,
+    hidden: HashSet<i64>,
+}
+
+fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppError + '_ {
+    move |e| AppError::internal(format!("reading {what}"), e)
+}
+
+impl RedisStore {
+    /// The warm read of a page of `scope` (clause 10): a home's first
+    /// source is its reader's inbox, an author's page's its outbox.
+    pub async fn warm_read(
+        &self,
+        scope: Scope,
+        max: Option<i64>,
+        fetch: usize,
+    ) -> AppResult<WarmRead> {
+        if self.is_cluster() {
+            return self.warm_read_by_slot(scope, max, fetch).await;
+        }
+        let (first, following, followees, reader, own) = match scope {
+            Scope::Home { reader, own } => (
+                self.keys.inbox(reader),
+                self.keys.following(reader),
+                self.keys.followees(reader),
+                reader.to_string(),
+                own,
+            ),
+            Scope::Author(author) => {
+                let unused = format!("{}unused", self.keys.prefix());
+                (
+                    self.keys.outbox(author),
+                    unused.clone(),
+                    unused,
+                    String::new(),
+                    false,
+                )
+            }
+        };
+        let (pulled, pulled_authors) = (self.keys.pulled(), self.keys.pulled_authors());
+        let hidden = self.keys.hidden();
+        let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+        let prefix = self.keys.prefix().to_string();
+        let mode = match scope {
+            Scope::Home { .. } => "home",
+            Scope::Author(_) => "author",
+        };
+        let first = &first;
+        let reply: Value = self
+            .with_conn(|mut c| async move {
+                scripts::READ
+                    .key(&following)
+                    .key(first)
+                    .key(&pulled)
+                    .key(&followees)
+                    .key(&pulled_authors)
+                    .key(&hidden)
+                    .arg(&prefix)
+                    .arg(&max)
+                    .arg(fetch)
+                    .arg(mode)
+                    .arg(scripts::TIES)
+                    .arg(&reader)
+                    .arg(if own { "1" } else { "0" })
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        parse_read(reply, first)
+    }
+
+    /// The warm read on a cluster, in four round trips, none reading a key
+    /// every page reads in full: (1) whom the reader follows, from its
+    /// copy; (2) which of them are pulled or hidden, asked of the shared
+    /// keys by name; (3) the first source and the pulled outboxes, one
+    /// pipeline per master; (4) the authors and tombstones of the page's
+    /// posts. The pulled authors are read before the inbox: a delivery done
+    /// before that read is in the inbox read after it, and a post still in
+    /// flight keeps its author's outbox pulled. An author's page asks (2)
+    /// and (3) at once.
+    async fn warm_read_by_slot(
+        &self,
+        scope: Scope,
+        max: Option<i64>,
+        fetch: usize,
+    ) -> AppResult<WarmRead> {
+        let (mut sources, visible) = match scope {
+            Scope::Home { reader, own } => {
+                let shown = match self.shown(reader, own).await? {
+                    Ok(shown) => shown,
+                    Err(state) => return Ok(state),
+                };
+                let marks = match self.marks(&shown.candidates(), true).await? {
+                    Ok(marks) => marks,
+                    Err(state) => return Ok(state),
+                };
+                let pulled: Vec<i64> = marks
+                    .pulled
+                    .iter()
+                    .copied()
+                    .filter(|a| !marks.hidden.contains(a))
+                    .collect();
+                let mut keys = vec![self.keys.inbox(reader)];
+                keys.extend(pulled.iter().map(|a| self.keys.outbox(*a)));
+                let ranges = self.ranges(&keys, max, fetch).await?;
+                let authors = std::iter::once(None).chain(pulled.into_iter().map(Some));
+                let sources: Vec<_> = authors.zip(ranges).collect();
+                let visible: Box<dyn Fn(i64) -> bool + Send> =
+                    Box::new(move |a| shown.shows(a) && !marks.hidden.contains(&a));
+                (sources, visible)
+            }
+            Scope::Author(author) => {
+                let (keys, authors) = ([self.keys.outbox(author)], [author]);
+                let (marks, ranges) =
+                    futures::join!(self.marks(&authors, false), self.ranges(&keys, max, fetch));
+                let marks = match marks? {
+                    Ok(marks) => marks,
+                    Err(state) => return Ok(state),
+                };
+                let sources = ranges?.into_iter().map(|r| (None, r)).collect();
+                let visible: Box<dyn Fn(i64) -> bool + Send> =
+                    Box::new(move |a| !marks.hidden.contains(&a));
+                (sources, visible)
+            }
+        };
+        let ids = page_ids(&mut sources, fetch);
+        let meta = self.page_meta(ids, visible).await?;
+        Ok(WarmRead::Read { sources, meta })
+    }
+
+    /// Round trip (1): whom `reader`'s home shows, or the state of its
+    /// copy if that is missing or being built.
+    async fn shown(&self, reader: i64, own: bool) -> AppResult<Result<Shown, WarmRead>> {
+        let (hash, names) = (self.keys.following(reader), self.keys.followees(reader));
+        let (built, members): (Option<String>, Vec<String>) = self
+            .with_conn(|mut c| async move {
+                redis::pipe()
+                    .hget(&hash, "")
+                    .smembers(&names)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        match built.as_deref() {
+            None => return Ok(Err(WarmRead::Missing(StateKey::Following))),
+            Some("b") => return Ok(Err(WarmRead::Building(StateKey::Following))),
+            Some(_) => {}
+        }
+        if !members.iter().any(|m| m == "0") {
+            return Ok(Err(WarmRead::Missing(StateKey::Following)));
+        }
+        let authors = members
+            .iter()
+            .filter(|m| *m != "0")
+            .map(|m| m.parse::<i64>())
+            .collect::<Result<_, _>>()
+            .map_err(bad("whom a reader follows"))?;
+        Ok(Ok(Shown {
+            reader,
+            own,
+            authors,
+        }))
+    }
+
+    /// Round trip (2): which of `authors` are hidden and, for a home
+    /// (`pulled`), which are pulled; or the state of the shared key that is
+    /// missing or being built. Asked by name, so its cost follows the
+    /// authors named, not how many the keys hold.
+    async fn marks(&self, authors: &[i64], pulled: bool) -> AppResult<Result<Marks, WarmRead>> {
+        let (state, names, hidden) = (
+            self.keys.pulled(),
+            self.keys.pulled_authors(),
+            self.keys.hidden(),
+        );
+        let ask = |pipe: &mut redis::Pipeline, key: &str, marks: &[&str]| {
+            let mut first = true;
+            for chunk in authors.chunks(MEMBERS_PER_CALL) {
+                let cmd = pipe.cmd("SMISMEMBER").arg(key);
+                if std::mem::take(&mut first) {
+                    cmd.arg(marks);
+                }
+                cmd.arg(chunk);
+            }
+            if authors.is_empty() {
+                pipe.cmd("SMISMEMBER").arg(key).arg(marks);
+            }
+        };
+        let mut replies: Vec<Value> = self
+            .with_conn(|mut c| async move {
+                let mut pipe = redis::pipe();
+                ask(&mut pipe, &hidden, &["0", "b"]);
+                if pulled {
+                    ask(&mut pipe, &names, &["0"]);
+                    pipe.hget(&state, "");
+                }
+                pipe.query_async(&mut c).await
+            })
+            .await?;
+        if pulled {
+            let built: Option<String> =
+                redis::from_redis_value(replies.pop().unwrap_or(Value::Nil))
+                    .map_err(bad("the pulled authors"))?;
+            match built.as_deref() {
+                None => return Ok(Err(WarmRead::Missing(StateKey::Pulled))),
+                Some("b") => return Ok(Err(WarmRead::Building(StateKey::Pulled))),
+                Some(_) => {}
+            }
+        }
+        let calls = authors.len().div_ceil(MEMBERS_PER_CALL).max(1);
+        let mut flags = replies
+            .into_iter()
+            .map(|v| redis::from_redis_value::<Vec<i64>>(v).map_err(bad("the pulled authors")));
+        let mut next_flags = || -> AppResult<Vec<i64>> {
+            let mut all = Vec::with_capacity(authors.len() + 2);
+            for _ in 0..calls {
+                all.extend(flags.next().transpose()?.unwrap_or_default());
+            }
+            Ok(all)
+        };
+        let hidden_flags = next_flags()?;
+        if hidden_flags.first() != Some(&1) {
+            return Ok(Err(match hidden_flags.get(1) == Some(&1) {
+                true => WarmRead::Building(StateKey::Hidden),
+                false => WarmRead::Missing(StateKey::Hidden),
+            }));
+        }
+        let hidden = authors
+            .iter()
+            .zip(&hidden_flags[2..])
+            .filter(|(_, f)| **f == 1)
+            .map(|(a, _)| *a)
+            .collect();
+        let pulled = match pulled {
+            false => Vec::new(),
+            true => {
+                let pulled_flags = next_flags()?;
+                if pulled_flags.first() != Some(&1) {
+                    return Ok(Err(WarmRead::Missing(StateKey::Pulled)));
+                }
+                authors
+                    .iter()
+                    .zip(&pulled_flags[1..])
+                    .filter(|(_, f)| **f == 1)
+                    .map(|(a, _)| *a)
+                    .collect()
+            }
+        };
+        Ok(Ok(Marks { pulled, hidden }))
+    }
+
+    /// Round trip (4): the author and tombstone of each of the page's
+    /// posts, one pipeline per master; a post is followed if its author is
+    /// `visible` (an unknown author's post is kept: the engine reads it).
+    async fn page_meta(
+        &self,
+        ids: Vec<i64>,
+        visible: Box<dyn Fn(i64) -> bool + Send>,
+    ) -> AppResult<HashMap<i64, EntryMeta>> {
+        let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
+        let rows = self
+            .query_per_slot(&keys, |pipe, key| {
+                pipe.cmd("HMGET").arg(key).arg("a").arg("d");
+            })
+            .await?;
+        let mut meta = HashMap::with_capacity(ids.len());
+        for (id, row) in ids.into_iter().zip(rows) {
+            let (a, d): (Option<String>, Option<String>) =
+                redis::from_redis_value(row).map_err(bad("a post"))?;
+            let author = a
+                .filter(|a| !a.is_empty())
+                .map(|a| a.parse::<i64>())
+                .transpose()
+                .map_err(bad("a post's author"))?;
+            meta.insert(
+                id,
+                EntryMeta {
+                    author,
+                    deleted: d.as_deref() == Some("1"),
+                    followed: author.is_none_or(&visible),
+                },
+            );
+        }
+        Ok(meta)
+    }
+}
+
+/// As READ: the sources cut down to what the page can use
+/// ([`page_reads`]), whose posts alone are looked up (none while a source
+/// is not there). Returns their ids, in feed order.
+fn page_ids(sources: &mut [(Option<i64>, Range)], fetch: usize) -> Vec<i64> {
+    let mut reads = Vec::with_capacity(sources.len());
+    for (_, range) in sources.iter_mut() {
+        match range {
+            Range::Read(read) => reads.push(read),
+            Range::Missing | Range::Building => return Vec::new(),
+        }
+    }
+    page_reads(&mut reads, fetch)
+        .into_iter()
+        .map(|e| e.id)
+        .collect()
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn items(v: Value, what: &str) -> AppResult<Vec<Value>> {
+    match v {
+        Value::Array(items) => Ok(items),
+        other => Err(bad::<Message>(what)(Message(format!("{other:?}")))),
+    }
+}
+
+/// Parses a READ reply (clause 10).
+fn parse_read(reply: Value, first: &str) -> AppResult<WarmRead> {
+    let mut parts = items(reply, "a warm read")?.into_iter();
+    let status = parts.next().and_then(|v| text(&v)).unwrap_or_default();
+    let state = |what: &str| match what {
+        "following" => Ok(StateKey::Following),
+        "pulled" => Ok(StateKey::Pulled),
+        "hidden" => Ok(StateKey::Hidden),
+        other => Err(bad::<Message>("a warm read")(Message(other.to_string()))),
+    };
+    if let Some(what) = status.strip_prefix("missing:") {
+        return Ok(WarmRead::Missing(state(what)?));
+    }
+    if let Some(what) = status.strip_prefix("building:") {
+        return Ok(WarmRead::Building(state(what)?));
+    }
+    let (Some(sources), Some(meta)) = (parts.next(), parts.next()) else {
+        return Err(bad::<Message>("a warm read")(Message(status)));
+    };
+    let mut out = Vec::new();
+    for source in items(sources, "a warm read's sources")? {
+        let [author, floor, cut, entries] = &items(source, "a warm read's source")?[..] else {
+            return Err(bad::<Message>("a warm read's source")(Message(
+                "not four fields".into(),
+            )));
+        };
+        let author = text(author)
+            .filter(|a| !a.is_empty())
+            .map(|a| a.parse::<i64>())
+            .transpose()
+            .map_err(bad("an author"))?;
+        out.push((author, source_of(first, floor, cut, entries)?));
+    }
+    let meta_list = items(meta, "a warm read's posts")?;
+    let mut meta = HashMap::with_capacity(meta_list.len() / 4);
+    for chunk in meta_list.chunks(4) {
+        let [id, author, deleted, followed] = chunk else {
+            break;
+        };
+        let id: i64 = text(id)
+            .unwrap_or_default()
+            .parse()
+            .map_err(bad("a post id"))?;
+        let author = text(author)
+            .filter(|a| !a.is_empty())
+            .map(|a| a.parse::<i64>())
+            .transpose()
+            .map_err(bad("a post's author"))?;
+        meta.insert(
+            id,
+            EntryMeta {
+                author,
+                deleted: text(deleted).as_deref() == Some("1"),
+                followed: text(followed).as_deref() == Some("1"),
+            },
+        );
+    }
+    Ok(WarmRead::Read { sources: out, meta })
+}
