@@ -1,4 +1,4 @@
-//! Cutting a page out of a feed stream (DESIGN.md, invariant 3).
+//! Cutting a page out of a feed stream (docs/design.md, invariant 3).
 //!
 //! The stream is the feed: every post of the authors followed, deleted ones
 //! included, in feed order. A deleted post is *hidden*: never shown, but it

@@ -1,4 +1,4 @@
-//! The scroll position (DESIGN.md, invariant 3). A request names a position
+//! The scroll position (docs/design.md, invariant 3). A request names a position
 //! in the feed with a score and an `offset` that places it in the run of
 //! entries of that score:
 //! - `max` and `offset`: below the `offset` newest entries scored exactly

@@ -118,7 +118,7 @@ async fn two_instances_run_as_the_unit_and_its_environment_files_say() {
     let settings = test_settings();
     let _cleanup = Cleanup::of(&settings);
     let unit = std::fs::read_to_string(repository(UNIT)).unwrap();
-    // /etc/feed-service as the README installs it, with the test's stores.
+    // /etc/feed-service as deploy/README.md installs it, with the test's stores.
     let etc = std::env::temp_dir().join(format!("feed-etc-{}", free_port()));
     std::fs::create_dir_all(&etc).unwrap();
     let mut shared = std::fs::read_to_string(repository(SHARED_ENV)).unwrap();
@@ -215,7 +215,7 @@ async fn two_instances_run_as_the_unit_and_its_environment_files_say() {
         .iter()
         .map(|&port| instance_environment(&unit, &etc, port))
         .collect();
-    // README's first step: the database and its migrations.
+    // deploy/README.md's first step: the database and its migrations.
     let mut migrate = environments[0].clone();
     migrate.insert("FEED_DATABASE__CREATE_IF_MISSING".into(), "true".into());
     let line = unit_values(&unit, "ExecStart")[0].replace(" serve", " migrate");

@@ -1,4 +1,4 @@
-//! The invariants of DESIGN.md, through the API.
+//! The invariants of docs/design.md, through the API.
 
 use std::collections::HashSet;
 use std::time::Duration;

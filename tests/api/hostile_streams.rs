@@ -237,8 +237,8 @@ async fn stalled_streams_replaying_a_large_home_are_bounded_and_cut() {
     }
 }
 
-/// What one stalled stream may hold in the process at most (README,
-/// "Live streams"): its buffer of events (32 KiB), the server's write
+/// What one stalled stream may hold in the process at most (docs/security.md,
+/// "Memory a client can hold"): its buffer of events (32 KiB), the server's write
 /// buffer of its connection, its task and its place in the hub.
 const BUDGET_PER_STALLED_STREAM: u64 = 128 * 1024;
 

@@ -2,7 +2,7 @@
 //! and faults against the real PostgreSQL and Redis, every page checked
 //! against a reference model of the feed.
 //!
-//! The reference is the feed as DESIGN.md defines it from the records: every
+//! The reference is the feed as docs/design.md defines it from the records: every
 //! post of the authors a reader follows, newest first (ties by the id's
 //! decimal bytes, descending), deleted posts hidden but keeping their place.
 //! The model keeps its own copy of users, follows and posts, and computes
