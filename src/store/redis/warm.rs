@@ -310,11 +310,7 @@ impl RedisStore {
         for (id, row) in ids.into_iter().zip(rows) {
             let (a, d): (Option<String>, Option<String>) =
                 redis::from_redis_value(row).map_err(bad("a post"))?;
-            let author = a
-                .filter(|a| !a.is_empty())
-                .map(|a| a.parse::<i64>())
-                .transpose()
-                .map_err(bad("a post's author"))?;
+            let author = author_of(a)?;
             meta.insert(
                 id,
                 EntryMeta {
@@ -343,6 +339,15 @@ fn page_ids(sources: &mut [(Option<i64>, Range)], fetch: usize) -> Vec<i64> {
         .into_iter()
         .map(|e| e.id)
         .collect()
+}
+
+/// A cached post's author (`None` or empty: the post is not cached).
+fn author_of(field: Option<String>) -> AppResult<Option<i64>> {
+    field
+        .filter(|a| !a.is_empty())
+        .map(|a| a.parse::<i64>())
+        .transpose()
+        .map_err(bad("a post's author"))
 }
 
 fn text(v: &Value) -> Option<String> {
@@ -387,11 +392,7 @@ fn parse_read(reply: Value, first: &str) -> AppResult<WarmRead> {
                 "not four fields".into(),
             )));
         };
-        let author = text(author)
-            .filter(|a| !a.is_empty())
-            .map(|a| a.parse::<i64>())
-            .transpose()
-            .map_err(bad("an author"))?;
+        let author = author_of(text(author))?;
         out.push((author, source_of(first, floor, cut, entries)?));
     }
     let meta_list = items(meta, "a warm read's posts")?;
@@ -404,11 +405,7 @@ fn parse_read(reply: Value, first: &str) -> AppResult<WarmRead> {
             .unwrap_or_default()
             .parse()
             .map_err(bad("a post id"))?;
-        let author = text(author)
-            .filter(|a| !a.is_empty())
-            .map(|a| a.parse::<i64>())
-            .transpose()
-            .map_err(bad("a post's author"))?;
+        let author = author_of(text(author))?;
         meta.insert(
             id,
             EntryMeta {
