@@ -10,10 +10,11 @@
 
 use futures::StreamExt;
 
-use super::{now_ms, retried, Engine, Hinted};
+use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::models::{Task, User};
 use crate::store::pg::EntriesOf;
+use crate::store::redis::hints::{HiddenChange, Signal};
 use crate::store::redis::state::PulledChange;
 use crate::types::{Edge, Entry, Job};
 
@@ -50,8 +51,15 @@ impl Engine {
         match self.inner.pg.set_status(id, &[from], to, now_ms()).await? {
             Some(change) => {
                 self.hide_now(id, suspend, Some(change.job)).await?;
-                let op = if suspend { "h" } else { "s" };
-                self.hint(Hinted::Hidden, format!("{op}:{id}")).await;
+                let hidden = match suspend {
+                    true => HiddenChange::Suspended,
+                    false => HiddenChange::Restored,
+                };
+                self.hint(Signal::Hidden {
+                    account: id,
+                    change: hidden,
+                })
+                .await;
                 Ok(change.user)
             }
             // Already so, or no such account (404).
@@ -76,7 +84,11 @@ impl Engine {
         // purge is over there is nothing left to hide.)
         if job.is_some() || self.pg().hidden(id).await? {
             self.hide_now(id, true, job).await?;
-            self.hint(Hinted::Hidden, format!("x:{id}")).await;
+            self.hint(Signal::Hidden {
+                account: id,
+                change: HiddenChange::Deleted,
+            })
+            .await;
         }
         self.inner.wake.notify_waiters();
         // Its own reads stop: its copy and inbox go, and a rebuild of them
@@ -106,33 +118,9 @@ impl Engine {
     /// the requester; its job (if any) is dropped once done, else left to
     /// a worker and the call answers 503.
     async fn hide_now(&self, account: i64, hide: bool, job: Option<i64>) -> AppResult<()> {
-        let applied = retried(|| async {
-            let mark = self.redis().write_mark();
-            self.redis().hidden_change(account, hide).await?;
-            self.redis().replicated(mark).await
-        })
-        .await;
-        match (applied, job) {
-            (Ok(()), Some(job)) => {
-                if let Err(e) = self.pg().drop_job(job).await {
-                    tracing::debug!(error = %e.chain(), "a done hide job stays for a worker");
-                }
-                Ok(())
-            }
-            (Ok(()), None) => Ok(()),
-            (Err(e), _) => {
-                self.deferred();
-                self.inner.wake.notify_waiters();
-                Err(AppError::Unavailable {
-                    what: "Redis",
-                    source: format!(
-                        "the account's status is recorded; hiding its posts is queued: {}",
-                        e.chain()
-                    )
-                    .into(),
-                })
-            }
-        }
+        let queued = "the account's status is recorded; hiding its posts is queued";
+        self.write_through(job, queued, || self.redis().hidden_change(account, hide))
+            .await
     }
 
     /// A `hide` job: the hidden accounts take the account's status now.

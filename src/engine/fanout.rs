@@ -19,6 +19,7 @@ use super::policy::{self, Audience};
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{Claimed, EntriesOf};
+use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::types::{CachedPost, Edge, Entry, Job, JobKind};
 
@@ -477,8 +478,13 @@ impl Engine {
                 }
                 if new {
                     // Its publish could not write it: streams hear of it now.
-                    let hinted = format!("p:{post}:{}", delivery.created_at_ms);
-                    self.hint(super::Hinted::Author(author), hinted).await;
+                    let score = delivery.created_at_ms;
+                    self.hint(Signal::Published {
+                        author,
+                        post,
+                        score,
+                    })
+                    .await;
                 }
 
                 let to = match policy::audience(delivery.pulled) {

@@ -52,6 +52,7 @@ use crate::settings::EngineSettings;
 use crate::store::pg::models::{Post, User};
 use crate::store::pg::HEARTBEAT;
 use crate::store::pg::{Deletion, PgStore, Published};
+use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
 use crate::types::{CachedPost, Cursor, Entry, Prev};
@@ -155,19 +156,6 @@ struct Inner {
     bulk: tokio::sync::Semaphore,
 }
 
-/// Whose channel a hint goes to.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Hinted {
-    /// An author's posts: `p:<id>:<score>` published, `d:<id>` deleted.
-    Author(i64),
-    /// What a reader's home shows: `f:<author>` shown, `u:`, `m:`, `b:`
-    /// not any more (unfollowed, muted, blocked).
-    Reader(i64),
-    /// The hidden accounts: `h:<id>` suspended, `x:<id>` deleted, `s:<id>`
-    /// shown again.
-    Hidden,
-}
-
 /// Seconds a publish refused for the backlog asks its client to wait.
 const BACKLOG_RETRY_SECS: u64 = 5;
 
@@ -228,6 +216,12 @@ impl Engine {
             Ok(s) => s.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
+    }
+
+    /// The admin settings as PostgreSQL holds them now (another instance
+    /// may have changed them since this one loaded them).
+    pub async fn stored_settings(&self) -> AppResult<FeedSettings> {
+        self.inner.pg.settings().await
     }
 
     fn set_live(&self, new: FeedSettings) {
@@ -390,8 +384,12 @@ impl Engine {
         }
         self.remember(std::slice::from_ref(&post));
         self.inner.wake.notify_waiters();
-        let hinted = format!("p:{}:{}", post.id, post.created_at_ms);
-        self.hint(Hinted::Author(author), hinted).await;
+        self.hint(Signal::Published {
+            author,
+            post: post.id,
+            score: post.created_at_ms,
+        })
+        .await;
         Ok(Publication {
             post,
             replayed: false,
@@ -425,15 +423,49 @@ impl Engine {
 
     /// Tells every instance something of `about` (pub/sub; see
     /// [`stream`]): best effort, a hint is only a hint.
-    pub(crate) async fn hint(&self, about: Hinted, payload: String) {
-        let keys = self.inner.redis.keys();
-        let channel = match about {
-            Hinted::Author(a) => keys.author_channel(a),
-            Hinted::Reader(r) => keys.reader_channel(r),
-            Hinted::Hidden => keys.hidden_channel(),
-        };
-        if let Err(e) = self.inner.redis.hint(&channel, &payload).await {
+    pub(crate) async fn hint(&self, signal: Signal) {
+        if let Err(e) = self.inner.redis.hint(signal).await {
             tracing::debug!(error = %e.chain(), "a hint was not sent");
+        }
+    }
+
+    /// The write-through of a change PostgreSQL has recorded, with the job
+    /// that would redo it: its Redis side (`apply`) runs now, retried, and
+    /// is waited on until a replica holds it (a failover must not lose
+    /// it), then the job is dropped. If Redis cannot take it, the job stays
+    /// for a worker and the call answers 503 saying that `queued` is.
+    pub(crate) async fn write_through<F, Fut>(
+        &self,
+        job: Option<i64>,
+        queued: &str,
+        apply: F,
+    ) -> AppResult<()>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = AppResult<()>>,
+    {
+        let applied = retried(|| async {
+            let mark = self.inner.redis.write_mark();
+            apply().await?;
+            self.inner.redis.replicated(mark).await
+        })
+        .await;
+        match applied {
+            Ok(()) => {
+                let Some(job) = job else { return Ok(()) };
+                if let Err(e) = self.inner.pg.drop_job(job).await {
+                    tracing::debug!(error = %e.chain(), "a done job stays for a worker");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.deferred();
+                self.inner.wake.notify_waiters();
+                Err(AppError::Unavailable {
+                    what: "Redis",
+                    source: format!("{queued}: {}", e.chain()).into(),
+                })
+            }
         }
     }
 
@@ -512,34 +544,15 @@ impl Engine {
                 author_id,
                 created_at_ms,
             } => {
-                let hinted = format!("d:{id}:{created_at_ms}");
-                self.hint(Hinted::Author(author_id), hinted).await;
-                let hide = || async {
-                    let mark = self.inner.redis.write_mark();
-                    self.inner.redis.tombstone(id, ttl).await?;
-                    // Its job is dropped: a failover must not lose it.
-                    self.inner.redis.replicated(mark).await
-                };
-                match retried(hide).await {
-                    Ok(()) => {
-                        if let Err(e) = self.inner.pg.drop_job(job).await {
-                            tracing::debug!(error = %e.chain(), "a done retract job stays for a worker");
-                        }
-                        Ok(())
-                    }
-                    Err(e) => {
-                        self.deferred();
-                        self.inner.wake.notify_waiters();
-                        Err(AppError::Unavailable {
-                            what: "Redis",
-                            source: format!(
-                                "the post is deleted; hiding it everywhere is queued: {}",
-                                e.chain()
-                            )
-                            .into(),
-                        })
-                    }
-                }
+                self.hint(Signal::Deleted {
+                    author: author_id,
+                    post: id,
+                    score: Some(created_at_ms),
+                })
+                .await;
+                let queued = "the post is deleted; hiding it everywhere is queued";
+                self.write_through(Some(job), queued, || self.inner.redis.tombstone(id, ttl))
+                    .await
             }
         }
     }

@@ -8,10 +8,11 @@
 
 use serde::Serialize;
 
-use super::{now_ms, policy, retried, Engine, Hinted};
+use super::{now_ms, policy, Engine};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::models::{Task, User};
 use crate::store::pg::{EdgeChange, EntriesOf, FollowedMany};
+use crate::store::redis::hints::{ShownChange, Signal};
 use crate::types::{Cursor, Edge, Entry, Job, PageRequest};
 
 /// A page of users (whom one mutes or blocks), newest first by when.
@@ -139,33 +140,12 @@ impl Engine {
         let Some(job) = done.job else {
             return Ok(done);
         };
-        let applied = retried(|| async {
-            let mark = self.inner.redis.write_mark();
+        let queued = "the follows are recorded; their cache update is queued";
+        self.write_through(Some(job), queued, || {
             self.apply_follows(follower, done.seq, &done.new, &done.muted)
-                .await?;
-            self.inner.redis.replicated(mark).await
         })
-        .await;
-        match applied {
-            Ok(()) => {
-                if let Err(e) = self.inner.pg.drop_job(job).await {
-                    tracing::debug!(error = %e.chain(), "a done job stays for a worker");
-                }
-                Ok(done)
-            }
-            Err(e) => {
-                self.deferred();
-                self.inner.wake.notify_waiters();
-                Err(AppError::Unavailable {
-                    what: "Redis",
-                    source: format!(
-                        "the follows are recorded; their cache update is queued: {}",
-                        e.chain()
-                    )
-                    .into(),
-                })
-            }
-        }
+        .await?;
+        Ok(done)
     }
 
     /// Applies follows `seq` of `follower` (the authors `new`, of which it
@@ -348,7 +328,12 @@ impl Engine {
             }
         }
         for (who, other) in [(blocker, target), (target, blocker)] {
-            self.hint(Hinted::Reader(who), format!("b:{other}")).await;
+            self.hint(Signal::Shown {
+                reader: who,
+                author: other,
+                change: ShownChange::Blocked,
+            })
+            .await;
         }
         first_error
     }
@@ -406,14 +391,18 @@ impl Engine {
     /// Tells every instance's streams of `follower` what its home shows of
     /// `author` now.
     async fn hint_edge(&self, follower: i64, author: i64, edge: Edge, shown: bool) {
-        let op = match edge {
-            Edge::Follow | Edge::Unmute if shown => "f",
+        let change = match edge {
+            Edge::Follow | Edge::Unmute if shown => ShownChange::Followed,
             Edge::Follow | Edge::Unmute => return,
-            Edge::Unfollow => "u",
-            Edge::Mute => "m",
+            Edge::Unfollow => ShownChange::Unfollowed,
+            Edge::Mute => ShownChange::Muted,
         };
-        self.hint(Hinted::Reader(follower), format!("{op}:{author}"))
-            .await;
+        self.hint(Signal::Shown {
+            reader: follower,
+            author,
+            change,
+        })
+        .await;
     }
 
     /// The Redis side of a follow, unfollow, mute or unmute, done by its
@@ -447,35 +436,11 @@ impl Engine {
                 tracing::warn!(error = %e.chain(), "could not record a promotion in Redis yet");
             }
         }
-        let applied = retried(|| async {
-            let mark = self.inner.redis.write_mark();
+        let queued = "the change is recorded; its cache update is queued";
+        self.write_through(change.job, queued, || {
             self.apply_edge(follower, followee, change.seq, (edge, change.shown))
-                .await?;
-            // Its job is dropped: a failover must not lose the change.
-            self.inner.redis.replicated(mark).await
         })
-        .await;
-        match (applied, change.job) {
-            (Ok(()), Some(job)) => {
-                if let Err(e) = self.inner.pg.drop_job(job).await {
-                    tracing::debug!(error = %e.chain(), "a done job stays for a worker");
-                }
-                Ok(())
-            }
-            (Ok(()), None) => Ok(()),
-            (Err(e), _) => {
-                self.deferred();
-                self.inner.wake.notify_waiters();
-                Err(AppError::Unavailable {
-                    what: "Redis",
-                    source: format!(
-                        "the change is recorded; its cache update is queued: {}",
-                        e.chain()
-                    )
-                    .into(),
-                })
-            }
-        }
+        .await
     }
 
     /// How many of an author's newest posts a follow copies: the admin's

@@ -21,7 +21,7 @@ pub async fn get_settings(
     _admin: Admin,
     engine: web::Data<Engine>,
 ) -> Result<HttpResponse, AppError> {
-    let settings = engine.pg().settings().await?;
+    let settings = engine.stored_settings().await?;
     Ok(HttpResponse::Ok().json(settings))
 }
 

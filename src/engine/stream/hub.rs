@@ -20,6 +20,7 @@ use tokio::sync::{watch, Notify, OnceCell, Semaphore};
 use super::mailbox::Mailbox;
 use crate::engine::Engine;
 use crate::error::{AppError, AppResult};
+use crate::store::redis::hints::{author_of_channel, HiddenChange, Signal};
 use crate::store::redis::pubsub::{Hint, Subscriber};
 use crate::types::Closing;
 
@@ -467,22 +468,14 @@ impl Hub {
             });
             // An author's posts published before its channel took reached
             // no stream here: the homes that show it read again.
-            for author in on.iter().filter_map(|c| self.author_of_channel(c)) {
+            for author in on
+                .iter()
+                .filter_map(|c| author_of_channel(self.engine.redis().keys(), c))
+            {
                 self.tell_fans(author, Mailbox::read);
             }
             self.keeper.notified().await;
         }
-    }
-
-    /// The author whose posts `channel` carries, if it is an author's.
-    fn author_of_channel(&self, channel: &str) -> Option<i64> {
-        let prefix = self.engine.redis().keys().prefix();
-        channel
-            .strip_prefix(prefix)?
-            .strip_prefix("hints:{")?
-            .strip_suffix('}')?
-            .parse()
-            .ok()
     }
 
     /// Reads every local reader's authors again (hints of follows may have
@@ -531,62 +524,40 @@ impl Hub {
     /// Nothing here waits for Redis or PostgreSQL.
     async fn dispatch(&self, mut hints: tokio::sync::mpsc::UnboundedReceiver<Hint>) {
         let keys = self.engine.redis().keys().clone();
-        let prefix = format!("{}hints:", keys.prefix());
         while let Some(hint) = hints.recv().await {
             let (channel, payload) = match hint {
                 Hint::Lost => return,
                 Hint::Message { channel, payload } => (channel, payload),
             };
-            let Some(name) = channel.strip_prefix(&prefix) else {
-                continue;
-            };
-            let (op, rest) = payload.split_once(':').unwrap_or((payload.as_str(), ""));
-            let mut args = rest.split(':').map(|x| x.parse::<i64>());
-            let first = args.next().and_then(Result::ok);
-            let second = args.next().and_then(Result::ok);
-            if name == "{pulled}" {
-                self.hidden(op, first);
-            } else if let Some(reader) = name
-                .strip_prefix("{r")
-                .and_then(|r| r.split_once('}'))
-                .and_then(|(_, id)| id.parse::<i64>().ok())
-            {
-                // What a reader's home shows.
-                match (op, first) {
-                    ("f", Some(a)) => self.shown(reader, a, true, ""),
-                    ("u", Some(a)) => self.shown(reader, a, false, "unfollow"),
-                    ("m", Some(a)) => self.shown(reader, a, false, "mute"),
-                    ("b", Some(a)) => self.shown(reader, a, false, "block"),
-                    _ => {}
-                }
-            } else if let Some(author) = name
-                .strip_prefix('{')
-                .and_then(|a| a.strip_suffix('}'))
-                .and_then(|a| a.parse::<i64>().ok())
-            {
-                // An author's posts.
-                match (op, first, second) {
-                    ("p", Some(_), Some(_)) => self.tell_fans(author, Mailbox::read),
-                    ("d", Some(id), at) => self.tell_fans(author, |m| m.deleted(id, at)),
-                    _ => {}
-                }
+            match Signal::parse(&keys, &channel, &payload) {
+                Some(Signal::Published { author, .. }) => self.tell_fans(author, Mailbox::read),
+                Some(Signal::Deleted {
+                    author,
+                    post,
+                    score,
+                }) => self.tell_fans(author, |m| m.deleted(post, score)),
+                Some(Signal::Shown {
+                    reader,
+                    author,
+                    change,
+                }) => self.shown(reader, author, change.shows(), change.reason()),
+                Some(Signal::Hidden { account, change }) => self.hidden(account, change),
+                None => {}
             }
         }
     }
 
-    /// A hint of the hidden accounts: suspended (`h`), deleted (`x`: its
-    /// own streams end too), or back (`s`).
-    fn hidden(&self, op: &str, account: Option<i64>) {
-        let Some(a) = account else { return };
-        match op {
-            "h" => self.tell_fans(a, |m| m.removed(a, "suspend")),
-            "x" => {
+    /// An account's posts left every feed (its own streams end too when
+    /// it is deleted), or came back.
+    fn hidden(&self, a: i64, change: HiddenChange) {
+        match change {
+            HiddenChange::Suspended => self.tell_fans(a, |m| m.removed(a, "suspend")),
+            HiddenChange::Deleted => {
                 self.engine.account_gone(a);
                 self.tell_fans(a, |m| m.removed(a, "delete"));
                 self.tell_reader(a, |m| m.close(Closing::AccountGone));
             }
-            "s" => self.tell_fans(a, Mailbox::read),
-            _ => {}
+            HiddenChange::Restored => self.tell_fans(a, Mailbox::read),
         }
     }
 }

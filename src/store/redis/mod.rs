@@ -3,6 +3,7 @@
 
 mod conn;
 pub mod faults;
+pub mod hints;
 pub mod keys;
 pub mod layout;
 pub mod pubsub;

@@ -12,6 +12,7 @@ use redis::{IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value};
 use secrecy::ExposeSecret;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use super::hints::Signal;
 use super::RedisStore;
 use crate::error::{AppError, AppResult};
 use crate::settings::RedisSettings;
@@ -154,8 +155,9 @@ impl RedisStore {
 
     /// Publishes a hint (one message, whoever listens; nothing if nobody
     /// does), bounded by the timeout.
-    pub async fn hint(&self, channel: &str, payload: &str) -> AppResult<()> {
+    pub async fn hint(&self, signal: Signal) -> AppResult<()> {
         let cluster = self.is_cluster();
+        let (channel, payload) = (&signal.channel(self.keys()), &signal.payload());
         self.bounded(|mut c| async move {
             let verb = if cluster { "SPUBLISH" } else { "PUBLISH" };
             let _: i64 = redis::cmd(verb)
