@@ -177,7 +177,7 @@ impl Application {
         let background = spawn_background(self.engine.clone(), stopped)?;
         let engine = self.engine.clone();
         let every = self.metrics_refresh;
-        let gauges = tokio::spawn(async move { engine.refresh_gauges_forever(every).await });
+        let gauges = tokio::spawn(async move { engine.maintain_forever(every).await });
         let engine = self.engine.clone();
         let heartbeat = tokio::spawn(async move { engine.heartbeat_forever().await });
         let shrink = tokio::spawn(http::limits::shrink_forever(self.limits.clone()));

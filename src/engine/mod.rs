@@ -29,6 +29,7 @@ mod between;
 mod bodies;
 pub mod cut;
 pub mod fanout;
+mod maintenance;
 mod members;
 pub mod merge;
 pub mod policy;
@@ -50,7 +51,6 @@ use crate::error::{AppError, AppResult};
 use crate::metrics;
 use crate::settings::EngineSettings;
 use crate::store::pg::models::{Post, User};
-use crate::store::pg::HEARTBEAT;
 use crate::store::pg::{Deletion, PgStore, Published};
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
@@ -58,15 +58,10 @@ use crate::store::redis::RedisStore;
 use crate::types::{CachedPost, Cursor, Entry, Prev};
 
 pub use between::{Bounds, Feed};
+pub use maintenance::JOBS_VACUUM_DEAD_ROWS;
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
 pub use profiles::MAX_PROFILES;
 pub use relations::{Followed, Relation, UserPage, MAX_FOLLOW_MANY, MAX_IMPORT};
-
-/// How often an instance forgets the publish keys past their day.
-const FORGET_KEYS_EVERY: Duration = Duration::from_secs(60);
-
-/// Dead rows of the fan-out jobs table past which an instance vacuums it.
-pub const JOBS_VACUUM_DEAD_ROWS: i64 = 2000;
 
 /// A page of a feed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -147,7 +142,7 @@ struct Inner {
     /// Posts' bodies, authors and times (never change; bounded by posts
     /// and bytes, oldest out first).
     bodies: Mutex<bodies::Bodies>,
-    /// Fan-out jobs not dead, as last counted (see `refresh_gauges_forever`).
+    /// Fan-out jobs not dead, as last counted (see `maintain_forever`).
     backlog: std::sync::atomic::AtomicI64,
     /// Which accounts exist, as this instance last saw.
     members: members::Members,
@@ -606,119 +601,6 @@ impl Engine {
             }
             // Jobs of other instances finish without notifying this one.
             let _ = tokio::time::timeout(Duration::from_millis(100), done).await;
-        }
-    }
-
-    /// Says this instance is alive every [`HEARTBEAT`] (runs until
-    /// aborted): while it does, no other instance takes over its jobs
-    /// before their leases run out; once it stops, they do within
-    /// [`crate::store::pg::QUIET_INSTANCE`].
-    pub async fn heartbeat_forever(&self) {
-        loop {
-            if let Err(e) = self.inner.pg.heartbeat().await {
-                tracing::debug!(error = %e.chain(), "could not record this instance's heartbeat");
-            }
-            tokio::time::sleep(HEARTBEAT).await;
-        }
-    }
-
-    /// Clears the deliveries the pulled authors still hold whose jobs are
-    /// gone (done): a `done` that failed, or a rebuild that merged a
-    /// delivery finished meanwhile, would otherwise keep an author pulled
-    /// by every reader for good. Redis is read first: a delivery it holds
-    /// was committed before (publish commits, then marks), so no job then
-    /// means done. Returns how many it cleared.
-    pub async fn sweep_pulled(&self) -> AppResult<usize> {
-        let held = self.inner.redis.pulled_in_flight().await?;
-        let ids: Vec<i64> = held
-            .iter()
-            .flat_map(|(_, ids)| ids.iter().copied())
-            .collect();
-        let owed: std::collections::HashSet<i64> = self
-            .inner
-            .pg
-            .deliveries_of(&ids)
-            .await?
-            .into_iter()
-            .collect();
-        let mut cleared = 0;
-        for (author, ids) in held {
-            for id in ids.into_iter().filter(|id| !owed.contains(id)) {
-                self.inner
-                    .redis
-                    .pulled_change(author, PulledChange::Done(id))
-                    .await?;
-                cleared += 1;
-            }
-        }
-        Ok(cleared)
-    }
-
-    /// Keeps the gauges of `/metrics` fresh (whether each store answers, the
-    /// fan-out jobs), so that a scrape makes no query, and sweeps the
-    /// pulled authors' finished deliveries (runs until aborted).
-    pub async fn refresh_gauges_forever(&self, every: Duration) {
-        let mut keys_forgotten = std::time::Instant::now();
-        loop {
-            let (pg, redis) = self.ready().await;
-            crate::metrics::store_answered("postgres", pg.is_ok());
-            crate::metrics::store_answered("redis", redis.is_ok());
-            self.keep_job_table_small().await;
-            if keys_forgotten.elapsed() >= FORGET_KEYS_EVERY {
-                keys_forgotten = std::time::Instant::now();
-                match self.inner.pg.forget_old_publish_keys().await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::debug!(keys = n, "forgot publish keys past their day"),
-                    Err(e) => {
-                        tracing::debug!(error = %e.chain(), "could not forget old publish keys")
-                    }
-                }
-                match self.inner.pg.forget_old_tasks().await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::debug!(tasks = n, "forgot tasks past their week"),
-                    Err(e) => tracing::debug!(error = %e.chain(), "could not forget old tasks"),
-                }
-            }
-            match self.sweep_pulled().await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(
-                    deliveries = n,
-                    "cleared finished deliveries from the pulled authors"
-                ),
-                Err(e) => tracing::debug!(error = %e.chain(), "could not sweep the pulled authors"),
-            }
-            match self.inner.pg.job_counts().await {
-                Ok((pending, running, dead)) => {
-                    self.inner
-                        .backlog
-                        .store(pending + running, Ordering::Relaxed);
-                    let jobs = &crate::metrics::FANOUT_JOBS;
-                    jobs.with_label_values(&["pending"]).set(pending);
-                    jobs.with_label_values(&["running"]).set(running);
-                    jobs.with_label_values(&["dead"]).set(dead);
-                }
-                Err(e) => tracing::debug!(error = %e.chain(), "could not count fan-out jobs"),
-            }
-            tokio::time::sleep(every).await;
-        }
-    }
-
-    /// Vacuums the jobs table once its dead rows pass
-    /// [`JOBS_VACUUM_DEAD_ROWS`]. Its per-table autovacuum settings do the
-    /// same where autovacuum runs, but autovacuum may be off, and wakes only
-    /// once a minute: at a high publish rate the table and its indexes would
-    /// swell in between.
-    async fn keep_job_table_small(&self) {
-        match self.inner.pg.job_table_dead_rows().await {
-            Ok(dead) if dead > JOBS_VACUUM_DEAD_ROWS => {
-                if let Err(e) = self.inner.pg.vacuum_jobs().await {
-                    tracing::warn!(error = %e.chain(), "could not vacuum the fan-out jobs");
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::debug!(error = %e.chain(), "could not read the jobs table's statistics")
-            }
         }
     }
 
