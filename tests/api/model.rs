@@ -180,6 +180,9 @@ enum Op {
     /// after a resharding it has not seen, until a call finds it out (on a
     /// cluster; nothing on one node).
     Reshard,
+    /// Redis forgets its scripts (a restart, a failover to a replica that
+    /// never ran them): every call must load what it runs again.
+    ForgetScripts,
     /// Runs every claimable job to its end.
     Drain,
     /// An operator makes an ordinary author big-V by SQL, without the
@@ -308,6 +311,7 @@ impl Op {
             Op::HandFlag { .. } => 1 << 14,
             Op::Sweep => 1 << 15,
             Op::OwnPosts(_) => 1 << 16,
+            Op::ForgetScripts => 1 << 17,
         }
     }
 }
@@ -374,6 +378,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (prop_oneof![3 => 1u8..4, 1 => 4u8..13], any::<bool>())
             .prop_map(|(calls, lose_reply)| Op::Fault { calls, lose_reply }),
         2 => Just(Op::Reshard),
+        2 => Just(Op::ForgetScripts),
         2 => user().prop_map(|author| Op::HandFlag { author }),
         6 => Just(Op::Drain),
         7 => (0u8..2, user(), prop::bool::weighted(0.2), 0..SIZES.len() as u8)
@@ -1275,6 +1280,10 @@ impl World {
             Op::Reshard => {
                 // A map that cannot be read is no map: nothing to spoil.
                 let _ = self.engine().redis().misroute_slots().await;
+            }
+            Op::ForgetScripts => {
+                // Redis down: nothing to forget.
+                let _ = self.engine().redis().forget_scripts().await;
             }
             Op::Drain => self.drain().await?,
             Op::HandFlag { author } => {

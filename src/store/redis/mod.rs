@@ -145,6 +145,18 @@ impl RedisStore {
             .await
     }
 
+    /// Makes Redis forget every script it holds, on every node (tests: as
+    /// after a restart, or a failover to a replica that never ran them).
+    pub async fn forget_scripts(&self) -> AppResult<()> {
+        self.with_conn(|mut c| async move {
+            redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
     /// Faults to inject into the next Redis calls (tests).
     pub fn faults(&self) -> &Faults {
         &self.faults
@@ -394,45 +406,46 @@ impl RedisStore {
     }
 
     /// Runs `steps` (each the commands of one slot) in their order, and
-    /// returns their replies: on a single node as one
-    /// transaction, sent again after loading `scripts` if Redis no longer
-    /// knows one (the steps must be safe to run twice); on a cluster one
-    /// step after the other, each as its slot's node answers.
+    /// returns their replies: on a single node as one transaction, on a
+    /// cluster one transaction per step, one after the other. A
+    /// transaction that fails (a script Redis no longer knows: a restart,
+    /// a flush, a failover) is sent again once `scripts` are loaded, so
+    /// the steps must be safe to run twice.
     pub async fn in_order(
         &self,
         scripts: &[&redis::Script],
         steps: &[redis::Pipeline],
     ) -> AppResult<Vec<Value>> {
-        if self.is_cluster() {
-            let mut out = Vec::new();
-            for step in steps {
-                let replies: Vec<Value> = self
-                    .with_conn(|mut c| async move { step.query_async(&mut c).await })
-                    .await?;
-                out.extend(replies);
-            }
-            return Ok(out);
-        }
-        let mut all = redis::pipe();
-        all.atomic();
-        for step in steps {
-            for cmd in step.cmd_iter() {
+        let transaction = |steps: &[redis::Pipeline]| {
+            let mut all = redis::pipe();
+            all.atomic();
+            for cmd in steps.iter().flat_map(|s| s.cmd_iter()) {
                 all.add_command(cmd.clone());
             }
-        }
-        let all = &all;
-        self.with_conn(|mut c| async move {
-            match all.query_async(&mut c).await {
-                Ok(replies) => Ok(replies),
-                Err(_) => {
-                    for script in scripts {
-                        script.prepare_invoke().load_async(&mut c).await?;
+            all
+        };
+        let transactions: Vec<redis::Pipeline> = match self.is_cluster() {
+            true => steps.chunks(1).map(transaction).collect(),
+            false => vec![transaction(steps)],
+        };
+        let mut out = Vec::new();
+        for t in &transactions {
+            let replies: Vec<Value> = self
+                .with_conn(|mut c| async move {
+                    match t.query_async(&mut c).await {
+                        Ok(replies) => Ok(replies),
+                        Err(_) => {
+                            for script in scripts {
+                                script.prepare_invoke().load_async(&mut c).await?;
+                            }
+                            t.query_async(&mut c).await
+                        }
                     }
-                    all.query_async(&mut c).await
-                }
-            }
-        })
-        .await
+                })
+                .await?;
+            out.extend(replies);
+        }
+        Ok(out)
     }
 
     /// Pushes the same entries into many feed lists (fan-out): PUSH calls of as
