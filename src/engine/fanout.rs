@@ -223,8 +223,9 @@ impl Engine {
 
     /// Claims the oldest claimable job (`pick` 0; see
     /// [`crate::store::pg::PgStore::claim_job`] for the others). A job of a
-    /// kind this binary does not know is parked as dead, with the reason,
-    /// and the next one is claimed.
+    /// kind this binary does not know, or lacking what its kind needs
+    /// ([`Job::lacks`]), is parked as dead, with the reason, and the next
+    /// one is claimed.
     pub async fn claim(&self, pick: i64) -> AppResult<Option<Lease>> {
         self.claim_for(pick, true).await
     }
@@ -240,13 +241,22 @@ impl Engine {
             };
             match claimed {
                 None => return Ok(None),
-                Some(Claimed::Job(job)) => {
-                    return Ok(Some(Lease {
-                        job,
-                        plan: None,
-                        ahead: None,
-                    }))
-                }
+                Some(Claimed::Job(job)) => match job.lacks() {
+                    None => {
+                        return Ok(Some(Lease {
+                            job,
+                            plan: None,
+                            ahead: None,
+                        }))
+                    }
+                    Some(what) => {
+                        let why = format!("a {} job lacking {what}: parked as dead", job.kind);
+                        tracing::error!(job = job.id, "{why}");
+                        self.pg()
+                            .fail_job(job.id, job.lease, &why, Duration::ZERO, true, true)
+                            .await?;
+                    }
+                },
                 Some(Claimed::Unknown { id, lease, kind }) => {
                     let why = format!("unknown fan-out job kind {kind:?}: parked as dead");
                     tracing::error!(job = id, kind, "{why}");
@@ -440,9 +450,7 @@ impl Engine {
         };
         Ok(match job.kind {
             JobKind::Deliver => {
-                let Some(post) = job.post_id else {
-                    return Ok(Plan::Nothing);
-                };
+                let post = job.post_id.ok_or_else(|| malformed(job))?;
                 let Some(delivery) = self.pg().delivery(post).await? else {
                     return Ok(Plan::Nothing);
                 };
@@ -515,24 +523,20 @@ impl Engine {
                         seq,
                         edge,
                     },
-                    _ => Plan::Nothing,
+                    _ => return Err(malformed(job)),
                 }
             }
-            JobKind::Retract => match job.post_id {
-                Some(post) => Plan::Retract { post },
-                None => Plan::Nothing,
+            JobKind::Retract => Plan::Retract {
+                post: job.post_id.ok_or_else(|| malformed(job))?,
             },
             JobKind::Hide => Plan::Hide,
             JobKind::Purge => Plan::Purge {
                 newest: self.newest_of(author).await?,
             },
             JobKind::Import => Plan::Import,
-            JobKind::Follows => match job.epoch {
-                Some(seq) => Plan::Follows {
-                    seq,
-                    targets: job.targets.clone(),
-                },
-                None => Plan::Nothing,
+            JobKind::Follows => Plan::Follows {
+                seq: job.epoch.ok_or_else(|| malformed(job))?,
+                targets: job.targets.clone(),
             },
         })
     }
@@ -653,4 +657,14 @@ impl Engine {
             }
         }
     }
+}
+
+/// A job lacking what its kind needs: claims park such a job as dead
+/// ([`Job::lacks`]), so one never reaches a plan.
+fn malformed(job: &Job) -> AppError {
+    let what = job.lacks().unwrap_or("what its kind needs");
+    AppError::internal(
+        "a fan-out job",
+        crate::error::Message(format!("job {} ({}) lacks {what}", job.id, job.kind)),
+    )
 }

@@ -128,6 +128,23 @@ pub struct Job {
     pub targets: Vec<i64>,
 }
 
+impl Job {
+    /// What its kind needs that the row does not hold (a row written by
+    /// hand, or by a version that wrote it otherwise), if anything: such a
+    /// job is parked as dead with the reason, never run as something else.
+    pub fn lacks(&self) -> Option<&'static str> {
+        use JobKind::*;
+        match self.kind {
+            Deliver | Retract if self.post_id.is_none() => Some("its post"),
+            Follow | Unfollow | Mute | Unmute if self.follower_id.is_none() => Some("its reader"),
+            Follow | Unfollow | Mute | Unmute | Follows if self.epoch.is_none() => {
+                Some("its follow sequence number")
+            }
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +158,53 @@ mod tests {
             "reshuffle".parse::<JobKind>(),
             Err(UnknownKind("reshuffle".into()))
         );
+    }
+
+    #[test]
+    fn a_job_lacking_what_its_kind_needs_says_what() {
+        let job = |kind, post_id, follower_id, epoch| Job {
+            id: 1,
+            kind,
+            author_id: 2,
+            post_id,
+            follower_id,
+            checkpoint: 0,
+            attempts: 0,
+            created_at_ms: 0,
+            lease: 0,
+            epoch,
+            task_id: None,
+            targets: Vec::new(),
+        };
+        assert_eq!(
+            job(JobKind::Deliver, None, None, None).lacks(),
+            Some("its post")
+        );
+        assert_eq!(job(JobKind::Deliver, Some(3), None, None).lacks(), None);
+        assert_eq!(
+            job(JobKind::Retract, None, None, None).lacks(),
+            Some("its post")
+        );
+        assert_eq!(job(JobKind::Mute, None, Some(4), Some(5)).lacks(), None);
+        assert_eq!(
+            job(JobKind::Unfollow, None, None, Some(5)).lacks(),
+            Some("its reader")
+        );
+        assert_eq!(
+            job(JobKind::Follow, None, Some(4), None).lacks(),
+            Some("its follow sequence number")
+        );
+        assert_eq!(
+            job(JobKind::Follows, None, None, None).lacks(),
+            Some("its follow sequence number")
+        );
+        for kind in [
+            JobKind::Backfill,
+            JobKind::Hide,
+            JobKind::Purge,
+            JobKind::Import,
+        ] {
+            assert_eq!(job(kind, None, None, None).lacks(), None, "{kind}");
+        }
     }
 }

@@ -445,6 +445,56 @@ async fn a_job_of_an_unknown_kind_is_parked_dead_with_its_reason() {
 }
 
 #[tokio::test]
+async fn a_job_lacking_what_its_kind_needs_is_parked_dead_with_its_reason() {
+    let app = spawn_app().await;
+    let mut conn = AsyncPgConnection::establish(app.database_url())
+        .await
+        .unwrap();
+    // A delivery without its post, and a follow without its reader, as a
+    // hand-written row would be.
+    conn.batch_execute(
+        "INSERT INTO fanout_jobs (kind, author_id, created_at_ms) VALUES ('deliver', 1, 0); \
+         INSERT INTO fanout_jobs (kind, author_id, created_at_ms, epoch) VALUES ('follow', 1, 0, 1)",
+    )
+    .await
+    .unwrap();
+    // Other work goes on.
+    let author = app.create_user("author").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    let post = app.publish(&author, "still delivered").await;
+    app.settle().await;
+    #[derive(diesel::QueryableByName)]
+    struct Dead {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        kind: String,
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        last_error: String,
+    }
+    let mut dead: Vec<Dead> =
+        diesel::sql_query("SELECT kind, last_error FROM fanout_jobs WHERE dead ORDER BY kind")
+            .load(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(dead.len(), 2);
+    let follow = dead.pop().unwrap();
+    let deliver = dead.pop().unwrap();
+    assert_eq!(deliver.kind, "deliver");
+    assert!(
+        deliver.last_error.contains("lacking its post"),
+        "{}",
+        deliver.last_error
+    );
+    assert_eq!(follow.kind, "follow");
+    assert!(
+        follow.last_error.contains("lacking its reader"),
+        "{}",
+        follow.last_error
+    );
+    assert_eq!(app.home(&reader, 20).await, vec![post.id]);
+}
+
+#[tokio::test]
 async fn the_jobs_table_is_vacuumed_once_its_dead_rows_pile_up() {
     #[derive(diesel::QueryableByName)]
     struct Stat {
