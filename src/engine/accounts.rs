@@ -12,6 +12,7 @@ use futures::StreamExt;
 
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
+use crate::store::pg::models::AccountStatus;
 use crate::store::pg::models::{Task, User};
 use crate::store::pg::EntriesOf;
 use crate::store::redis::hints::{HiddenChange, Signal};
@@ -31,7 +32,7 @@ impl Engine {
     /// is none (or it is being deleted), 403 while it is suspended.
     pub async fn active_user(&self, id: i64) -> AppResult<User> {
         let user = self.user(id).await?;
-        if user.status == User::SUSPENDED {
+        if user.status == AccountStatus::Suspended {
             return Err(AppError::Forbidden(format!("user {id} is suspended")));
         }
         Ok(user)
@@ -44,9 +45,9 @@ impl Engine {
     #[tracing::instrument(skip(self))]
     pub async fn suspend(&self, id: i64, suspend: bool) -> AppResult<User> {
         let (from, to) = if suspend {
-            (User::ACTIVE, User::SUSPENDED)
+            (AccountStatus::Active, AccountStatus::Suspended)
         } else {
-            (User::SUSPENDED, User::ACTIVE)
+            (AccountStatus::Suspended, AccountStatus::Active)
         };
         match self.inner.pg.set_status(id, &[from], to, now_ms()).await? {
             Some(change) => {

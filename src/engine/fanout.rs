@@ -423,7 +423,7 @@ impl Engine {
             .pg()
             .user(author)
             .await?
-            .is_some_and(|u| u.status != crate::store::pg::models::User::DELETED);
+            .is_some_and(|u| u.status != crate::store::pg::models::AccountStatus::Deleted);
         if here {
             return Ok(false);
         }

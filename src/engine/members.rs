@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::Engine;
 use crate::error::AppError;
-use crate::store::pg::models::User;
+use crate::store::pg::models::AccountStatus;
 
 /// How long an account seen existing is taken to exist.
 pub const HERE_FOR: Duration = Duration::from_secs(10);
@@ -73,7 +73,7 @@ impl Engine {
         }
         match self.inner.pg.user(id).await {
             Ok(user) => {
-                let here = user.is_some_and(|u| u.status != User::DELETED);
+                let here = user.is_some_and(|u| u.status != AccountStatus::Deleted);
                 self.inner.members.note(id, here);
                 here
             }

@@ -50,6 +50,7 @@ use crate::domain::{IdempotencyKey, PostBody, PostMeta, Username};
 use crate::error::{AppError, AppResult};
 use crate::metrics;
 use crate::settings::EngineSettings;
+use crate::store::pg::models::AccountStatus;
 use crate::store::pg::models::{Post, User};
 use crate::store::pg::{Deletion, PgStore, Published};
 use crate::store::redis::hints::Signal;
@@ -246,7 +247,7 @@ impl Engine {
             .pg
             .user(id)
             .await?
-            .filter(|u| u.status != User::DELETED)
+            .filter(|u| u.status != AccountStatus::Deleted)
             .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
     }
 

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::{now_ms, policy, Engine};
 use crate::error::{AppError, AppResult};
+use crate::store::pg::models::AccountStatus;
 use crate::store::pg::models::{Task, User};
 use crate::store::pg::{EdgeChange, EntriesOf, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
@@ -76,7 +77,7 @@ impl Engine {
             ));
         }
         self.active_user(follower).await?;
-        if self.user(followee).await?.status == User::SUSPENDED {
+        if self.user(followee).await?.status == AccountStatus::Suspended {
             return Err(AppError::Unprocessable(format!(
                 "user {followee} is suspended"
             )));
@@ -231,7 +232,7 @@ impl Engine {
             return Ok(true);
         }
         match self.user(follower).await {
-            Ok(u) if u.status == User::ACTIVE => {}
+            Ok(u) if u.status == AccountStatus::Active => {}
             // The importer was suspended or deleted: the rest is not done.
             _ => {
                 self.inner.pg.task_progress(task, 0, 0, "failed").await?;

@@ -5,6 +5,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 
+use super::models::AccountStatus;
 use super::models::{NewJob, Task, User};
 use super::schema::{fanout_jobs, users};
 use super::PgStore;
@@ -34,17 +35,16 @@ impl PgStore {
     pub async fn set_status(
         &self,
         id: i64,
-        from: &[&str],
-        to: &str,
+        from: &[AccountStatus],
+        to: AccountStatus,
         now_ms: i64,
     ) -> AppResult<Option<StatusChange>> {
-        let from: Vec<String> = from.iter().map(|s| s.to_string()).collect();
-        let to = to.to_string();
+        let from = from.to_vec();
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let user: Option<User> =
                 diesel::update(users::table.find(id).filter(users::status.eq_any(&from)))
-                    .set(users::status.eq(&to))
+                    .set(users::status.eq(to))
                     .returning(User::as_returning())
                     .get_result(conn)
                     .await
@@ -68,9 +68,9 @@ impl PgStore {
             let marked = diesel::update(
                 users::table
                     .find(id)
-                    .filter(users::status.ne(User::DELETED)),
+                    .filter(users::status.ne(AccountStatus::Deleted)),
             )
-            .set(users::status.eq(User::DELETED))
+            .set(users::status.eq(AccountStatus::Deleted))
             .execute(conn)
             .await?;
             if marked == 0 {
@@ -122,7 +122,7 @@ impl PgStore {
         conn.transaction::<_, AppError, _>(async move |conn| {
             let active: Option<i64> = users::table
                 .find(follower)
-                .filter(users::status.eq(User::ACTIVE))
+                .filter(users::status.eq(AccountStatus::Active))
                 .select(users::id)
                 .for_update()
                 .first(conn)
@@ -267,13 +267,13 @@ impl PgStore {
     /// being deleted (a purged account is gone: nothing to hide).
     pub async fn hidden(&self, id: i64) -> AppResult<bool> {
         let mut conn = self.conn().await?;
-        let status: Option<String> = users::table
+        let status: Option<AccountStatus> = users::table
             .find(id)
             .select(users::status)
             .first(&mut conn)
             .await
             .optional()?;
-        Ok(status.is_some_and(|s| s != User::ACTIVE))
+        Ok(status.is_some_and(|s| s != AccountStatus::Active))
     }
 
     // ----- the purge of a deleted account, a batch at a time -----
@@ -367,7 +367,7 @@ impl PgStore {
             diesel::delete(
                 users::table
                     .find(account)
-                    .filter(users::status.eq(User::DELETED)),
+                    .filter(users::status.eq(AccountStatus::Deleted)),
             )
             .execute(conn)
             .await?;

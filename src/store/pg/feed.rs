@@ -199,7 +199,7 @@ impl PgStore {
                 && self
                     .user(author)
                     .await?
-                    .is_some_and(|u| u.status == super::models::User::ACTIVE) =>
+                    .is_some_and(|u| u.status == super::models::AccountStatus::Active) =>
             {
                 Published::KeyTaken
             }

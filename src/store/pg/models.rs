@@ -23,14 +23,63 @@ pub struct User {
     pub big_v: bool,
     /// `active`, or `suspended` by an admin (its posts are in no feed; it
     /// cannot post, follow, mute or block). A deleted account is not found.
-    #[schema(pattern = "^(active|suspended)$")]
-    pub status: String,
+    #[schema(value_type = String, pattern = "^(active|suspended)$")]
+    pub status: AccountStatus,
 }
 
-impl User {
-    pub const ACTIVE: &'static str = "active";
-    pub const SUSPENDED: &'static str = "suspended";
-    pub const DELETED: &'static str = "deleted";
+/// Where an account stands (the `users.status` column).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    diesel::expression::AsExpression,
+    diesel::deserialize::FromSqlRow,
+)]
+#[diesel(sql_type = Text)]
+#[serde(rename_all = "lowercase")]
+pub enum AccountStatus {
+    Active,
+    /// Suspended by an admin: its posts are in no feed.
+    Suspended,
+    /// Being deleted, or deleted: never shown.
+    Deleted,
+}
+
+impl AccountStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountStatus::Active => "active",
+            AccountStatus::Suspended => "suspended",
+            AccountStatus::Deleted => "deleted",
+        }
+    }
+}
+
+impl diesel::serialize::ToSql<Text, diesel::pg::Pg> for AccountStatus {
+    fn to_sql<'b>(
+        &'b self,
+        out: &mut diesel::serialize::Output<'b, '_, diesel::pg::Pg>,
+    ) -> diesel::serialize::Result {
+        <str as diesel::serialize::ToSql<Text, diesel::pg::Pg>>::to_sql(self.as_str(), out)
+    }
+}
+
+impl diesel::deserialize::FromSql<Text, diesel::pg::Pg> for AccountStatus {
+    fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
+        let text = <String as diesel::deserialize::FromSql<Text, diesel::pg::Pg>>::from_sql(bytes)?;
+        [
+            AccountStatus::Active,
+            AccountStatus::Suspended,
+            AccountStatus::Deleted,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+        .ok_or_else(|| format!("unknown account status {text:?}").into())
+    }
 }
 
 #[derive(Debug, Insertable)]

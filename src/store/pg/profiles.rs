@@ -6,6 +6,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl;
 
+use super::models::AccountStatus;
 use super::PgStore;
 use crate::error::AppResult;
 
@@ -87,7 +88,7 @@ impl PgStore {
         let mut conn = self.conn().await?;
         Ok(users::table
             .filter(users::username.eq(username))
-            .filter(users::status.eq("active"))
+            .filter(users::status.eq(AccountStatus::Active))
             .select(users::id)
             .first(&mut conn)
             .await

@@ -6,6 +6,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 use super::feed::Count;
 use super::jobs::{queue_job, queue_pair_job};
+use super::models::AccountStatus;
 use super::models::{NewUser, SettingsRow, User};
 use super::schema::{blocks, follows, mutes, settings, users};
 use super::PgStore;
@@ -131,7 +132,7 @@ impl PgStore {
             // pair): no deadlock with a follow or a block.
             let mut rows: Vec<i64> = targets.clone();
             rows.push(follower);
-            let locked: Vec<(i64, String)> = users::table
+            let locked: Vec<(i64, AccountStatus)> = users::table
                 .filter(users::id.eq_any(&rows))
                 .order(users::id)
                 .select((users::id, users::status))
@@ -142,7 +143,7 @@ impl PgStore {
             // its pair (`lock_pair`).
             if !locked
                 .iter()
-                .any(|(id, status)| *id == follower && status == User::ACTIVE)
+                .any(|(id, status)| *id == follower && *status == AccountStatus::Active)
             {
                 return Err(AppError::NotFound(format!(
                     "user {follower} does not exist (or may not follow)"
@@ -405,7 +406,7 @@ impl PgStore {
     pub async fn hidden_accounts(&self) -> AppResult<Vec<i64>> {
         let mut conn = self.conn().await?;
         Ok(users::table
-            .filter(users::status.ne(User::ACTIVE))
+            .filter(users::status.ne(AccountStatus::Active))
             .select(users::id)
             .load(&mut conn)
             .await?)
@@ -628,7 +629,7 @@ async fn change_edge(
 /// before it (and the purge, which reads after it, undoes it) or sees it
 /// (404), and never writes a row of an account being purged.
 async fn lock_pair(conn: &mut AsyncPgConnection, a: i64, b: i64) -> AppResult<()> {
-    let rows: Vec<(i64, String)> = users::table
+    let rows: Vec<(i64, AccountStatus)> = users::table
         .filter(users::id.eq_any([a, b]))
         .order(users::id)
         .select((users::id, users::status))
@@ -638,7 +639,7 @@ async fn lock_pair(conn: &mut AsyncPgConnection, a: i64, b: i64) -> AppResult<()
     for id in [a, b] {
         if !rows
             .iter()
-            .any(|(r, status)| *r == id && status != User::DELETED)
+            .any(|(r, status)| *r == id && *status != AccountStatus::Deleted)
         {
             return Err(AppError::NotFound(format!("user {id} does not exist")));
         }
