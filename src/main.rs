@@ -33,6 +33,22 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// The defaults, as `config/default.toml` declares them (built in).
+const DEFAULTS: &str = include_str!("../config/default.toml");
+
+/// `about`, then the default of the setting `key` as `config/default.toml`
+/// declares it (`none` if it is empty or absent).
+fn with_default(about: &str, key: &str) -> String {
+    let defaults = config::Config::builder()
+        .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml))
+        .build();
+    let value = defaults
+        .ok()
+        .and_then(|d| d.get_string(key).ok())
+        .filter(|v| !v.is_empty());
+    format!("{about} [default: {}]", value.as_deref().unwrap_or("none"))
+}
+
 /// Where the settings come from, and the ones an operator sets most.
 #[derive(Args)]
 #[command(next_help_heading = "Settings (each beats its variable and the files)")]
@@ -43,53 +59,53 @@ struct ConfigArgs {
     /// Overlay config/NAME.toml on the defaults (production: JSON logs, a real secret) [default: none]
     #[arg(long, global = true, env = "FEED_ENV", value_name = "NAME")]
     profile: Option<String>,
-    /// Address to listen on [default: 127.0.0.1]
-    #[arg(long, global = true, env = "FEED_SERVER__HOST", value_name = "ADDR")]
+    #[arg(long, global = true, env = "FEED_SERVER__HOST", value_name = "ADDR",
+          help = with_default("Address to listen on", "server.host"))]
     host: Option<String>,
-    /// Port to listen on (0: any free one) [default: 8080]
-    #[arg(long, global = true, env = "FEED_SERVER__PORT", value_name = "PORT")]
+    #[arg(long, global = true, env = "FEED_SERVER__PORT", value_name = "PORT",
+          help = with_default("Port to listen on (0: any free one)", "server.port"))]
     port: Option<u16>,
-    /// PostgreSQL, the records of truth [default: postgres://postgres@127.0.0.1:5432/feed_service]
     #[arg(
         long,
         global = true,
         env = "FEED_DATABASE__URL",
         hide_env_values = true,
-        value_name = "URL"
+        value_name = "URL",
+        help = with_default("PostgreSQL, the records of truth", "database.url")
     )]
     database_url: Option<String>,
-    /// Redis, a single node [default: redis://127.0.0.1:6379/]
     #[arg(
         long,
         global = true,
         env = "FEED_REDIS__URL",
         hide_env_values = true,
-        value_name = "URL"
+        value_name = "URL",
+        help = with_default("Redis, a single node", "redis.url")
     )]
     redis_url: Option<String>,
-    /// A Redis Cluster instead: its seed nodes, comma-separated [default: none]
     #[arg(
         long,
         global = true,
         env = "FEED_REDIS__CLUSTER_URLS",
         hide_env_values = true,
-        value_name = "URLS"
+        value_name = "URLS",
+        help = with_default("A Redis Cluster instead: its seed nodes, comma-separated", "redis.cluster_urls")
     )]
     redis_cluster_urls: Option<String>,
-    /// Log filter: error, warn, info, debug, trace or a tracing directive [default: info]
     #[arg(
         long,
         global = true,
         env = "FEED_TELEMETRY__LEVEL",
-        value_name = "LEVEL"
+        value_name = "LEVEL",
+        help = with_default("Log filter: error, warn, info, debug, trace or a tracing directive", "telemetry.level")
     )]
     log_level: Option<String>,
-    /// Log lines as text or json [default: text]
     #[arg(
         long,
         global = true,
         env = "FEED_TELEMETRY__FORMAT",
-        value_name = "FORMAT"
+        value_name = "FORMAT",
+        help = with_default("Log lines as text or json", "telemetry.format")
     )]
     log_format: Option<String>,
 }
