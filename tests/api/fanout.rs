@@ -390,6 +390,23 @@ async fn a_job_whose_batches_keep_timing_out_counts_them_and_gives_up_losing_not
     }
 }
 
+/// A job parked as dead: its kind and why.
+#[derive(diesel::QueryableByName)]
+struct Dead {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    kind: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    last_error: String,
+}
+
+/// The jobs parked as dead, by kind.
+async fn dead_jobs(conn: &mut AsyncPgConnection) -> Vec<Dead> {
+    diesel::sql_query("SELECT kind, last_error FROM fanout_jobs WHERE dead ORDER BY kind")
+        .load(conn)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_job_of_an_unknown_kind_is_parked_dead_with_its_reason() {
     let app = spawn_app().await;
@@ -408,17 +425,9 @@ async fn a_job_of_an_unknown_kind_is_parked_dead_with_its_reason() {
     let reader = app.create_user("reader").await;
     app.follow(&reader, &author).await;
     app.settle().await;
-    #[derive(diesel::QueryableByName)]
-    struct Dead {
-        #[diesel(sql_type = diesel::sql_types::Text)]
-        last_error: String,
-    }
-    let dead: Vec<Dead> =
-        diesel::sql_query("SELECT last_error FROM fanout_jobs WHERE dead AND kind = 'reshuffle'")
-            .load(&mut conn)
-            .await
-            .unwrap();
+    let dead = dead_jobs(&mut conn).await;
     assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].kind, "reshuffle");
     assert!(
         dead[0].last_error.contains("unknown"),
         "{}",
@@ -464,18 +473,7 @@ async fn a_job_lacking_what_its_kind_needs_is_parked_dead_with_its_reason() {
     app.follow(&reader, &author).await;
     let post = app.publish(&author, "still delivered").await;
     app.settle().await;
-    #[derive(diesel::QueryableByName)]
-    struct Dead {
-        #[diesel(sql_type = diesel::sql_types::Text)]
-        kind: String,
-        #[diesel(sql_type = diesel::sql_types::Text)]
-        last_error: String,
-    }
-    let mut dead: Vec<Dead> =
-        diesel::sql_query("SELECT kind, last_error FROM fanout_jobs WHERE dead ORDER BY kind")
-            .load(&mut conn)
-            .await
-            .unwrap();
+    let mut dead = dead_jobs(&mut conn).await;
     assert_eq!(dead.len(), 2);
     let follow = dead.pop().unwrap();
     let deliver = dead.pop().unwrap();
