@@ -263,14 +263,18 @@ impl Conn {
     ) -> RedisResult<Vec<T>> {
         let Some(base) = self.multiplexed() else {
             let mut pipe = redis::pipe();
+            pipe.ignore_errors();
             for (_, call) in calls {
                 pipe.invoke_script(call);
             }
-            return self
-                .query_loading(pipe, &[script])
-                .await?
+            let mut replies: Vec<Value> = pipe.query_async(self).await?;
+            if replies.iter().any(unknown_script) {
+                script.prepare_invoke().load_async(self).await?;
+                replies = pipe.query_async(self).await?;
+            }
+            return replies
                 .into_iter()
-                .map(|v| redis::from_redis_value(v).map_err(Into::into))
+                .map(|v| redis::from_redis_value(v.extract_error()?).map_err(Into::into))
                 .collect();
         };
         let slots: Vec<u16> = calls.iter().map(|(s, _)| *s).collect();
@@ -296,27 +300,6 @@ impl Conn {
             .flatten()
             .map(|v| redis::from_redis_value(v).map_err(redis::RedisError::from))
             .collect()
-    }
-
-    /// Sends a pipeline (of one node, or of one slot on a cluster) and
-    /// returns its replies; if Redis answers that it does not know a
-    /// script (a restart, a flush, a failover), loads `scripts` and sends
-    /// the pipeline again, so what it runs must be safe to run twice. Any
-    /// other error is the answer.
-    pub async fn query_loading(
-        &mut self,
-        mut pipe: Pipeline,
-        scripts: &[&Script],
-    ) -> RedisResult<Vec<Value>> {
-        pipe.ignore_errors();
-        let mut replies: Vec<Value> = pipe.query_async(self).await?;
-        if replies.iter().any(unknown_script) {
-            for script in scripts {
-                script.prepare_invoke().load_async(self).await?;
-            }
-            replies = pipe.query_async(self).await?;
-        }
-        replies.into_iter().map(Value::extract_error).collect()
     }
 
     /// Sends items (`add` puts item `i`'s commands, all of slot `slots[i]`,

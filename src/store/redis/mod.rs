@@ -408,9 +408,9 @@ impl RedisStore {
     /// Runs `steps` (each the commands of one slot) in their order, and
     /// returns their replies: on a single node as one transaction, on a
     /// cluster one transaction per step, one after the other. A
-    /// transaction answered that a script is unknown is sent again once
-    /// `scripts` are loaded ([`Conn::query_loading`]), so the steps must be
-    /// safe to run twice.
+    /// transaction that fails (a script Redis no longer knows: a restart,
+    /// a flush, a failover) is sent again once `scripts` are loaded, so
+    /// the steps must be safe to run twice.
     pub async fn in_order(
         &self,
         scripts: &[&redis::Script],
@@ -429,9 +429,19 @@ impl RedisStore {
             false => vec![transaction(steps)],
         };
         let mut out = Vec::new();
-        for t in transactions {
-            let replies = self
-                .with_conn(|mut c| async move { c.query_loading(t, scripts).await })
+        for t in &transactions {
+            let replies: Vec<Value> = self
+                .with_conn(|mut c| async move {
+                    match t.query_async(&mut c).await {
+                        Ok(replies) => Ok(replies),
+                        Err(_) => {
+                            for script in scripts {
+                                script.prepare_invoke().load_async(&mut c).await?;
+                            }
+                            t.query_async(&mut c).await
+                        }
+                    }
+                })
                 .await?;
             out.extend(replies);
         }
