@@ -139,18 +139,16 @@ impl Engine {
     /// hidden. Each batch removes what it has done, so a batch done twice
     /// (a crash before its checkpoint) finds nothing to do. True once the
     /// purge is over. `newest`: the account's newest posts, for inboxes.
-    pub(crate) async fn purge_step(&self, job: &Job, newest: &[Entry]) -> AppResult<bool> {
+    pub(crate) async fn purge_step(
+        &self,
+        job: &Job,
+        task: i64,
+        newest: &[Entry],
+    ) -> AppResult<bool> {
         let account = job.author_id;
         let batch = self.tuning().fanout_batch_size;
         let cap = self.settings().inbox_max_len;
-        let progress = async |n: usize| {
-            if let Some(task) = job.task_id {
-                self.pg()
-                    .task_progress(task, n as i64, 0, "running")
-                    .await?;
-            }
-            AppResult::Ok(())
-        };
+        let progress = async |n: usize| self.pg().task_progress(task, n as i64, 0, "running").await;
         let followers = self.pg().edges_of(account, true, batch).await?;
         if !followers.is_empty() {
             let unfollow = (Edge::Unfollow, false);
@@ -200,7 +198,7 @@ impl Engine {
         self.redis()
             .pulled_change(account, PulledChange::Forget)
             .await?;
-        self.pg().finish_purge(account, job.id, job.task_id).await?;
+        self.pg().finish_purge(account, job.id, task).await?;
         if let Err(e) = self.redis().hidden_change(account, false).await {
             // Its id stays among the hidden: it names no post any more.
             tracing::warn!(error = %e.chain(), account, "a purged account stays among the hidden");

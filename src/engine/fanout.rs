@@ -21,7 +21,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::{Claimed, EntriesOf};
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
-use crate::types::{CachedPost, Edge, Entry, Job, JobKind};
+use crate::types::{CachedPost, Edge, Entry, Job, JobKind, Work};
 
 /// A job claimed by this instance, with what it was found to need.
 #[derive(Debug)]
@@ -61,11 +61,14 @@ enum Plan {
         seq: i64,
         targets: Vec<i64>,
     },
-    /// An import's list, a batch a step.
-    Import,
+    /// An import's list (its task's), a batch a step.
+    Import {
+        task: i64,
+    },
     /// A deleted account's purge, a batch a step; its newest posts, which
     /// its followers' inboxes may hold.
     Purge {
+        task: i64,
         newest: Vec<Entry>,
     },
     Nothing,
@@ -142,7 +145,7 @@ impl Engine {
             let turn = self.inner.bulk.try_acquire().ok();
             match self.claim_for(0, turn.is_some()).await {
                 Ok(Some(lease)) => {
-                    let turn = turn.filter(|_| lease.job.kind.is_bulk());
+                    let turn = turn.filter(|_| lease.job.kind().is_bulk());
                     self.run_job(worker, lease, &shutdown).await;
                     drop(turn);
                 }
@@ -166,7 +169,7 @@ impl Engine {
         }
     }
 
-    #[tracing::instrument(skip(self, lease, shutdown), fields(job = lease.job.id, kind = %lease.job.kind, author = lease.job.author_id))]
+    #[tracing::instrument(skip(self, lease, shutdown), fields(job = lease.job.id, kind = %lease.job.kind(), author = lease.job.author_id))]
     async fn run_job(&self, worker: usize, mut lease: Lease, shutdown: &watch::Receiver<bool>) {
         loop {
             match self.step(&mut lease, true).await {
@@ -178,7 +181,7 @@ impl Engine {
                     }
                     return;
                 }
-                Ok(Step::More) if lease.job.kind.is_bulk() => {
+                Ok(Step::More) if lease.job.kind().is_bulk() => {
                     self.others_first(worker, shutdown).await
                 }
                 Ok(Step::More) => {}
@@ -241,25 +244,16 @@ impl Engine {
             };
             match claimed {
                 None => return Ok(None),
-                Some(Claimed::Job(job)) => match job.lacks() {
-                    None => {
-                        return Ok(Some(Lease {
-                            job,
-                            plan: None,
-                            ahead: None,
-                        }))
-                    }
-                    Some(what) => {
-                        let why = format!("a {} job lacking {what}: parked as dead", job.kind);
-                        tracing::error!(job = job.id, "{why}");
-                        self.pg()
-                            .fail_job(job.id, job.lease, &why, Duration::ZERO, true, true)
-                            .await?;
-                    }
-                },
-                Some(Claimed::Unknown { id, lease, kind }) => {
-                    let why = format!("unknown fan-out job kind {kind:?}: parked as dead");
-                    tracing::error!(job = id, kind, "{why}");
+                Some(Claimed::Job(job)) => {
+                    return Ok(Some(Lease {
+                        job,
+                        plan: None,
+                        ahead: None,
+                    }))
+                }
+                Some(Claimed::Unusable { id, lease, why }) => {
+                    let why = format!("{why}: parked as dead");
+                    tracing::error!(job = id, "{why}");
                     self.pg()
                         .fail_job(id, lease, &why, Duration::ZERO, true, true)
                         .await?;
@@ -313,9 +307,9 @@ impl Engine {
                     .await?;
                 true
             }
-            Some(Plan::Import) => self.import_step(job, record).await?,
-            Some(Plan::Purge { newest }) => {
-                let done = self.purge_step(job, newest).await?;
+            Some(&Plan::Import { task }) => self.import_step(job, task, record).await?,
+            Some(Plan::Purge { task, newest }) => {
+                let done = self.purge_step(job, *task, newest).await?;
                 if !done && record {
                     // A long purge keeps its lease.
                     self.pg()
@@ -389,7 +383,7 @@ impl Engine {
         self.redis().replicated(mark).await?;
         self.pg().finish_job(job.id, job.lease).await?;
         let lag_ms = now_ms() - job.created_at_ms;
-        if job.kind == JobKind::Deliver {
+        if job.kind() == JobKind::Deliver {
             crate::metrics::FANOUT_LAG.observe(lag_ms.max(0) as f64 / 1000.0);
         }
         self.settle_pulled(job).await;
@@ -402,9 +396,9 @@ impl Engine {
     /// pulled (best effort: if Redis misses this, the author is only pulled
     /// longer than it needs).
     async fn settle_pulled(&self, job: &Job) {
-        let change = match (job.kind, job.post_id, job.epoch) {
-            (JobKind::Deliver, Some(post), _) => PulledChange::Done(post),
-            (JobKind::Backfill, _, Some(epoch)) => PulledChange::Demoted(epoch),
+        let change = match job.work {
+            Work::Deliver { post } => PulledChange::Done(post),
+            Work::Backfill { epoch } => PulledChange::Demoted(epoch),
             _ => return,
         };
         if let Err(e) = self.redis().pulled_change(job.author_id, change).await {
@@ -448,9 +442,8 @@ impl Engine {
                 .then(|| entries.last().map(|e| e.score))
                 .flatten()
         };
-        Ok(match job.kind {
-            JobKind::Deliver => {
-                let post = job.post_id.ok_or_else(|| malformed(job))?;
+        Ok(match &job.work {
+            &Work::Deliver { post } => {
                 let Some(delivery) = self.pg().delivery(post).await? else {
                     return Ok(Plan::Nothing);
                 };
@@ -508,7 +501,7 @@ impl Engine {
                     to,
                 }
             }
-            JobKind::Backfill => {
+            Work::Backfill { .. } => {
                 let entries = self.pg().entries(EntriesOf::Pulled(author), cap).await?;
                 Plan::Push {
                     cut: cut_of(&entries),
@@ -516,27 +509,21 @@ impl Engine {
                     to: Targets::Followers,
                 }
             }
-            JobKind::Follow | JobKind::Unfollow | JobKind::Mute | JobKind::Unmute => {
-                match (job.follower_id, job.epoch, Edge::of_job(job.kind)) {
-                    (Some(follower), Some(seq), Some(edge)) => Plan::Edge {
-                        follower,
-                        seq,
-                        edge,
-                    },
-                    _ => return Err(malformed(job)),
-                }
-            }
-            JobKind::Retract => Plan::Retract {
-                post: job.post_id.ok_or_else(|| malformed(job))?,
+            &Work::Edge { edge, reader, seq } => Plan::Edge {
+                follower: reader,
+                seq,
+                edge,
             },
-            JobKind::Hide => Plan::Hide,
-            JobKind::Purge => Plan::Purge {
+            &Work::Retract { post } => Plan::Retract { post },
+            Work::Hide => Plan::Hide,
+            &Work::Purge { task } => Plan::Purge {
+                task,
                 newest: self.newest_of(author).await?,
             },
-            JobKind::Import => Plan::Import,
-            JobKind::Follows => Plan::Follows {
-                seq: job.epoch.ok_or_else(|| malformed(job))?,
-                targets: job.targets.clone(),
+            &Work::Import { task } => Plan::Import { task },
+            Work::Follows { seq, targets } => Plan::Follows {
+                seq: *seq,
+                targets: targets.clone(),
             },
         })
     }
@@ -558,7 +545,7 @@ impl Engine {
         if counted && job.attempts >= self.tuning().fanout_max_attempts {
             match self.give_up(&lease).await {
                 Ok(()) => {
-                    tracing::warn!(job = job.id, kind = %job.kind, error = %error.chain(),
+                    tracing::warn!(job = job.id, kind = %job.kind(), error = %error.chain(),
                         "fan-out job gave up: the inboxes it had not reached are rebuilt on their next read");
                     match self.pg().finish_job(job.id, job.lease).await {
                         Ok(()) => {
@@ -595,7 +582,7 @@ impl Engine {
     async fn give_up(&self, lease: &Lease) -> AppResult<()> {
         let job = &lease.job;
         let keys = self.redis().keys();
-        match (&lease.plan, job.kind) {
+        match (&lease.plan, &job.work) {
             // A big-V's post is pulled by every follower: its push to
             // active fans only saves them a read.
             (
@@ -606,41 +593,30 @@ impl Engine {
                 _,
             )
             | (Some(Plan::Nothing), _) => Ok(()),
-            (_, JobKind::Follow | JobKind::Unfollow | JobKind::Mute | JobKind::Unmute) => {
-                match job.follower_id {
-                    Some(f) => {
-                        self.redis()
-                            .delete_many(&[keys.following(f), keys.followees(f), keys.inbox(f)])
-                            .await
-                    }
-                    None => Ok(()),
-                }
+            (_, &Work::Edge { reader: f, .. }) => {
+                self.redis()
+                    .delete_many(&[keys.following(f), keys.followees(f), keys.inbox(f)])
+                    .await
             }
             // The hidden accounts are rebuilt from the accounts' status.
-            (_, JobKind::Hide) => self.redis().delete(&keys.hidden()).await,
+            (_, Work::Hide) => self.redis().delete(&keys.hidden()).await,
             // A purge does not stop halfway: parked as dead, for an
             // operator (its account's posts stay hidden meanwhile).
-            (_, JobKind::Purge) => Err(AppError::internal(
+            (_, Work::Purge { .. }) => Err(AppError::internal(
                 "a purge",
                 crate::error::Message("an account's purge keeps failing".into()),
             )),
             // An import that keeps failing ends; its task says how far it got.
-            (_, JobKind::Import) => match job.task_id {
-                Some(task) => self.pg().task_progress(task, 0, 0, "failed").await,
-                None => Ok(()),
-            },
+            (_, &Work::Import { task }) => self.pg().task_progress(task, 0, 0, "failed").await,
             // The reader's copy and inbox are rebuilt from PostgreSQL.
-            (_, JobKind::Follows) => {
+            (_, Work::Follows { .. }) => {
                 let r = job.author_id;
                 self.redis()
                     .delete_many(&[keys.following(r), keys.followees(r), keys.inbox(r)])
                     .await
             }
-            (_, JobKind::Retract) => match job.post_id {
-                Some(post) => self.redis().delete(&keys.post(post)).await,
-                None => Ok(()),
-            },
-            (_, JobKind::Deliver | JobKind::Backfill) => {
+            (_, &Work::Retract { post }) => self.redis().delete(&keys.post(post)).await,
+            (_, Work::Deliver { .. } | Work::Backfill { .. }) => {
                 let mut after = job.checkpoint;
                 loop {
                     let page = self
@@ -657,14 +633,4 @@ impl Engine {
             }
         }
     }
-}
-
-/// A job lacking what its kind needs: claims park such a job as dead
-/// ([`Job::lacks`]), so one never reaches a plan.
-fn malformed(job: &Job) -> AppError {
-    let what = job.lacks().unwrap_or("what its kind needs");
-    AppError::internal(
-        "a fan-out job",
-        crate::error::Message(format!("job {} ({}) lacks {what}", job.id, job.kind)),
-    )
 }

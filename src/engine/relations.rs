@@ -216,10 +216,12 @@ impl Engine {
     /// One batch of an import: the next [`MAX_FOLLOW_MANY`] ids of its list
     /// followed (as [`Self::follow_many`] does, past `max_follows`
     /// skipped), its progress recorded. True once the list is done.
-    pub(crate) async fn import_step(&self, job: &mut Job, record: bool) -> AppResult<bool> {
-        let Some(task) = job.task_id else {
-            return Ok(true);
-        };
+    pub(crate) async fn import_step(
+        &self,
+        job: &mut Job,
+        task: i64,
+        record: bool,
+    ) -> AppResult<bool> {
         let follower = job.author_id;
         let from = job.checkpoint;
         let batch = self

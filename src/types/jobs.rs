@@ -4,6 +4,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::Edge;
+
 /// What a job delivers. Stored as text with a CHECK constraint; a kind this
 /// binary does not know is an error, never a silent default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,17 +100,13 @@ impl FromStr for JobKind {
     }
 }
 
-/// A claimed job.
+/// A claimed job: its lease and progress, and the work it does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
     pub id: i64,
-    pub kind: JobKind,
+    /// The author whose change this is (for `Follows`, `Import` and
+    /// `Purge`: the reader, the importer, the account).
     pub author_id: i64,
-    /// For `Deliver`: the post.
-    pub post_id: Option<i64>,
-    /// For `Follow`, `Unfollow`, `Mute` and `Unmute`: the one reader
-    /// concerned.
-    pub follower_id: Option<i64>,
     /// Keyset checkpoint: the last follower done.
     pub checkpoint: i64,
     /// Claims so far, this one included (failures that were the stores'
@@ -118,29 +116,98 @@ pub struct Job {
     pub created_at_ms: i64,
     /// Proves the lease: progress is recorded only while it is still ours.
     pub lease: i64,
-    /// For `Backfill`: the big-V epoch it settles. For `Follow`,
-    /// `Unfollow`, `Mute` and `Unmute`: the reader's follow sequence
-    /// number of the change.
-    pub epoch: Option<i64>,
-    /// For `Purge` and `Import`: the task whose progress it makes.
-    pub task_id: Option<i64>,
-    /// For `Follows`: the authors followed.
-    pub targets: Vec<i64>,
+    pub work: Work,
 }
 
 impl Job {
-    /// What its kind needs that the row does not hold (a row written by
-    /// hand, or by a version that wrote it otherwise), if anything: such a
-    /// job is parked as dead with the reason, never run as something else.
-    pub fn lacks(&self) -> Option<&'static str> {
-        use JobKind::*;
-        match self.kind {
-            Deliver | Retract if self.post_id.is_none() => Some("its post"),
-            Follow | Unfollow | Mute | Unmute if self.follower_id.is_none() => Some("its reader"),
-            Follow | Unfollow | Mute | Unmute | Follows if self.epoch.is_none() => {
-                Some("its follow sequence number")
-            }
-            _ => None,
+    pub fn kind(&self) -> JobKind {
+        self.work.kind()
+    }
+}
+
+/// What a job does, with what its kind needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    Deliver {
+        post: i64,
+    },
+    /// Settles the big-V time of this epoch.
+    Backfill {
+        epoch: i64,
+    },
+    /// One reader's follow, unfollow, mute or unmute of the author, at the
+    /// reader's follow sequence number `seq`.
+    Edge {
+        edge: Edge,
+        reader: i64,
+        seq: i64,
+    },
+    Retract {
+        post: i64,
+    },
+    Hide,
+    Purge {
+        task: i64,
+    },
+    Import {
+        task: i64,
+    },
+    Follows {
+        seq: i64,
+        targets: Vec<i64>,
+    },
+}
+
+/// The columns a job's kind may need, as a row holds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Payload {
+    pub post: Option<i64>,
+    pub reader: Option<i64>,
+    pub epoch: Option<i64>,
+    pub task: Option<i64>,
+    pub targets: Option<Vec<i64>>,
+}
+
+impl Work {
+    /// The work of a stored job, or what its kind needs that the row does
+    /// not hold (a row written by hand, or by a version that wrote it
+    /// otherwise): such a job is parked as dead with the reason, never run
+    /// as something else.
+    pub fn of(kind: JobKind, p: Payload) -> Result<Work, &'static str> {
+        let post = p.post.ok_or("its post");
+        let task = p.task.ok_or("its task");
+        let seq = p.epoch.ok_or("its follow sequence number");
+        Ok(match kind {
+            JobKind::Deliver => Work::Deliver { post: post? },
+            JobKind::Retract => Work::Retract { post: post? },
+            JobKind::Backfill => Work::Backfill {
+                epoch: p.epoch.ok_or("its big-V epoch")?,
+            },
+            JobKind::Follow | JobKind::Unfollow | JobKind::Mute | JobKind::Unmute => Work::Edge {
+                edge: Edge::of_job(kind).ok_or("an edge")?,
+                reader: p.reader.ok_or("its reader")?,
+                seq: seq?,
+            },
+            JobKind::Hide => Work::Hide,
+            JobKind::Purge => Work::Purge { task: task? },
+            JobKind::Import => Work::Import { task: task? },
+            JobKind::Follows => Work::Follows {
+                seq: seq?,
+                targets: p.targets.unwrap_or_default(),
+            },
+        })
+    }
+
+    pub fn kind(&self) -> JobKind {
+        match self {
+            Work::Deliver { .. } => JobKind::Deliver,
+            Work::Backfill { .. } => JobKind::Backfill,
+            Work::Edge { edge, .. } => edge.job(),
+            Work::Retract { .. } => JobKind::Retract,
+            Work::Hide => JobKind::Hide,
+            Work::Purge { .. } => JobKind::Purge,
+            Work::Import { .. } => JobKind::Import,
+            Work::Follows { .. } => JobKind::Follows,
         }
     }
 }
@@ -162,49 +229,59 @@ mod tests {
 
     #[test]
     fn a_job_lacking_what_its_kind_needs_says_what() {
-        let job = |kind, post_id, follower_id, epoch| Job {
-            id: 1,
-            kind,
-            author_id: 2,
-            post_id,
-            follower_id,
-            checkpoint: 0,
-            attempts: 0,
-            created_at_ms: 0,
-            lease: 0,
+        let payload = |post, reader, epoch| Payload {
+            post,
+            reader,
             epoch,
-            task_id: None,
-            targets: Vec::new(),
+            ..Payload::default()
         };
+        let work = |kind, post, reader, epoch| Work::of(kind, payload(post, reader, epoch));
+        assert_eq!(work(JobKind::Deliver, None, None, None), Err("its post"));
         assert_eq!(
-            job(JobKind::Deliver, None, None, None).lacks(),
-            Some("its post")
+            work(JobKind::Deliver, Some(3), None, None),
+            Ok(Work::Deliver { post: 3 })
         );
-        assert_eq!(job(JobKind::Deliver, Some(3), None, None).lacks(), None);
+        assert_eq!(work(JobKind::Retract, None, None, None), Err("its post"));
         assert_eq!(
-            job(JobKind::Retract, None, None, None).lacks(),
-            Some("its post")
-        );
-        assert_eq!(job(JobKind::Mute, None, Some(4), Some(5)).lacks(), None);
-        assert_eq!(
-            job(JobKind::Unfollow, None, None, Some(5)).lacks(),
-            Some("its reader")
-        );
-        assert_eq!(
-            job(JobKind::Follow, None, Some(4), None).lacks(),
-            Some("its follow sequence number")
+            work(JobKind::Mute, None, Some(4), Some(5)),
+            Ok(Work::Edge {
+                edge: Edge::Mute,
+                reader: 4,
+                seq: 5
+            })
         );
         assert_eq!(
-            job(JobKind::Follows, None, None, None).lacks(),
-            Some("its follow sequence number")
+            work(JobKind::Unfollow, None, None, Some(5)),
+            Err("its reader")
         );
-        for kind in [
-            JobKind::Backfill,
-            JobKind::Hide,
-            JobKind::Purge,
-            JobKind::Import,
-        ] {
-            assert_eq!(job(kind, None, None, None).lacks(), None, "{kind}");
+        assert_eq!(
+            work(JobKind::Follow, None, Some(4), None),
+            Err("its follow sequence number")
+        );
+        assert_eq!(
+            work(JobKind::Follows, None, None, None),
+            Err("its follow sequence number")
+        );
+        assert_eq!(
+            work(JobKind::Backfill, None, None, None),
+            Err("its big-V epoch")
+        );
+        assert_eq!(work(JobKind::Import, None, None, None), Err("its task"));
+        assert_eq!(work(JobKind::Purge, None, None, None), Err("its task"));
+        assert_eq!(work(JobKind::Hide, None, None, None), Ok(Work::Hide));
+    }
+
+    #[test]
+    fn every_work_names_the_kind_it_was_read_as() {
+        let full = Payload {
+            post: Some(1),
+            reader: Some(2),
+            epoch: Some(3),
+            task: Some(4),
+            targets: Some(vec![5]),
+        };
+        for kind in JobKind::ALL {
+            assert_eq!(Work::of(kind, full.clone()).map(|w| w.kind()), Ok(kind));
         }
     }
 }

@@ -14,7 +14,7 @@ pub mod stream;
 
 pub use cursor::{Cursor, PageRequest, Prev};
 pub use entry::{feed_order, member_cmp, Entry};
-pub use jobs::{Job, JobKind};
+pub use jobs::{Job, JobKind, Payload, Work};
 pub use source::{
     horizon, page_part, page_reads, CachedPost, EntryMeta, Horizon, Range, SourceRead, StateKey,
     WarmRead,

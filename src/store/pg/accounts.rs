@@ -349,12 +349,7 @@ impl PgStore {
 
     /// The end of a purge: the account's row (its mutes, blocks and keys
     /// with it) and every other job about it go, and its task is done.
-    pub async fn finish_purge(
-        &self,
-        account: i64,
-        purge_job: i64,
-        task: Option<i64>,
-    ) -> AppResult<()> {
+    pub async fn finish_purge(&self, account: i64, purge_job: i64, task: i64) -> AppResult<()> {
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             diesel::sql_query(
@@ -387,15 +382,13 @@ impl PgStore {
             .bind::<BigInt, _>(account)
             .execute(conn)
             .await?;
-            if let Some(task) = task {
-                diesel::sql_query(
-                    "UPDATE tasks SET state = 'done', done = total, finished_at = now() \
-                     WHERE id = $1",
-                )
-                .bind::<BigInt, _>(task)
-                .execute(conn)
-                .await?;
-            }
+            diesel::sql_query(
+                "UPDATE tasks SET state = 'done', done = total, finished_at = now() \
+                 WHERE id = $1",
+            )
+            .bind::<BigInt, _>(task)
+            .execute(conn)
+            .await?;
             Ok(())
         })
         .await

@@ -13,17 +13,56 @@ use super::models::{JobRow, NewJob};
 use super::schema::fanout_jobs;
 use super::PgStore;
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{Job, JobKind};
+use crate::types::{Job, JobKind, Payload, Work};
 
 /// A claimed job as stored, or why it cannot be run.
 pub enum Claimed {
     Job(Job),
-    /// Its kind is unknown to this binary (a newer one wrote it).
-    Unknown {
+    /// Its kind is unknown to this binary (a newer one wrote it), or the
+    /// row lacks what its kind needs: `why` says which.
+    Unusable {
         id: i64,
         lease: i64,
-        kind: String,
+        why: String,
     },
+}
+
+impl From<JobRow> for Claimed {
+    fn from(r: JobRow) -> Self {
+        let kind = match r.kind.parse::<JobKind>() {
+            Ok(kind) => kind,
+            Err(unknown) => {
+                return Claimed::Unusable {
+                    id: r.id,
+                    lease: r.lease,
+                    why: unknown.to_string(),
+                }
+            }
+        };
+        let payload = Payload {
+            post: r.post_id,
+            reader: r.follower_id,
+            epoch: r.epoch,
+            task: r.task_id,
+            targets: r.targets,
+        };
+        match Work::of(kind, payload) {
+            Ok(work) => Claimed::Job(Job {
+                id: r.id,
+                author_id: r.author_id,
+                checkpoint: r.checkpoint,
+                attempts: r.attempts,
+                created_at_ms: r.created_at_ms,
+                lease: r.lease,
+                work,
+            }),
+            Err(what) => Claimed::Unusable {
+                id: r.id,
+                lease: r.lease,
+                why: format!("a {kind} job lacking {what}"),
+            },
+        }
+    }
 }
 
 /// How often an instance says it is alive.
@@ -98,27 +137,7 @@ impl PgStore {
         .get_result(&mut conn)
         .await
         .optional()?;
-        Ok(row.map(|r| match r.kind.parse::<JobKind>() {
-            Ok(kind) => Claimed::Job(Job {
-                id: r.id,
-                kind,
-                author_id: r.author_id,
-                post_id: r.post_id,
-                follower_id: r.follower_id,
-                checkpoint: r.checkpoint,
-                attempts: r.attempts,
-                created_at_ms: r.created_at_ms,
-                lease: r.lease,
-                epoch: r.epoch,
-                task_id: r.task_id,
-                targets: r.targets.unwrap_or_default(),
-            }),
-            Err(_) => Claimed::Unknown {
-                id: r.id,
-                lease: r.lease,
-                kind: r.kind,
-            },
-        }))
+        Ok(row.map(Claimed::from))
     }
 
     /// Records progress and renews the lease, if it is still this holder's.
