@@ -12,12 +12,10 @@ use futures::StreamExt;
 
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
-use crate::store::pg::models::AccountStatus;
-use crate::store::pg::models::{Task, User};
 use crate::store::pg::EntriesOf;
 use crate::store::redis::hints::{HiddenChange, Signal};
 use crate::store::redis::state::PulledChange;
-use crate::types::{Edge, Entry, Job};
+use crate::types::{AccountStatus, Edge, Entry, Job, Task, TaskState, User};
 
 /// The follow sequence number a purge writes into a follower's copy of
 /// whom it follows for the deleted account: above any real one, so no
@@ -148,7 +146,11 @@ impl Engine {
         let account = job.author_id;
         let batch = self.tuning().fanout_batch_size;
         let cap = self.settings().inbox_max_len;
-        let progress = async |n: usize| self.pg().task_progress(task, n as i64, 0, "running").await;
+        let progress = async |n: usize| {
+            self.pg()
+                .task_progress(task, n as i64, 0, TaskState::Running)
+                .await
+        };
         let followers = self.pg().edges_of(account, true, batch).await?;
         if !followers.is_empty() {
             let unfollow = (Edge::Unfollow, false);

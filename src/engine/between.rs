@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 
 use super::{Engine, Page};
 use crate::error::AppResult;
-use crate::store::pg::models::Post;
+use crate::types::Post;
 use crate::types::{feed_order, Cursor, Entry, PageRequest, Prev};
 
 /// Reads of cursor pages one bounded page may take (a run of more ties

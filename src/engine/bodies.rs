@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::store::pg::models::Post;
+use crate::types::Post;
 
 /// Bytes a cached post is counted for beyond its texts (its map slot, its
 /// place in the order and the fixed fields).

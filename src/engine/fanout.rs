@@ -21,7 +21,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::{Claimed, EntriesOf};
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
-use crate::types::{CachedPost, Edge, Entry, Job, JobKind, Work};
+use crate::types::{CachedPost, Edge, Entry, Job, JobKind, TaskState, Work};
 
 /// A job claimed by this instance, with what it was found to need.
 #[derive(Debug)]
@@ -417,7 +417,7 @@ impl Engine {
             .pg()
             .user(author)
             .await?
-            .is_some_and(|u| u.status != crate::store::pg::models::AccountStatus::Deleted);
+            .is_some_and(|u| u.status != crate::types::AccountStatus::Deleted);
         if here {
             return Ok(false);
         }
@@ -607,7 +607,9 @@ impl Engine {
                 crate::error::Message("an account's purge keeps failing".into()),
             )),
             // An import that keeps failing ends; its task says how far it got.
-            (_, &Work::Import { task }) => self.pg().task_progress(task, 0, 0, "failed").await,
+            (_, &Work::Import { task }) => {
+                self.pg().task_progress(task, 0, 0, TaskState::Failed).await
+            }
             // The reader's copy and inbox are rebuilt from PostgreSQL.
             (_, Work::Follows { .. }) => {
                 let r = job.author_id;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::Engine;
 use crate::error::AppError;
-use crate::store::pg::models::AccountStatus;
+use crate::types::AccountStatus;
 
 /// How long an account seen existing is taken to exist.
 pub const HERE_FOR: Duration = Duration::from_secs(10);

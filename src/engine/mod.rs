@@ -43,20 +43,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
 use tokio::sync::Notify;
 
 use crate::domain::{IdempotencyKey, PostBody, PostMeta, Username};
 use crate::error::{AppError, AppResult};
 use crate::metrics;
 use crate::settings::EngineSettings;
-use crate::store::pg::models::AccountStatus;
-use crate::store::pg::models::{Post, User};
 use crate::store::pg::{Deletion, PgStore, Published};
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
+use crate::types::AccountStatus;
 use crate::types::{CachedPost, Cursor, Entry, Prev};
+use crate::types::{Post, User};
 
 pub use between::{Bounds, Feed};
 pub use maintenance::JOBS_VACUUM_DEAD_ROWS;
@@ -65,7 +64,7 @@ pub use profiles::MAX_PROFILES;
 pub use relations::{Followed, Relation, UserPage, MAX_FOLLOW_MANY, MAX_IMPORT};
 
 /// A page of a feed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
     /// Newest first.
     pub items: Vec<Post>,
@@ -78,7 +77,6 @@ pub struct Page {
     pub prev: Prev,
     /// On a refresh page, the position above each item (its first `prev`):
     /// what a stream gives as each event's id.
-    #[serde(skip)]
     pub marks: Vec<Prev>,
 }
 

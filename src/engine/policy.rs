@@ -3,11 +3,8 @@
 
 use serde::Deserialize;
 
-use crate::store::pg::models::SettingsRow;
 use crate::types::BigVChange;
-
-/// The admin-tunable settings (persisted in PostgreSQL, live on every instance).
-pub type FeedSettings = SettingsRow;
+pub use crate::types::FeedSettings;
 
 /// Bounds of the admin settings.
 pub const MAX_CAP: i64 = 100_000;

@@ -9,9 +9,10 @@ use super::merge::{merge, Horizon, Merged};
 use super::{now_ms, Engine, Page, Stats, MARKED_READERS};
 use crate::error::{AppError, AppResult};
 use crate::metrics;
-use crate::store::pg::models::{FeedRow, Post};
+use crate::store::pg::models::FeedRow;
 use crate::store::pg::{EntriesOf, FeedRows};
 use crate::store::redis::state::PulledAuthor;
+use crate::types::Post;
 use crate::types::{
     CachedPost, Entry, EntryMeta, Fallback, PageRequest, Prev, Range, Scope, StateKey, WarmRead,
 };

@@ -6,18 +6,14 @@
 //! its home shows, and the inbox (a follow's recent posts in, an
 //! unfollow's out; a mute keeps them, so an unmute brings them back).
 
-use serde::Serialize;
-
 use super::{now_ms, policy, Engine};
 use crate::error::{AppError, AppResult};
-use crate::store::pg::models::AccountStatus;
-use crate::store::pg::models::{Task, User};
 use crate::store::pg::{EdgeChange, EntriesOf, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
-use crate::types::{Cursor, Edge, Entry, Job, PageRequest};
+use crate::types::{AccountStatus, Cursor, Edge, Entry, Job, PageRequest, Task, TaskState, User};
 
 /// A page of users (whom one mutes or blocks), newest first by when.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserPage {
     pub items: Vec<User>,
     /// Where the next page starts (send back as `max` and `offset`); null
@@ -47,8 +43,7 @@ pub const MAX_IMPORT: usize = 1_000_000;
 /// What a follow of many answered: the authors followed now, those
 /// followed before, and those it could not follow (no such account,
 /// oneself, suspended, across a block).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"followed": [7, 9], "already": [12], "skipped": [99999]}))]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Followed {
     pub followed: Vec<i64>,
     pub already: Vec<i64>,
@@ -230,14 +225,20 @@ impl Engine {
             .import_batch(task, from, MAX_FOLLOW_MANY as i64)
             .await?;
         if batch.is_empty() {
-            self.inner.pg.task_progress(task, 0, 0, "done").await?;
+            self.inner
+                .pg
+                .task_progress(task, 0, 0, TaskState::Done)
+                .await?;
             return Ok(true);
         }
         match self.user(follower).await {
             Ok(u) if u.status == AccountStatus::Active => {}
             // The importer was suspended or deleted: the rest is not done.
             _ => {
-                self.inner.pg.task_progress(task, 0, 0, "failed").await?;
+                self.inner
+                    .pg
+                    .task_progress(task, 0, 0, TaskState::Failed)
+                    .await?;
                 return Ok(true);
             }
         }
@@ -250,7 +251,7 @@ impl Engine {
                     task,
                     batch.len() as i64,
                     done.skipped.len() as i64,
-                    "running",
+                    TaskState::Running,
                 )
                 .await?;
             self.pg()

@@ -1,18 +1,18 @@
 use actix_web::{get, post, put, web, HttpResponse};
 
 use super::auth::Admin;
+use super::views::{SettingsView, UserView};
 use super::JsonObject;
 use crate::domain::parse_id;
-use crate::engine::{Engine, FeedSettings, SettingsPatch};
+use crate::engine::{Engine, SettingsPatch};
 use crate::error::AppError;
-use crate::store::pg::models::User;
 
 /// The admin settings.
 #[utoipa::path(
     tag = "admin",
     operation_id = "get_settings",
     responses(
-        (status = 200, description = "The settings", body = FeedSettings),
+        (status = 200, description = "The settings", body = SettingsView),
         (status = 403, description = "Not an admin", body = super::errors::ErrorBody),
     )
 )]
@@ -22,7 +22,7 @@ pub async fn get_settings(
     engine: web::Data<Engine>,
 ) -> Result<HttpResponse, AppError> {
     let settings = engine.stored_settings().await?;
-    Ok(HttpResponse::Ok().json(settings))
+    Ok(HttpResponse::Ok().json(SettingsView::from(&settings)))
 }
 
 /// Changes any subset of the settings: validated as a whole, persisted,
@@ -32,7 +32,7 @@ pub async fn get_settings(
     operation_id = "put_settings",
     request_body = SettingsPatch,
     responses(
-        (status = 200, description = "The settings now", body = FeedSettings),
+        (status = 200, description = "The settings now", body = SettingsView),
         (status = 403, description = "Not an admin", body = super::errors::ErrorBody),
         (status = 422, description = "Invalid settings", body = super::errors::ErrorBody),
     )
@@ -44,7 +44,7 @@ pub async fn put_settings(
     JsonObject(patch): JsonObject<SettingsPatch>,
 ) -> Result<HttpResponse, AppError> {
     let settings = engine.update_settings(&patch).await?;
-    Ok(HttpResponse::Ok().json(settings))
+    Ok(HttpResponse::Ok().json(SettingsView::from(&settings)))
 }
 
 /// Suspends an account: its posts leave every feed when this returns (and
@@ -55,7 +55,7 @@ pub async fn put_settings(
     operation_id = "suspend_user",
     params(("id" = i64, Path, description = "The account", minimum = 1)),
     responses(
-        (status = 200, description = "The account, suspended", body = User),
+        (status = 200, description = "The account, suspended", body = UserView),
         (status = 403, description = "Not an admin", body = super::errors::ErrorBody),
         (status = 404, description = "No such account", body = super::errors::ErrorBody),
     )
@@ -67,7 +67,8 @@ pub async fn suspend(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
-    Ok(HttpResponse::Ok().json(engine.suspend(id, true).await?))
+    let user = engine.suspend(id, true).await?;
+    Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
 /// Lifts an account's suspension: its posts are back in every feed when
@@ -77,7 +78,7 @@ pub async fn suspend(
     operation_id = "unsuspend_user",
     params(("id" = i64, Path, description = "The account", minimum = 1)),
     responses(
-        (status = 200, description = "The account, active", body = User),
+        (status = 200, description = "The account, active", body = UserView),
         (status = 403, description = "Not an admin", body = super::errors::ErrorBody),
         (status = 404, description = "No such account", body = super::errors::ErrorBody),
     )
@@ -89,5 +90,6 @@ pub async fn unsuspend(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
-    Ok(HttpResponse::Ok().json(engine.suspend(id, false).await?))
+    let user = engine.suspend(id, false).await?;
+    Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }

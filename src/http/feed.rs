@@ -3,9 +3,10 @@ use actix_web::{get, web, HttpResponse};
 use super::auth::Caller;
 use super::limits::client_address;
 use super::socket::cut_of;
+use super::views::{PageView, PostView};
 use super::PageQuery;
 use crate::engine::stream::{Event, Opening, Streams};
-use crate::engine::{Engine, Page};
+use crate::engine::Engine;
 use crate::error::AppError;
 use crate::types::Prev;
 
@@ -18,7 +19,7 @@ use crate::types::Prev;
     operation_id = "home_feed",
     params(PageQuery),
     responses(
-        (status = 200, description = "A page of the home feed", body = Page),
+        (status = 200, description = "A page of the home feed", body = PageView),
         (status = 404, description = "The caller is no account (or one being deleted)", body = super::errors::ErrorBody),
     )
 )]
@@ -30,7 +31,7 @@ pub async fn home(
 ) -> Result<HttpResponse, AppError> {
     let req = query.parse()?;
     let page = engine.home_page(caller.id, req).await?;
-    Ok(HttpResponse::Ok().json(page))
+    Ok(HttpResponse::Ok().json(PageView::from(&page)))
 }
 
 /// The caller's home feed, live (Server-Sent Events): first `open` with the
@@ -136,7 +137,7 @@ fn sse(event: &Event) -> String {
         Event::Post { post, id, .. } => format!(
             "event: post\nid: {}\ndata: {}\n\n",
             event_id(id),
-            serde_json::to_string(post).unwrap_or_default()
+            serde_json::to_string(&PostView::from(post)).unwrap_or_default()
         ),
         Event::Delete { id, .. } => {
             format!("event: delete\ndata: {}\n\n", serde_json::json!({"id": id}))

@@ -5,10 +5,10 @@ use actix_web::{get, web, HttpResponse};
 
 use super::auth::Token;
 use super::errors::ErrorBody;
+use super::views::TaskView;
 use crate::domain::parse_id;
 use crate::engine::Engine;
 use crate::error::AppError;
-use crate::store::pg::models::Task;
 
 /// A task and its progress: its user's, or any for an admin. Kept a week
 /// after it ends. (A deleted account's token still reads its own tasks, so
@@ -18,7 +18,7 @@ use crate::store::pg::models::Task;
     operation_id = "get_job",
     params(("id" = i64, Path, description = "The task", minimum = 1)),
     responses(
-        (status = 200, description = "The task", body = Task),
+        (status = 200, description = "The task", body = TaskView),
         (status = 404, description = "No such task (or another user's)", body = ErrorBody),
     )
 )]
@@ -29,5 +29,6 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "job id").map_err(AppError::BadRequest)?;
-    Ok(HttpResponse::Ok().json(engine.task(caller.viewer(), id).await?))
+    let task = engine.task(caller.viewer(), id).await?;
+    Ok(HttpResponse::Ok().json(TaskView::from(&task)))
 }

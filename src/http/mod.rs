@@ -17,6 +17,7 @@ pub mod posts;
 pub mod relations;
 pub mod socket;
 pub mod users;
+pub mod views;
 
 use std::time::Instant;
 

@@ -3,11 +3,11 @@ use serde::Deserialize;
 
 use super::auth::Caller;
 use super::errors::ErrorBody;
+use super::views::PostView;
 use super::JsonObject;
 use crate::domain::{parse_id, IdempotencyKey, PostBody, PostMeta};
 use crate::engine::Engine;
 use crate::error::AppError;
-use crate::store::pg::models::Post;
 
 /// A new post.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -52,7 +52,7 @@ const REPLAYED: &str = "idempotent-replayed";
             description = "1 to 255 visible ASCII characters naming this publish for its retries"),
     ),
     responses(
-        (status = 201, description = "The post (the first one, on a retry)", body = Post,
+        (status = 201, description = "The post (the first one, on a retry)", body = PostView,
             headers(("Idempotent-Replayed" = String, description = "`true` on a retry's answer")),
             links(
             ("GetPost" = (operation_id = "get_post", parameters(("id" = "$response.body#/id")))),
@@ -85,7 +85,7 @@ pub async fn create(
     if published.replayed {
         res.insert_header((REPLAYED, "true"));
     }
-    Ok(res.json(published.post))
+    Ok(res.json(PostView::from(&published.post)))
 }
 
 /// A live post (404 while its author and the caller block one another).
@@ -94,7 +94,7 @@ pub async fn create(
     operation_id = "get_post",
     params(("id" = i64, Path, description = "Post id", minimum = 1)),
     responses(
-        (status = 200, description = "The post", body = Post),
+        (status = 200, description = "The post", body = PostView),
         (status = 404, description = "No such post, or deleted", body = ErrorBody),
     )
 )]
@@ -105,7 +105,8 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "post id").map_err(AppError::BadRequest)?;
-    Ok(HttpResponse::Ok().json(engine.post_seen_by(caller.viewer(), id).await?))
+    let post = engine.post_seen_by(caller.viewer(), id).await?;
+    Ok(HttpResponse::Ok().json(PostView::from(&post)))
 }
 
 /// Deletes a post: its author's, or any for an admin. No page shows it

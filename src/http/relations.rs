@@ -5,9 +5,10 @@ use actix_web::{delete, get, put, web, HttpResponse};
 
 use super::auth::Caller;
 use super::errors::ErrorBody;
+use super::views::UserPageView;
 use super::PageQuery;
 use crate::domain::parse_id;
-use crate::engine::{Engine, Relation, UserPage};
+use crate::engine::{Engine, Relation};
 use crate::error::AppError;
 
 /// The (user, target) of a mute or block route, once the caller may act
@@ -132,7 +133,7 @@ pub async fn unblock(
     operation_id = "list_mutes",
     params(("id" = i64, Path, description = "The muter (the caller, unless admin)", minimum = 1), PageQuery),
     responses(
-        (status = 200, description = "A page of muted users", body = UserPage),
+        (status = 200, description = "A page of muted users", body = UserPageView),
         (status = 403, description = "Another user's list", body = ErrorBody),
     )
 )]
@@ -153,7 +154,7 @@ pub async fn mutes(
     operation_id = "list_blocks",
     params(("id" = i64, Path, description = "The blocker (the caller, unless admin)", minimum = 1), PageQuery),
     responses(
-        (status = 200, description = "A page of blocked users", body = UserPage),
+        (status = 200, description = "A page of blocked users", body = UserPageView),
         (status = 403, description = "Another user's list", body = ErrorBody),
     )
 )]
@@ -182,5 +183,6 @@ async fn list(
             "a list pages down from max: min is for feeds".into(),
         ));
     }
-    Ok(HttpResponse::Ok().json(engine.relations(user, which, req).await?))
+    let page = engine.relations(user, which, req).await?;
+    Ok(HttpResponse::Ok().json(UserPageView::from(&page)))
 }

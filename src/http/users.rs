@@ -3,11 +3,11 @@ use serde::Deserialize;
 
 use super::auth::{Admin, Caller, Token};
 use super::errors::{read_body, ErrorBody};
+use super::views::{FollowedView, PageView, TaskView, UserView};
 use super::{JsonObject, PageQuery};
 use crate::domain::{parse_id, Username};
-use crate::engine::{Engine, Followed, Page, MAX_IMPORT};
+use crate::engine::{Engine, MAX_IMPORT};
 use crate::error::AppError;
-use crate::store::pg::models::{Task, User};
 
 /// A new user.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -29,7 +29,7 @@ fn id(raw: &str, what: &str) -> Result<i64, AppError> {
     operation_id = "create_user",
     request_body = NewUserBody,
     responses(
-        (status = 201, description = "The user", body = User, links(
+        (status = 201, description = "The user", body = UserView, links(
             ("GetUser" = (operation_id = "get_user", parameters(("id" = "$response.body#/id")))),
             ("Follow" = (operation_id = "follow", parameters(("target" = "$response.body#/id")))),
             ("UserPosts" = (operation_id = "user_posts", parameters(("id" = "$response.body#/id")))),
@@ -51,7 +51,7 @@ pub async fn create(
 ) -> Result<HttpResponse, AppError> {
     let username = Username::parse(&body.username).map_err(AppError::Unprocessable)?;
     let user = engine.create_user(&username).await?;
-    Ok(HttpResponse::Created().json(user))
+    Ok(HttpResponse::Created().json(UserView::from(&user)))
 }
 
 /// A user.
@@ -60,7 +60,7 @@ pub async fn create(
     operation_id = "get_user",
     params(("id" = i64, Path, description = "User id", minimum = 1)),
     responses(
-        (status = 200, description = "The user", body = User),
+        (status = 200, description = "The user", body = UserView),
         (status = 404, description = "No such user", body = ErrorBody),
     )
 )]
@@ -71,7 +71,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let user = engine.user(id(&path, "user id")?).await?;
-    Ok(HttpResponse::Ok().json(user))
+    Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
 /// Deletes an account (the user itself, or an admin): its posts leave every
@@ -84,7 +84,7 @@ pub async fn get(
     operation_id = "delete_user",
     params(("id" = i64, Path, description = "The account (the caller's, unless admin)", minimum = 1)),
     responses(
-        (status = 202, description = "Deleting: the job", body = Task,
+        (status = 202, description = "Deleting: the job", body = TaskView,
             headers(("Location" = String, description = "The job's URL")),
             links(("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/id")))))),
         (status = 403, description = "Acting for another user", body = ErrorBody),
@@ -102,7 +102,7 @@ pub async fn delete(
     let task = engine.delete_account(user).await?;
     Ok(HttpResponse::Accepted()
         .insert_header(("Location", format!("/api/v1/jobs/{}", task.id)))
-        .json(task))
+        .json(TaskView::from(&task)))
 }
 
 /// The (follower, target) of a following route, once the caller may act
@@ -160,7 +160,7 @@ pub struct Targets {
     params(("id" = i64, Path, description = "The follower (the caller, unless admin)", minimum = 1)),
     request_body = Targets,
     responses(
-        (status = 200, description = "Followed now, before, and skipped", body = Followed),
+        (status = 200, description = "Followed now, before, and skipped", body = FollowedView),
         (status = 403, description = "Acting for another user, or suspended", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
         (status = 422, description = "No id or more than 1,000, or past max_follows", body = ErrorBody),
@@ -175,7 +175,8 @@ pub async fn follow_many(
 ) -> Result<HttpResponse, AppError> {
     let follower = id(&path, "user id")?;
     caller.may_act_for(follower)?;
-    Ok(HttpResponse::Ok().json(engine.follow_many(follower, &body.ids).await?))
+    let followed = engine.follow_many(follower, &body.ids).await?;
+    Ok(HttpResponse::Ok().json(FollowedView::from(&followed)))
 }
 
 /// An import's body may be this large (a million ids).
@@ -192,7 +193,7 @@ const MAX_IMPORT_BYTES: usize = 24 * 1024 * 1024;
     params(("id" = i64, Path, description = "The follower (the caller, unless admin)", minimum = 1)),
     request_body = Targets,
     responses(
-        (status = 202, description = "Importing: the job", body = Task,
+        (status = 202, description = "Importing: the job", body = TaskView,
             headers(("Location" = String, description = "The job's URL")),
             links(("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/id")))))),
         (status = 403, description = "Acting for another user, or suspended", body = ErrorBody),
@@ -228,7 +229,7 @@ pub async fn import(
     let task = engine.import_follows(follower, &ids.ids).await?;
     Ok(HttpResponse::Accepted()
         .insert_header(("Location", format!("/api/v1/jobs/{}", task.id)))
-        .json(task))
+        .json(TaskView::from(&task)))
 }
 
 /// Import bodies read at once by this instance: each may take its 24 MiB
@@ -358,7 +359,7 @@ pub async fn unfollow(
     operation_id = "user_posts",
     params(("id" = i64, Path, description = "Author id", minimum = 1), PageQuery),
     responses(
-        (status = 200, description = "A page of the author's posts", body = Page),
+        (status = 200, description = "A page of the author's posts", body = PageView),
         (status = 404, description = "No such user", body = ErrorBody),
     )
 )]
@@ -374,5 +375,5 @@ pub async fn posts(
     let page = engine
         .author_page_seen_by(caller.viewer(), author, req)
         .await?;
-    Ok(HttpResponse::Ok().json(page))
+    Ok(HttpResponse::Ok().json(PageView::from(&page)))
 }

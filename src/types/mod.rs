@@ -4,17 +4,25 @@
 //! - [`entry`]: a post's place in a feed and the feed order;
 //! - [`cursor`]: the scroll position a client sends back;
 //! - [`source`]: what one read of one feed source returned;
-//! - [`jobs`]: fan-out jobs and their kinds.
+//! - [`jobs`]: fan-out jobs and their kinds;
+//! - [`account`], [`post`], [`feed_settings`]: what the engine hands out
+//!   (the stores' rows and the API's bodies are each their own).
 
+pub mod account;
 pub mod cursor;
 pub mod entry;
+pub mod feed_settings;
 pub mod jobs;
+pub mod post;
 pub mod source;
 pub mod stream;
 
+pub use account::{AccountStatus, Task, TaskKind, TaskState, User};
 pub use cursor::{Cursor, PageRequest, Prev};
 pub use entry::{feed_order, member_cmp, Entry};
+pub use feed_settings::FeedSettings;
 pub use jobs::{Job, JobKind, Payload, Work};
+pub use post::Post;
 pub use source::{
     horizon, page_part, page_reads, CachedPost, EntryMeta, Horizon, Range, SourceRead, StateKey,
     WarmRead,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use feed_service::engine::{Page, Stats};
-use feed_service::store::pg::models::Post;
+use feed_service::types::Post;
 use feed_service::types::{Cursor, PageRequest};
 use reqwest::StatusCode;
 use serde_json::json;

@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use feed_service::store::pg::models::Post;
+use feed_service::types::Post;
 use reqwest::{Method, StatusCode};
 use secrecy::SecretString;
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! A home timeline as social apps show it: one's own posts at home, and
 //! pull-to-refresh.
 
-use feed_service::store::pg::models::Post;
+use feed_service::types::Post;
 use serde_json::json;
 
 use crate::helpers::{assert_unique, ids, newest_first, spawn_app, T0};

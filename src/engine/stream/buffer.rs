@@ -144,7 +144,7 @@ mod tests {
     async fn bytes_bound_what_waits_whatever_the_count() {
         let (tx, _rx) = buffer();
         let post = |n: usize| Event::Post {
-            post: crate::store::pg::models::Post {
+            post: crate::types::Post {
                 id: 1,
                 author_id: 2,
                 author_username: "a".into(),

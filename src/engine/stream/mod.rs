@@ -44,8 +44,8 @@ pub use mailbox::MAX_WAITING;
 
 use super::Engine;
 use crate::error::AppResult;
-use crate::store::pg::models::Post;
 use crate::store::pg::AccountRow;
+use crate::types::Post;
 use crate::types::{PageRequest, Prev};
 use hub::Hub;
 use live::{Live, Profiles, REFRESH_PAGE};

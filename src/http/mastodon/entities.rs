@@ -10,9 +10,9 @@
 use serde::Serialize;
 use serde_json::json;
 
-use crate::store::pg::models::Post;
 use crate::store::pg::{AccountRow, RelationshipRow};
 use crate::types::Entry;
+use crate::types::Post;
 
 /// Digits of a status id: the leading `1`, 15 of score, 20 of post id.
 const ID_DIGITS: usize = 36;

@@ -22,8 +22,8 @@ use serde::Deserialize;
 
 use crate::engine::{Bounds, Engine};
 use crate::error::AppError;
-use crate::store::pg::models::Post;
 use crate::store::pg::AccountRow;
+use crate::types::Post;
 use entities::{parse_status_id, post_status_id, Origin, Status};
 
 /// The paging parameters of a list, as Mastodon names them.

@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::{read_body, ErrorBody, MAX_BODY_BYTES};
-use crate::store::pg::models::Post;
+use crate::types::Post;
 
 /// A new status, as JSON or a form. Only public text posts exist here:
 /// what would ask for more (media, polls, replies, a content warning, a

@@ -5,14 +5,13 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 
-use super::models::AccountStatus;
-use super::models::{NewJob, Task, User};
+use super::models::{NewJob, TaskRow, UserRow};
 use super::schema::{fanout_jobs, users};
 use super::PgStore;
 use crate::error::{AppError, AppResult};
-use crate::types::JobKind;
+use crate::types::{AccountStatus, JobKind, Task, TaskState, User};
 
-/// The columns of a [`Task`].
+/// The columns of a [`TaskRow`].
 const TASK_COLUMNS: &str = "id, kind, user_id, state, total, done, skipped, \
      (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
      (extract(epoch FROM finished_at) * 1000)::bigint AS finished_at_ms";
@@ -42,10 +41,10 @@ impl PgStore {
         let from = from.to_vec();
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
-            let user: Option<User> =
+            let user: Option<UserRow> =
                 diesel::update(users::table.find(id).filter(users::status.eq_any(&from)))
                     .set(users::status.eq(to))
-                    .returning(User::as_returning())
+                    .returning(UserRow::as_returning())
                     .get_result(conn)
                     .await
                     .optional()?;
@@ -53,7 +52,10 @@ impl PgStore {
                 return Ok(None);
             };
             let job = insert_job(conn, JobKind::Hide, id, None, now_ms).await?;
-            Ok(Some(StatusChange { user, job }))
+            Ok(Some(StatusChange {
+                user: user.into(),
+                job,
+            }))
         })
         .await
     }
@@ -76,7 +78,7 @@ impl PgStore {
             if marked == 0 {
                 return Ok(None);
             }
-            let task: Task = diesel::sql_query(format!(
+            let task: TaskRow = diesel::sql_query(format!(
                 "INSERT INTO tasks (kind, user_id, total) SELECT 'delete_account', $1, \
                     (SELECT count(*) FROM follows WHERE follower_id = $1 OR followee_id = $1) \
                     + (SELECT count(*) FROM posts WHERE author_id = $1) \
@@ -87,7 +89,7 @@ impl PgStore {
             .await?;
             let hide = insert_job(conn, JobKind::Hide, id, None, now_ms).await?;
             insert_job(conn, JobKind::Purge, id, Some(task.id), now_ms).await?;
-            Ok(Some((task, hide)))
+            Ok(Some((task.try_into()?, hide)))
         })
         .await
     }
@@ -95,14 +97,15 @@ impl PgStore {
     /// The newest deletion task of an account (deleted already, or being).
     pub async fn deletion_of(&self, account: i64) -> AppResult<Option<Task>> {
         let mut conn = self.conn().await?;
-        Ok(diesel::sql_query(format!(
+        let row: Option<TaskRow> = diesel::sql_query(format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE kind = 'delete_account' AND user_id = $1 \
              ORDER BY id DESC LIMIT 1"
         ))
         .bind::<BigInt, _>(account)
         .get_result(&mut conn)
         .await
-        .optional()?)
+        .optional()?;
+        row.map(Task::try_from).transpose()
     }
 
     /// An import of follows by `follower`: its task, its list in chunks of
@@ -137,7 +140,7 @@ impl PgStore {
             if open >= most_open as i64 {
                 return Err(too_many_imports(follower, open));
             }
-            let task: Task = diesel::sql_query(format!(
+            let task: TaskRow = diesel::sql_query(format!(
                 "INSERT INTO tasks (kind, user_id, total) \
                  VALUES ('import_follows', $1, $2) RETURNING {TASK_COLUMNS}"
             ))
@@ -156,7 +159,7 @@ impl PgStore {
             .execute(conn)
             .await?;
             insert_job(conn, JobKind::Import, follower, Some(task.id), now_ms).await?;
-            Ok(task)
+            task.try_into()
         })
         .await
     }
@@ -210,13 +213,13 @@ impl PgStore {
     /// A task, if it is there (kept [`TASK_KEPT_DAYS`] after it ends).
     pub async fn task(&self, id: i64) -> AppResult<Option<Task>> {
         let mut conn = self.conn().await?;
-        Ok(
+        let row: Option<TaskRow> =
             diesel::sql_query(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"))
                 .bind::<BigInt, _>(id)
                 .get_result(&mut conn)
                 .await
-                .optional()?,
-        )
+                .optional()?;
+        row.map(Task::try_from).transpose()
     }
 
     /// Records a task's progress: `done` and `skipped` more units, and its
@@ -226,10 +229,10 @@ impl PgStore {
         id: i64,
         done: i64,
         skipped: i64,
-        state: &str,
+        state: TaskState,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let ended = matches!(state, "done" | "failed");
+        let ended = matches!(state, TaskState::Done | TaskState::Failed);
         diesel::sql_query(
             "UPDATE tasks SET done = done + $2, skipped = skipped + $3, state = $4, \
                 finished_at = CASE WHEN $5 THEN now() END, \
@@ -239,7 +242,7 @@ impl PgStore {
         .bind::<BigInt, _>(id)
         .bind::<BigInt, _>(done)
         .bind::<BigInt, _>(skipped)
-        .bind::<Text, _>(state)
+        .bind::<Text, _>(state.as_str())
         .bind::<diesel::sql_types::Bool, _>(ended)
         .execute(&mut conn)
         .await?;

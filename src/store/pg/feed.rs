@@ -10,12 +10,12 @@ use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 
 use super::jobs::queue_job;
-use super::models::{DeliveryRow, EntryRow, FeedRow, Post, PulledRow};
+use super::models::{DeliveryRow, EntryRow, FeedRow, PostRow, PulledRow};
 use super::prepared::{Bind, Prepared};
 use super::schema::posts;
 use super::{PgStore, FEED_ORDER};
 use crate::error::{AppError, AppResult};
-use crate::types::{feed_order, Entry, JobKind, Scope};
+use crate::types::{feed_order, AccountStatus, Entry, JobKind, Post, Scope};
 
 /// The columns of a [`FeedRow`]: a deleted post's body and meta are not read.
 macro_rules! feed_columns {
@@ -188,18 +188,18 @@ impl PgStore {
             Bind::Text(JobKind::Deliver.as_str()),
             Bind::BigInt(now_ms),
         ]);
-        let post: Option<Post> =
+        let post: Option<PostRow> =
             Prepared::<(BigInt, BigInt, Text, Text, BigInt, Nullable<Text>)>::new(parts, binds)
                 .get_result(&mut conn)
                 .await
                 .optional()?;
         Ok(match post {
-            Some(post) => Published::New(post),
+            Some(post) => Published::New(post.into()),
             None if key.is_some()
                 && self
                     .user(author)
                     .await?
-                    .is_some_and(|u| u.status == super::models::AccountStatus::Active) =>
+                    .is_some_and(|u| u.status == AccountStatus::Active) =>
             {
                 Published::KeyTaken
             }
@@ -212,7 +212,7 @@ impl PgStore {
     /// it is older.
     pub async fn published_with(&self, author: i64, key: &str) -> AppResult<Option<Post>> {
         let mut conn = self.conn().await?;
-        Ok(diesel::sql_query(format!(
+        let row: Option<PostRow> = diesel::sql_query(format!(
             "WITH old AS (DELETE FROM publish_keys WHERE author_id = $1 AND key = $2 \
                  AND created_at <= now() - interval '{PUBLISH_KEY_HOURS} hours') \
              SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
@@ -226,7 +226,8 @@ impl PgStore {
         .bind::<Text, _>(key)
         .get_result(&mut conn)
         .await
-        .optional()?)
+        .optional()?;
+        Ok(row.map(Post::from))
     }
 
     /// Forgets the publish keys older than [`PUBLISH_KEY_HOURS`]; how many.
@@ -243,7 +244,7 @@ impl PgStore {
     /// A live post of an active account.
     pub async fn post(&self, id: i64) -> AppResult<Option<Post>> {
         let mut conn = self.conn().await?;
-        Ok(diesel::sql_query(
+        let row: Option<PostRow> = diesel::sql_query(
             "SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
                 p.meta \
              FROM posts p JOIN users u ON u.id = p.author_id \
@@ -252,7 +253,8 @@ impl PgStore {
         .bind::<BigInt, _>(id)
         .get_result(&mut conn)
         .await
-        .optional()?)
+        .optional()?;
+        Ok(row.map(Post::from))
     }
 
     /// What delivering a post needs: the post (deleted ones are delivered

@@ -6,9 +6,9 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl;
 
-use super::models::AccountStatus;
 use super::PgStore;
 use crate::error::AppResult;
+use crate::types::AccountStatus;
 
 /// An account as a profile shows it.
 #[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]

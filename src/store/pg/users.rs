@@ -6,17 +6,17 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 use super::feed::Count;
 use super::jobs::{queue_job, queue_pair_job};
-use super::models::AccountStatus;
-use super::models::{NewUser, SettingsRow, User};
+use super::models::{NewUser, SettingsRow, UserRow};
 use super::schema::{blocks, follows, mutes, settings, users};
 use super::PgStore;
 use crate::error::{AppError, AppResult};
+use crate::types::{AccountStatus, FeedSettings, User};
 use crate::types::{BigVChange, JobKind};
 
 /// The engine's big-V rule, asked under the followee's row lock: given its
 /// new follower count, whether it is big-V now, and the live settings.
-pub trait BigVRule: FnOnce(i64, bool, &SettingsRow) -> Option<BigVChange> + Send {}
-impl<F: FnOnce(i64, bool, &SettingsRow) -> Option<BigVChange> + Send> BigVRule for F {}
+pub trait BigVRule: FnOnce(i64, bool, &FeedSettings) -> Option<BigVChange> + Send {}
+impl<F: FnOnce(i64, bool, &FeedSettings) -> Option<BigVChange> + Send> BigVRule for F {}
 
 /// Where a follow, unfollow, mute or unmute left the reader's view of one
 /// author.
@@ -71,21 +71,24 @@ impl PgStore {
         let inserted = diesel::insert_into(users::table)
             .values(NewUser { username })
             .on_conflict_do_nothing()
-            .returning(User::as_returning())
+            .returning(UserRow::as_returning())
             .get_result(&mut conn)
             .await
             .optional()?;
-        inserted.ok_or_else(|| AppError::Conflict(format!("username {username:?} is taken")))
+        inserted
+            .map(User::from)
+            .ok_or_else(|| AppError::Conflict(format!("username {username:?} is taken")))
     }
 
     pub async fn user(&self, id: i64) -> AppResult<Option<User>> {
         let mut conn = self.conn().await?;
         Ok(users::table
             .find(id)
-            .select(User::as_select())
+            .select(UserRow::as_select())
             .first(&mut conn)
             .await
-            .optional()?)
+            .optional()?
+            .map(User::from))
     }
 
     /// Inserts the edge (idempotent), bumps both counters and the
@@ -235,6 +238,7 @@ impl PgStore {
                 .returning((users::id, users::follower_count, users::big_v))
                 .load(conn)
                 .await?;
+            let live = FeedSettings::from(live);
             for (author, count, big_v) in counted {
                 if let Some(change) = rule(count, big_v, &live) {
                     if let Some(epoch) = record_big_v(conn, author, change, now_ms).await? {
@@ -445,7 +449,7 @@ impl PgStore {
             #[diesel(sql_type = BigInt)]
             at: i64,
             #[diesel(embed)]
-            user: User,
+            user: UserRow,
         }
         let mut conn = self.conn().await?;
         let sql = if mutes {
@@ -467,7 +471,7 @@ impl PgStore {
             .bind::<BigInt, _>(window + i64::from(offset))
             .load(&mut conn)
             .await?;
-        Ok(rows.into_iter().map(|r| (r.at, r.user)).collect())
+        Ok(rows.into_iter().map(|r| (r.at, r.user.into())).collect())
     }
 
     /// How many of `owner`'s mutes (or blocks) were made at `at`.
@@ -488,12 +492,13 @@ impl PgStore {
 
     // ----- settings -----
 
-    pub async fn settings(&self) -> AppResult<SettingsRow> {
+    pub async fn settings(&self) -> AppResult<FeedSettings> {
         let mut conn = self.conn().await?;
-        Ok(settings::table
+        let row = settings::table
             .select(SettingsRow::as_select())
             .first(&mut conn)
-            .await?)
+            .await?;
+        Ok(row.into())
     }
 
     /// Changes the settings under their row lock (concurrent changes apply
@@ -505,9 +510,9 @@ impl PgStore {
     /// their new epochs) and how many were demoted.
     pub async fn update_settings(
         &self,
-        change: impl FnOnce(&SettingsRow) -> AppResult<SettingsRow> + Send,
+        change: impl FnOnce(&FeedSettings) -> AppResult<FeedSettings> + Send,
         now_ms: i64,
-    ) -> AppResult<(SettingsRow, Vec<(i64, i64)>, usize)> {
+    ) -> AppResult<(FeedSettings, Vec<(i64, i64)>, usize)> {
         let mut conn = self.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let current = settings::table
@@ -515,9 +520,12 @@ impl PgStore {
                 .for_update()
                 .first(conn)
                 .await?;
-            let new = change(&current)?;
+            let new = change(&current.into())?;
             diesel::update(settings::table)
-                .set((&new, settings::updated_at.eq(diesel::dsl::now)))
+                .set((
+                    SettingsRow::from(&new),
+                    settings::updated_at.eq(diesel::dsl::now),
+                ))
                 .execute(conn)
                 .await?;
             let promoted: Vec<(i64, i64)> = diesel::update(users::table)
@@ -609,7 +617,7 @@ async fn change_edge(
             live.max_follows
         )));
     }
-    let promoted = match rule(count, big_v, &live) {
+    let promoted = match rule(count, big_v, &live.into()) {
         Some(change) => record_big_v(conn, followee, change, now_ms).await?,
         None => None,
     };
