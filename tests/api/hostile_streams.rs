@@ -84,22 +84,9 @@ async fn service(settings: &Settings, extra: &[(&str, &str)]) -> Service {
     spawn_service(settings, &env, Stdio::null()).await
 }
 
-/// A metric's value as the service exports it (the sum of its series
-/// whose labels contain `labels`).
+/// A metric's value as the instance on `port` exports it.
 async fn metric(port: u16, name: &str, labels: &str) -> f64 {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| {
-            l.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with([' ', '{']) && rest.contains(labels))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    crate::helpers::metric(&format!("http://127.0.0.1:{port}"), name, labels).await
 }
 
 /// Waits until a metric reaches `want`, or fails after `within`.

@@ -15,7 +15,7 @@ use reqwest::Method;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 
-use crate::helpers::{test_settings, Cleanup};
+use crate::helpers::{metric, test_settings, Cleanup};
 use crate::process::{delivered_of, seed, spawn_service, Delivered, Service};
 
 const FOLLOWERS: i64 = 20_000;
@@ -72,19 +72,8 @@ impl Instances {
 
     /// An instance's `fanout_inbox_writes_total`.
     async fn inbox_writes(&self, i: usize) -> i64 {
-        let port = self.services[i].port;
-        let text = self
-            .client
-            .get(format!("http://127.0.0.1:{port}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix("fanout_inbox_writes_total "))
-            .map_or(0, |v| v.trim().parse().unwrap())
+        let base = format!("http://127.0.0.1:{}", self.services[i].port);
+        metric(&base, "fanout_inbox_writes_total", "").await as i64
     }
 }
 

@@ -1,6 +1,8 @@
 //! API tests against the real PostgreSQL and Redis: each test spawns the
 //! application with its own database and key prefix.
 
+use feed_test_support as helpers;
+
 mod accounts;
 mod admin;
 mod auth;
@@ -14,7 +16,6 @@ mod fanout;
 mod feed;
 mod fuzz;
 mod health;
-mod helpers;
 mod hostile;
 mod hostile_streams;
 mod instances;

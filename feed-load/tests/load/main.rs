@@ -2,8 +2,7 @@
 //! binaries one after another, so no other test shares Redis with it while
 //! it counts Redis's commands per page (`INFO commandstats` is global).
 
+use feed_test_support as helpers;
+
 mod browser;
-#[allow(dead_code)]
-#[path = "../../../tests/api/helpers.rs"]
-mod helpers;
 mod tool;

@@ -1,5 +1,7 @@
-//! `spawn_app()`: the real application on port 0, with its own PostgreSQL
-//! database and Redis key prefix, both removed when the `TestApp` drops.
+//! The test support the API tests and the load tool's test share: `spawn_app()`, the
+//! real application on port 0 with its own PostgreSQL database and Redis
+//! key prefix, both removed when the `TestApp` drops; a client whose every
+//! answer is checked against the OpenAPI document; readers of the state.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -665,4 +667,27 @@ pub async fn feed_list(
         .await
         .unwrap();
     feed_from(&reply)
+}
+
+/// A metric's value in the service's `/metrics` at `base` (the sum of its
+/// series whose labels contain `labels`; 0 if it has none).
+pub async fn metric(base: &str, name: &str, labels: &str) -> f64 {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("/metrics is text");
+    metric_in(&text, name, labels)
+}
+
+/// [`metric`] read from a scrape's text.
+pub fn metric_in(text: &str, name: &str, labels: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with([' ', '{']) && rest.contains(labels))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
