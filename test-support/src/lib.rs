@@ -332,24 +332,10 @@ impl TestApp {
         limit: u32,
     ) -> (Vec<Post>, Option<(i64, i64)>) {
         let query = match cursor {
-            Some((max, offset)) => format!("?max={max}&offset={offset}&limit={limit}"),
-            None => format!("?limit={limit}"),
+            Some((max, offset)) => format!("max={max}&offset={offset}&limit={limit}"),
+            None => format!("limit={limit}"),
         };
-        let res = self
-            .request(Method::GET, &format!("{path}{query}"), Some(token), None)
-            .await;
-        assert_eq!(res.status(), StatusCode::OK, "{path}{query}");
-        let page: Value = res.json().await.unwrap();
-        let items = page["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(post_of)
-            .collect();
-        let next = match &page["next"] {
-            Value::Null => None,
-            n => Some((n["max"].as_i64().unwrap(), n["offset"].as_i64().unwrap())),
-        };
+        let (items, next, _) = self.page_with(path, token, &query).await;
         (items, next)
     }
 
