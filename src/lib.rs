@@ -6,6 +6,8 @@
 //! - [`types`]: the feed types the engine and the stores both speak.
 //! - [`settings`]: start-up configuration; [`telemetry`]: logging;
 //!   [`metrics`]: Prometheus metrics.
+//! - [`testkit`]: what a tool outside the service (the load tool) may
+//!   drive besides the HTTP API.
 //!
 //! Dependencies point down: `http` → `engine` → `store` → `types`.
 
@@ -18,4 +20,5 @@ pub mod settings;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod testkit;
 pub mod types;

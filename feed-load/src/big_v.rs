@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use diesel_async::AsyncPgConnection;
-use feed_service::http::auth::JwtKeys;
+use feed_service::testkit::Tokens;
 use serde_json::{json, Value};
 
 use crate::seed::{self, bar, Layout};
@@ -105,8 +105,8 @@ pub struct Admin<'a> {
 }
 
 impl<'a> Admin<'a> {
-    pub fn new(client: &'a reqwest::Client, base: &'a str, keys: &JwtKeys) -> R<Self> {
-        let token = keys.mint(1, true, 7200).map_err(|e| e.chain())?;
+    pub fn new(client: &'a reqwest::Client, base: &'a str, keys: &Tokens) -> R<Self> {
+        let token = keys.admin(7200).map_err(|e| e.chain())?;
         Ok(Admin {
             client,
             base,

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use feed_service::store::redis::{Conn, RedisStore};
+use feed_service::testkit::{Connection, FeedRedis, Master};
 use serde::Serialize;
 
 type R<T> = Result<T, String>;
@@ -55,7 +55,7 @@ impl Stats {
 /// (`name` in errors) and their reading; returns its output and what Redis
 /// did meanwhile.
 pub async fn around<T>(
-    store: &RedisStore,
+    store: &FeedRedis,
     name: &str,
     run: impl Future<Output = T>,
 ) -> R<(T, Stats)> {
@@ -84,24 +84,28 @@ pub async fn around<T>(
     ))
 }
 
-/// A node of `Conn::masters`: `None` is the single node.
-type Node = Option<(String, u16)>;
+/// A node of [`Connection::masters`]: `None` is the single node.
+type Node = Master;
 
-async fn connection(store: &RedisStore, name: &str) -> R<Conn> {
+async fn connection(store: &FeedRedis, name: &str) -> R<Connection> {
     store
         .connection()
         .await
         .map_err(|e| format!("{name}: {}", e.chain()))
 }
 
-async fn query<T: redis::FromRedisValue>(conn: &mut Conn, node: &Node, cmd: &redis::Cmd) -> R<T> {
-    conn.query_on(node.as_ref(), cmd)
+async fn query<T: redis::FromRedisValue>(
+    conn: &mut Connection,
+    node: &Node,
+    cmd: &redis::Cmd,
+) -> R<T> {
+    conn.query_on(node, cmd)
         .await
         .map_err(|e| format!("Redis {node:?}: {e}"))
 }
 
 /// `used_cpu_user + used_cpu_sys` of every node, seconds.
-async fn cpu_secs(conn: &mut Conn, nodes: &[Node]) -> R<f64> {
+async fn cpu_secs(conn: &mut Connection, nodes: &[Node]) -> R<f64> {
     let mut secs = 0.0;
     for node in nodes {
         let text: String = query(conn, node, redis::cmd("INFO").arg("cpu")).await?;
@@ -144,7 +148,7 @@ fn add_commandstats(text: &str, into: &mut BTreeMap<String, Command>) {
 }
 
 /// `redis_version` of `INFO server` on the first node of `store`'s Redis.
-pub async fn version(store: &RedisStore, name: &str) -> R<String> {
+pub async fn version(store: &FeedRedis, name: &str) -> R<String> {
     let mut conn = connection(store, name).await?;
     let nodes = conn.masters().await.map_err(|e| format!("{name}: {e}"))?;
     let node = nodes.first().cloned().unwrap_or(None);

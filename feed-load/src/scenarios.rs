@@ -6,11 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};
-use feed_service::http::auth::JwtKeys;
 use feed_service::settings::Settings;
-use feed_service::store::pg::{ensure_database, run_migrations, with_database};
-use feed_service::store::redis::keys::READER_BLOCK;
-use feed_service::store::redis::{layout, RedisStore};
+use feed_service::testkit::{ready_database, FeedRedis, Tokens};
 use feed_service::types::Entry;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
@@ -21,7 +18,7 @@ use crate::cpu::Cpu;
 use crate::machine::{postgres_version, Machine};
 use crate::redis_stats::{self, Stats};
 use crate::report::{self, Fanout, Latency, PageCost, Report, Row};
-use crate::seed::{self, bar, Layout, COHORT_BIG_VS};
+use crate::seed::{self, bar, now_ms, Layout, COHORT_BIG_VS};
 use crate::target::{self, ReadBaseline, Target};
 use crate::Options;
 
@@ -57,7 +54,7 @@ async fn start_service(
     db_url: &str,
     target: &Target,
     client: &reqwest::Client,
-    keys: &JwtKeys,
+    keys: &Tokens,
 ) -> R<Service> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -101,10 +98,9 @@ async fn start_service(
 
 pub async fn run(o: Options) -> R<()> {
     let settings = Settings::load().map_err(|e| e.to_string())?;
-    let db_url =
-        with_database(settings.database.url.expose_secret(), &o.database).map_err(|e| e.chain())?;
-    ensure_database(&db_url).await.map_err(|e| e.chain())?;
-    run_migrations(&db_url).await.map_err(|e| e.chain())?;
+    let db_url = ready_database(settings.database.url.expose_secret(), &o.database)
+        .await
+        .map_err(|e| e.chain())?;
     let mut pg = AsyncPgConnection::establish(&db_url)
         .await
         .map_err(|e| format!("PostgreSQL: {e}"))?;
@@ -120,7 +116,7 @@ pub async fn run(o: Options) -> R<()> {
     for target in std::iter::once(&single).chain(&cluster) {
         target.delete(&format!("{}*", o.prefix)).await?;
     }
-    let keys = JwtKeys::from_settings(&settings.auth).map_err(|e| e.chain())?;
+    let keys = Tokens::new(&settings.auth).map_err(|e| e.chain())?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(o.concurrency * 2)
         .build()
@@ -249,7 +245,7 @@ struct Run<'a> {
     layout: &'a Layout,
     pg: &'a mut AsyncPgConnection,
     client: &'a reqwest::Client,
-    keys: &'a JwtKeys,
+    keys: &'a Tokens,
     report: &'a mut Report,
 }
 
@@ -321,7 +317,7 @@ impl Run<'_> {
         self.big_vs(target, &admin, BigVs::ReadGraphs).await?;
         self.check_ties().await?;
         target
-            .delete(&format!("{}*", target.store.keys().prefix()))
+            .delete(&format!("{}*", target.store.prefix()))
             .await?;
         let mut runs = Vec::new();
         for graph in self.layout.graphs() {
@@ -377,7 +373,7 @@ impl Run<'_> {
         let o = self.o;
         let tokens: Vec<String> = cohort
             .clone()
-            .map(|r| self.keys.mint(r, false, 3600).unwrap_or_default())
+            .map(|r| self.keys.user(r, 3600).unwrap_or_default())
             .collect();
         let (client, base) = (self.client, service.base.as_str());
         warm(client, base, &tokens, &label).await;
@@ -506,12 +502,10 @@ const OLDER_ENTRIES: i64 = 100;
 /// An inbox's list of [`OLDER_ENTRIES`] posts a second apart, newest at
 /// `newest`, then its floor (the store's layout: `layout.rs`).
 fn older_entries(newest: i64) -> Vec<Vec<u8>> {
-    let mut list: Vec<Vec<u8>> = (0..OLDER_ENTRIES)
-        .map(|j| layout::pack(&Entry::new(newest - j * 1000, j + 1)))
+    let entries: Vec<Entry> = (0..OLDER_ENTRIES)
+        .map(|j| Entry::new(newest - j * 1000, j + 1))
         .collect();
-    let floor = newest - OLDER_ENTRIES * 1000;
-    list.push(floor.to_string().into_bytes());
-    list
+    FeedRedis::inbox_list(&entries, newest - OLDER_ENTRIES * 1000)
 }
 
 /// One post by the mega author; every follower has an inbox. Pure push
@@ -534,12 +528,12 @@ async fn fanout(
     // older posts above its floor, so the post lands on top of them as on
     // any reader's inbox (a push's cost does not grow with the list).
     target.delete(&format!("{}feed:*", o.prefix)).await?;
-    let older = older_entries(feed_service::engine::now_ms() - 86_400_000);
+    let older = older_entries(now_ms() - 86_400_000);
     let b = bar(l.readers as u64, &format!("inboxes: {}", target.name));
     let mut from = 1;
     while from <= l.readers {
         let to = (from + 9_999).min(l.readers);
-        let inboxes: Vec<String> = (from..=to).map(|i| target.store.keys().inbox(i)).collect();
+        let inboxes: Vec<String> = (from..=to).map(|i| target.store.inbox(i)).collect();
         target
             .query(&inboxes, |pipe, key| {
                 pipe.rpush(key, &older);
@@ -554,8 +548,8 @@ async fn fanout(
         // One reader in `every` read lately: the mega author's active fans.
         let active = ((l.readers as f64) * o.active_fraction).round() as i64;
         every = (l.readers / active.max(1)).max(1);
-        let now = feed_service::engine::now_ms();
-        let fans = target.store.keys().active_fans(l.mega);
+        let now = now_ms();
+        let fans = target.store.active_fans(l.mega);
         let mut n = 0i64;
         let mut from = every;
         while from <= l.readers {
@@ -576,7 +570,7 @@ async fn fanout(
     } else {
         l.readers
     };
-    let token = keys.mint(l.mega, false, 3600).map_err(|e| e.chain())?;
+    let token = keys.user(l.mega, 3600).map_err(|e| e.chain())?;
     let pid = service.child.id();
     let cpu_before = Cpu::now(pid);
     let published = Instant::now();
@@ -592,7 +586,7 @@ async fn fanout(
     }
     let post: Value = res.json().await.map_err(|e| e.to_string())?;
     let post_id = post["id"].as_i64().unwrap_or_default();
-    let entry = layout::pack(&Entry::new(
+    let entry = FeedRedis::packed(&Entry::new(
         post["created_at_ms"].as_i64().unwrap_or_default(),
         post_id,
     ));
@@ -626,7 +620,7 @@ async fn fanout(
     // Spot-check delivery on a sample of inboxes.
     let sample: Vec<String> = (every..=l.readers)
         .step_by(((l.readers / every / 1000).max(1) * every) as usize)
-        .map(|i| target.store.keys().inbox(i))
+        .map(|i| target.store.inbox(i))
         .collect();
     let places = target
         .query(&sample, |pipe, key| {
@@ -666,7 +660,7 @@ async fn publishes(
     pg: &mut AsyncPgConnection,
     client: &reqwest::Client,
     base: &str,
-    keys: &JwtKeys,
+    keys: &Tokens,
 ) -> R<Vec<(String, Latency)>> {
     let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
     let ordinary = |order: &str| {
@@ -685,7 +679,7 @@ async fn publishes(
         )
         .await?;
         let label = format!("publish, {followers} followers");
-        let token = keys.mint(author, false, 3600).map_err(|e| e.chain())?;
+        let token = keys.user(author, 3600).map_err(|e| e.chain())?;
         let b = bar(o.publishes as u64, &label);
         let every = Duration::from_millis(50);
         let mut next = Instant::now();
@@ -731,7 +725,7 @@ async fn sustained(
     pg: &mut AsyncPgConnection,
     client: &reqwest::Client,
     base: &str,
-    keys: &JwtKeys,
+    keys: &Tokens,
 ) -> R<(Latency, Value)> {
     const SUSTAIN_PUBLISHERS: usize = 8;
     const MAX_BACKLOG: i64 = 2000;
@@ -780,7 +774,7 @@ async fn sustained(
         .await
         .map_err(|e| e.to_string())?
         .into_iter()
-        .map(|a| keys.mint(a.id, false, 7200).unwrap_or_default())
+        .map(|a| keys.user(a.id, 7200).unwrap_or_default())
         .collect()
     };
     let label = "sustained publishing";
@@ -1064,7 +1058,7 @@ async fn mixed(
     l: &Layout,
     client: &reqwest::Client,
     base: &str,
-    keys: &JwtKeys,
+    keys: &Tokens,
 ) -> (Latency, Latency) {
     let b = bar(o.seconds.ceil() as u64, "mixed: reads while publishing");
     let started = Instant::now();
@@ -1075,11 +1069,11 @@ async fn mixed(
         .iter()
         .flat_map(|c| c.clone())
         .take(1000)
-        .map(|r| keys.mint(r, false, 3600).unwrap_or_default())
+        .map(|r| keys.user(r, 3600).unwrap_or_default())
         .collect();
     let authors: Vec<String> = std::iter::once(l.mega)
         .chain(l.ordinary.clone().step_by(97).take(50))
-        .map(|a| keys.mint(a, false, 3600).unwrap_or_default())
+        .map(|a| keys.user(a, 3600).unwrap_or_default())
         .collect();
     let r = at_rate(
         client,
@@ -1114,11 +1108,11 @@ async fn memory(settings: &Settings, prefix: &str, cap: i64) -> R<Value> {
     let mut redis = settings.redis.clone();
     redis.key_prefix = format!("{prefix}mem:");
     redis.timeout_ms = 60_000;
-    let store = RedisStore::new(&redis).map_err(|e| e.chain())?;
+    let store = FeedRedis::new(&redis).map_err(|e| e.chain())?;
     let chain = |e: feed_service::error::AppError| e.chain();
     let inboxes = 200i64;
     let keys: Vec<String> = (0..inboxes)
-        .map(|i| store.keys().inbox(i * READER_BLOCK))
+        .map(|i| store.inbox(FeedRedis::apart(i)))
         .collect();
     let b = bar(inboxes as u64, "memory: inboxes at the cap");
     for (k, key) in keys.iter().enumerate() {
@@ -1130,11 +1124,7 @@ async fn memory(settings: &Settings, prefix: &str, cap: i64) -> R<Value> {
                 )
             })
             .collect();
-        store.begin_build(key).await.map_err(chain)?;
-        store
-            .fill(key, cap, None, &entries, 0)
-            .await
-            .map_err(chain)?;
+        store.build_inbox(key, cap, &entries).await.map_err(chain)?;
         b.inc(1);
     }
     b.finish();
@@ -1142,17 +1132,15 @@ async fn memory(settings: &Settings, prefix: &str, cap: i64) -> R<Value> {
     let mut bytes = 0i64;
     let mut held = 0i64;
     for key in &keys {
-        let used: i64 = redis::cmd("MEMORY")
+        let usage = redis::cmd("MEMORY")
             .arg("USAGE")
             .arg(key)
             .arg("SAMPLES")
             .arg(0)
-            .query_async(&mut conn)
-            .await
-            .map_err(err("Redis"))?;
-        let len: i64 = redis::cmd("LLEN")
-            .arg(key)
-            .query_async(&mut conn)
+            .clone();
+        let used: i64 = conn.query(&usage).await.map_err(err("Redis"))?;
+        let len: i64 = conn
+            .query(redis::cmd("LLEN").arg(key))
             .await
             .map_err(err("Redis"))?;
         bytes += used;
@@ -1164,10 +1152,8 @@ async fn memory(settings: &Settings, prefix: &str, cap: i64) -> R<Value> {
             inboxes * cap
         ));
     }
-    let encoding: String = redis::cmd("OBJECT")
-        .arg("ENCODING")
-        .arg(&keys[0])
-        .query_async(&mut conn)
+    let encoding: String = conn
+        .query(redis::cmd("OBJECT").arg("ENCODING").arg(&keys[0]))
         .await
         .map_err(err("Redis"))?;
     // Push cost: the fan-out's calls into full inboxes (a trim every
@@ -1176,10 +1162,7 @@ async fn memory(settings: &Settings, prefix: &str, cap: i64) -> R<Value> {
     let started = Instant::now();
     for n in 0..pushes / inboxes {
         let entry = Entry::new(1_764_600_000_000 + n, 20_000_000 + n);
-        store
-            .push_same(&keys, &[entry], cap, None)
-            .await
-            .map_err(chain)?;
+        store.push(&keys, &[entry], cap).await.map_err(chain)?;
     }
     let push_per_sec = pushes as f64 / started.elapsed().as_secs_f64();
     // Read cost: the engine's range read of a first page, 64 per pipeline.
@@ -1189,13 +1172,13 @@ async fn memory(settings: &Settings, prefix: &str, cap: i64) -> R<Value> {
         let batch: Vec<String> = (0..64)
             .map(|j| keys[((chunk * 64 + j) % inboxes) as usize].clone())
             .collect();
-        store.ranges(&batch, None, 21).await.map_err(chain)?;
+        store.first_ranges(&batch, 21).await.map_err(chain)?;
     }
     let read_per_sec = (reads / 64 * 64) as f64 / started.elapsed().as_secs_f64();
     store.delete_all().await.map_err(chain)?;
     let bytes_per_entry = bytes as f64 / (inboxes as f64 * cap as f64);
     Ok(json!({
-        "layout": layout::NAME,
+        "layout": FeedRedis::LAYOUT,
         "encoding": encoding,
         "entries_per_inbox": cap,
         "bytes_per_entry": bytes_per_entry,

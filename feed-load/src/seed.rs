@@ -179,6 +179,13 @@ impl Layout {
     }
 }
 
+/// Milliseconds since the Unix epoch: the clock of the service's scores.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 pub fn bar(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
@@ -493,7 +500,7 @@ fn whole_tie_groups(n: i64) -> i64 {
 /// odd ones, so no two groups share one (while the pool has fewer than
 /// 90,000 authors).
 async fn seed_posts(conn: &mut AsyncPgConnection, o: &Options, l: &Layout) -> Result<(), String> {
-    let now = feed_service::engine::now_ms();
+    let now = now_ms();
     let insert = |from: i64, to: i64, offset: &str| {
         format!(
             "INSERT INTO posts (author_id, body, created_at_ms) \

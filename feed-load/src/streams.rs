@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use diesel_async::AsyncPgConnection;
-use feed_service::http::auth::JwtKeys;
+use feed_service::testkit::Tokens;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -46,7 +46,7 @@ pub async fn streams(
     l: &Layout,
     pg: &mut AsyncPgConnection,
     base: &str,
-    keys: &JwtKeys,
+    keys: &Tokens,
     target: &Target,
 ) -> R<(Vec<(String, Latency)>, Value, Vec<String>)> {
     let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
@@ -96,7 +96,7 @@ pub async fn streams(
     let mut tasks = Vec::with_capacity(readers.len());
     for chunk in readers.chunks(OPENING) {
         for &reader in chunk {
-            let token = keys.mint(reader, false, 3600).map_err(|e| e.chain())?;
+            let token = keys.user(reader, 3600).map_err(|e| e.chain())?;
             let (client, url) = (client.clone(), format!("{base}/api/v1/feed/stream"));
             let (arrivals, ready) = (arrivals.clone(), ready.clone());
             tasks.push(tokio::spawn(async move {
@@ -153,7 +153,7 @@ pub async fn streams(
         // its answer came.
         let mut published: HashMap<i64, (usize, Instant, Instant)> = HashMap::new();
         for (class, (who, _, label)) in classes.iter().enumerate() {
-            let token = keys.mint(*who, false, 3600).map_err(|e| e.chain())?;
+            let token = keys.user(*who, 3600).map_err(|e| e.chain())?;
             let b = bar(posts as u64, label);
             for _ in 0..posts {
                 let sent = Instant::now();

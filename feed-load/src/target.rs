@@ -7,7 +7,7 @@
 use std::process::{Command, Stdio};
 
 use feed_service::settings::Settings;
-use feed_service::store::redis::RedisStore;
+use feed_service::testkit::FeedRedis;
 use redis::Value;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Value as Json};
@@ -24,7 +24,7 @@ const TOOL_TIMEOUT_MS: u64 = 60_000;
 pub struct Target {
     /// "single node" or "cluster".
     pub name: &'static str,
-    pub store: RedisStore,
+    pub store: FeedRedis,
     /// `FEED_REDIS__CLUSTER_URLS` for the service; empty on a single node.
     cluster_urls: String,
     /// Where `redis-benchmark` connects (a seed node on a cluster).
@@ -57,7 +57,7 @@ impl Target {
         redis.key_prefix = prefix.to_string();
         redis.timeout_ms = TOOL_TIMEOUT_MS;
         redis.cluster_urls = SecretString::from(cluster_urls.clone());
-        let store = RedisStore::new(&redis).map_err(|e| format!("{name}: {}", e.chain()))?;
+        let store = FeedRedis::new(&redis).map_err(|e| format!("{name}: {}", e.chain()))?;
         let info = redis::Client::open(url)
             .map_err(|e| format!("{name}: {e}"))?
             .get_connection_info()
@@ -167,7 +167,7 @@ impl Target {
     /// cap: the plain write of a new member into the feed layout, with none
     /// of the checks an inbox push makes (order, floor, duplicates, trim).
     pub async fn lpush_baseline(&self) -> R<f64> {
-        let prefix = self.store.keys().prefix().to_string();
+        let prefix = self.store.prefix().to_string();
         let key = format!("{prefix}bench:list:{{tag}}:__rand_int__");
         let rate = self.benchmark(
             &[
@@ -194,7 +194,7 @@ impl Target {
     /// divided by the `ZREVRANGEBYSCORE` calls `INFO commandstats` counts),
     /// the unit of a page's Redis budget.
     pub async fn zrev_baseline(&self) -> R<ReadBaseline> {
-        let prefix = self.store.keys().prefix().to_string();
+        let prefix = self.store.prefix().to_string();
         let key = format!("{prefix}bench:zrev:{{tag}}");
         self.benchmark(
             &[
