@@ -18,9 +18,11 @@ use tokio::sync::watch;
 use super::policy::{self, Audience};
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
+use crate::store::pg::models::DeliveryRow;
 use crate::store::pg::{Claimed, EntriesOf};
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
+use crate::store::redis::WriteMark;
 use crate::types::{CachedPost, Edge, Entry, Job, JobKind, TaskState, Work};
 
 /// A job claimed by this instance, with what it was found to need.
@@ -72,6 +74,13 @@ enum Plan {
         newest: Vec<Entry>,
     },
     Nothing,
+}
+
+/// A push's work, as a batch reads it.
+struct Push<'a> {
+    entries: &'a [Entry],
+    cut: Option<i64>,
+    to: &'a Targets,
 }
 
 #[derive(Debug)]
@@ -269,30 +278,31 @@ impl Engine {
         if lease.plan.is_none() {
             lease.plan = Some(self.plan(&lease.job).await?);
         }
-        let Lease { job, plan, ahead } = lease;
         // Every write of this step is on the connection of this mark, or
         // the step fails before it records anything.
         let mark = self.redis().write_mark();
-        let cap = self.settings().inbox_max_len;
-        let batch = self.tuning().fanout_batch_size;
-        let keys = self.redis().keys();
-        let done = match plan.as_ref() {
+        let done = self.batch(lease, record, mark).await?;
+        match (done, record) {
+            (true, true) => {
+                self.finish(&lease.job, mark).await?;
+                Ok(Step::Done)
+            }
+            (true, false) => Ok(Step::Done),
+            (false, _) => Ok(Step::More),
+        }
+    }
+
+    /// One batch of the plan's work; true if it was the last.
+    async fn batch(&self, lease: &mut Lease, record: bool, mark: WriteMark) -> AppResult<bool> {
+        let Lease { job, plan, ahead } = lease;
+        Ok(match plan.as_ref() {
             None | Some(Plan::Nothing) => true,
-            Some(Plan::Edge {
+            Some(&Plan::Edge {
                 follower,
                 seq,
                 edge,
             }) => {
-                // Whether the home shows the author is read now: a later
-                // change's job applies the state of its own time after it.
-                let shown = match edge {
-                    Edge::Follow | Edge::Unmute => {
-                        self.pg().shown(*follower, job.author_id).await?
-                    }
-                    Edge::Unfollow | Edge::Mute => false,
-                };
-                self.apply_edge(*follower, job.author_id, *seq, (*edge, shown))
-                    .await?;
+                self.edge_step(follower, job.author_id, seq, edge).await?;
                 true
             }
             Some(Plan::Hide) => {
@@ -319,67 +329,101 @@ impl Engine {
                 }
                 done
             }
-            Some(Plan::Retract { post }) => {
-                self.redis()
-                    .tombstone(*post, self.tuning().post_cache_ttl_secs)
-                    .await?;
+            Some(&Plan::Retract { post }) => {
+                let ttl = self.tuning().post_cache_ttl_secs;
+                self.redis().tombstone(post, ttl).await?;
                 true
             }
             Some(Plan::Push { entries, cut, to }) => {
-                let (followers, last_page) = match to {
-                    Targets::Followers => {
-                        let page = match ahead.take() {
-                            Some((after, page)) if after == job.checkpoint => page,
-                            _ => {
-                                self.pg()
-                                    .inboxes_after(job.author_id, job.checkpoint, batch)
-                                    .await?
-                            }
-                        };
-                        let last = (page.len() as i64) < batch;
-                        (page, last)
-                    }
-                    Targets::Fans(fans) => {
-                        let start = fans.partition_point(|f| *f <= job.checkpoint);
-                        let end = fans.len().min(start + batch as usize);
-                        (fans[start..end].to_vec(), end == fans.len())
+                let push = Push {
+                    entries,
+                    cut: *cut,
+                    to,
+                };
+                self.push_step(job, ahead, push, record, mark).await?
+            }
+        })
+    }
+
+    /// A follow, unfollow, mute or unmute into Redis. Whether the home
+    /// shows the author is read now: a later change's job applies the
+    /// state of its own time after it.
+    async fn edge_step(&self, follower: i64, author: i64, seq: i64, edge: Edge) -> AppResult<()> {
+        let shown = match edge {
+            Edge::Follow | Edge::Unmute => self.pg().shown(follower, author).await?,
+            Edge::Unfollow | Edge::Mute => false,
+        };
+        self.apply_edge(follower, author, seq, (edge, shown)).await
+    }
+
+    /// Pushes a push's entries into the next batch of its inboxes (the
+    /// next page of followers is read meanwhile), then checkpoints; true
+    /// after the last batch.
+    async fn push_step(
+        &self,
+        job: &mut Job,
+        ahead: &mut Option<(i64, Vec<i64>)>,
+        push: Push<'_>,
+        record: bool,
+        mark: WriteMark,
+    ) -> AppResult<bool> {
+        let batch = self.tuning().fanout_batch_size;
+        let (followers, last_page) = match push.to {
+            Targets::Followers => {
+                let page = match ahead.take() {
+                    Some((after, page)) if after == job.checkpoint => page,
+                    _ => {
+                        self.pg()
+                            .inboxes_after(job.author_id, job.checkpoint, batch)
+                            .await?
                     }
                 };
-                if let Some(&last) = followers.last() {
-                    let inboxes: Vec<String> = followers.iter().map(|f| keys.inbox(*f)).collect();
-                    let push = self.redis().push_same(&inboxes, entries, cap, *cut);
-                    // The next page is read while this one is pushed: a
-                    // follower who follows meanwhile is either on it or
-                    // gets the post from its follow's backfill, as before.
-                    let added = if matches!(to, Targets::Followers) && !last_page {
-                        let next = self.pg().inboxes_after(job.author_id, last, batch);
-                        let (added, next) = futures::future::join(push, next).await;
-                        if let Ok(page) = next {
-                            *ahead = Some((last, page));
-                        }
-                        added?
-                    } else {
-                        push.await?
-                    };
-                    crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
-                    if !last_page && record {
-                        // A failover must not lose a checkpointed batch.
-                        self.redis().replicated(mark).await?;
-                        self.pg()
-                            .checkpoint_job(job, last, self.lease_time())
-                            .await?;
-                    }
-                    job.checkpoint = last;
-                }
-                last_page
+                let last = (page.len() as i64) < batch;
+                (page, last)
+            }
+            Targets::Fans(fans) => {
+                let start = fans.partition_point(|f| *f <= job.checkpoint);
+                let end = fans.len().min(start + batch as usize);
+                (fans[start..end].to_vec(), end == fans.len())
             }
         };
-        if !record {
-            return Ok(if done { Step::Done } else { Step::More });
+        let Some(&last) = followers.last() else {
+            return Ok(last_page);
+        };
+        let keys = self.redis().keys();
+        let inboxes: Vec<String> = followers.iter().map(|f| keys.inbox(*f)).collect();
+        let cap = self.settings().inbox_max_len;
+        let pushed = self
+            .redis()
+            .push_same(&inboxes, push.entries, cap, push.cut);
+        // The next page is read while this one is pushed: a follower who
+        // follows meanwhile is either on it or gets the post from its
+        // follow's backfill, as before.
+        let added = if matches!(push.to, Targets::Followers) && !last_page {
+            let next = self.pg().inboxes_after(job.author_id, last, batch);
+            let (added, next) = futures::future::join(pushed, next).await;
+            if let Ok(page) = next {
+                *ahead = Some((last, page));
+            }
+            added?
+        } else {
+            pushed.await?
+        };
+        crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
+        if !last_page && record {
+            // A failover must not lose a checkpointed batch.
+            self.redis().replicated(mark).await?;
+            self.pg()
+                .checkpoint_job(job, last, self.lease_time())
+                .await?;
         }
-        if !done {
-            return Ok(Step::More);
-        }
+        job.checkpoint = last;
+        Ok(last_page)
+    }
+
+    /// A job's end: its writes replicated, its row gone, its lag observed,
+    /// its author perhaps no longer pulled, and waiters told.
+    async fn finish(&self, job: &Job, mark: WriteMark) -> AppResult<()> {
         self.redis().replicated(mark).await?;
         self.pg().finish_job(job.id, job.lease).await?;
         let lag_ms = now_ms() - job.created_at_ms;
@@ -389,7 +433,7 @@ impl Engine {
         self.settle_pulled(job).await;
         tracing::debug!(lag_ms, "fan-out job done");
         self.inner.job_done.notify_waiters();
-        Ok(Step::Done)
+        Ok(())
     }
 
     /// A delivery done or a big-V time settled: its author may stop being
@@ -433,8 +477,7 @@ impl Engine {
 
     /// What a job needs, read when its first batch runs.
     async fn plan(&self, job: &Job) -> AppResult<Plan> {
-        let s = self.settings();
-        let cap = s.inbox_max_len;
+        let cap = self.settings().inbox_max_len;
         let author = job.author_id;
         // The newest `cap` of a list: if there were more, the push is cut.
         let cut_of = |entries: &[Entry]| {
@@ -443,64 +486,7 @@ impl Engine {
                 .flatten()
         };
         Ok(match &job.work {
-            &Work::Deliver { post } => {
-                let Some(delivery) = self.pg().delivery(post).await? else {
-                    return Ok(Plan::Nothing);
-                };
-                let entry = Entry::new(delivery.created_at_ms, post);
-                // What the publish did (or could not): the outbox, the post
-                // cache, the delivery in flight; and a big-V is pulled.
-                let cached = CachedPost {
-                    author_id: delivery.author_id,
-                    author_username: delivery.author_username.clone(),
-                    body: delivery.body.clone(),
-                    created_at_ms: delivery.created_at_ms,
-                    deleted: delivery.deleted,
-                    meta: delivery.meta.clone(),
-                };
-                let ttl = self.tuning().post_cache_ttl_secs;
-                // A deleted post's tombstone goes first: the publish never
-                // clears it, while the other order shows the post if the
-                // tombstone's call fails (its key lost meanwhile: nothing
-                // else in Redis remembers the deletion).
-                if delivery.deleted {
-                    self.redis().tombstone(post, ttl).await?;
-                }
-                let new = self
-                    .redis()
-                    .publish(&cached, post, s.outbox_max_len, ttl)
-                    .await?;
-                if delivery.big_v {
-                    let promote = PulledChange::Promote(delivery.big_v_epoch);
-                    self.redis().pulled_change(author, promote).await?;
-                }
-                if self.undone_for_a_deleted_author(author, post).await? {
-                    return Ok(Plan::Nothing);
-                }
-                if new {
-                    // Its publish could not write it: streams hear of it now.
-                    let score = delivery.created_at_ms;
-                    self.hint(Signal::Published {
-                        author,
-                        post,
-                        score,
-                    })
-                    .await;
-                }
-
-                let to = match policy::audience(delivery.pulled) {
-                    Audience::Followers => Targets::Followers,
-                    Audience::ActiveFans => {
-                        let since = now_ms() - s.active_window_secs * 1000;
-                        Targets::Fans(self.redis().active_fans(author, since).await?)
-                    }
-                };
-                Plan::Push {
-                    entries: vec![entry],
-                    cut: None,
-                    to,
-                }
-            }
+            &Work::Deliver { post } => self.plan_delivery(author, post).await?,
             Work::Backfill { .. } => {
                 let entries = self.pg().entries(EntriesOf::Pulled(author), cap).await?;
                 Plan::Push {
@@ -526,6 +512,78 @@ impl Engine {
                 targets: targets.clone(),
             },
         })
+    }
+
+    /// A delivery's plan: first what its publish did, or could not (the
+    /// post's Redis state, redone: idempotent), then whom it goes to.
+    /// Nothing if the post is gone, or its author is being deleted.
+    async fn plan_delivery(&self, author: i64, post: i64) -> AppResult<Plan> {
+        let Some(delivery) = self.pg().delivery(post).await? else {
+            return Ok(Plan::Nothing);
+        };
+        if !self.redo_publish(author, post, &delivery).await? {
+            return Ok(Plan::Nothing);
+        }
+        let to = match policy::audience(delivery.pulled) {
+            Audience::Followers => Targets::Followers,
+            Audience::ActiveFans => {
+                let window_ms = self.settings().active_window_secs * 1000;
+                let since = now_ms() - window_ms;
+                Targets::Fans(self.redis().active_fans(author, since).await?)
+            }
+        };
+        Ok(Plan::Push {
+            entries: vec![Entry::new(delivery.created_at_ms, post)],
+            cut: None,
+            to,
+        })
+    }
+
+    /// Writes what a publish writes to Redis (the outbox, the post cache,
+    /// the delivery in flight; a big-V's place among the pulled), in case
+    /// it could not; streams hear of a post it had not written. False if
+    /// the author is being deleted (the writes are taken back).
+    async fn redo_publish(
+        &self,
+        author: i64,
+        post: i64,
+        delivery: &DeliveryRow,
+    ) -> AppResult<bool> {
+        let cached = CachedPost {
+            author_id: delivery.author_id,
+            author_username: delivery.author_username.clone(),
+            body: delivery.body.clone(),
+            created_at_ms: delivery.created_at_ms,
+            deleted: delivery.deleted,
+            meta: delivery.meta.clone(),
+        };
+        let ttl = self.tuning().post_cache_ttl_secs;
+        // A deleted post's tombstone goes first: the publish never clears
+        // it, while the other order shows the post if the tombstone's call
+        // fails (its key lost meanwhile: nothing else in Redis remembers
+        // the deletion).
+        if delivery.deleted {
+            self.redis().tombstone(post, ttl).await?;
+        }
+        let outbox_cap = self.settings().outbox_max_len;
+        let new = self.redis().publish(&cached, post, outbox_cap, ttl).await?;
+        if delivery.big_v {
+            let promote = PulledChange::Promote(delivery.big_v_epoch);
+            self.redis().pulled_change(author, promote).await?;
+        }
+        if self.undone_for_a_deleted_author(author, post).await? {
+            return Ok(false);
+        }
+        if new {
+            let score = delivery.created_at_ms;
+            self.hint(Signal::Published {
+                author,
+                post,
+                score,
+            })
+            .await;
+        }
+        Ok(true)
     }
 
     /// Records a failed batch. A store that was unavailable is waited for
