@@ -14,7 +14,8 @@ use crate::store::pg::{EntriesOf, FeedRows};
 use crate::store::redis::state::PulledAuthor;
 use crate::types::Post;
 use crate::types::{
-    CachedPost, Entry, EntryMeta, Fallback, PageRequest, Prev, Range, Scope, StateKey, WarmRead,
+    CachedPost, Entry, EntryMeta, Fallback, PageRequest, Prev, Range, Scope, SourceRead, StateKey,
+    WarmRead,
 };
 
 /// Redis reads of one page before the engine answers from PostgreSQL.
@@ -58,6 +59,52 @@ struct Warm {
 enum Source {
     Inbox(i64),
     Outbox(i64),
+}
+
+/// Why a warm read stops short of its page: the page comes from
+/// PostgreSQL, or the request fails.
+enum Detour {
+    Fallback(Fallback),
+    Failed(AppError),
+}
+
+impl From<Fallback> for Detour {
+    fn from(reason: Fallback) -> Self {
+        Detour::Fallback(reason)
+    }
+}
+
+impl From<AppError> for Detour {
+    fn from(e: AppError) -> Self {
+        Detour::Failed(e)
+    }
+}
+
+/// A rebuild's outcome: done, or the page comes from PostgreSQL (another
+/// request is building it, or it failed).
+fn rebuilt(outcome: AppResult<bool>) -> Result<(), Detour> {
+    match outcome {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Fallback::SourceBuilding.into()),
+        Err(e) => {
+            tracing::warn!(error = %e.chain(), "rebuild failed; answering from PostgreSQL");
+            Err(Fallback::RebuildFailed.into())
+        }
+    }
+}
+
+/// The sources a warm read found missing: the first (the inbox, or the
+/// author's outbox), and pulled authors' outboxes.
+fn missing_sources(scope: Scope, sources: &[(Option<i64>, Range)]) -> Vec<Source> {
+    let first = match scope {
+        Scope::Home { reader, .. } => Source::Inbox(reader),
+        Scope::Author(a) => Source::Outbox(a),
+    };
+    sources
+        .iter()
+        .filter(|(_, r)| *r == Range::Missing)
+        .map(|(author, _)| author.map_or(first, Source::Outbox))
+        .collect()
 }
 
 /// A feed row as the cut sees it: shown if live, hidden if deleted.
@@ -358,85 +405,113 @@ impl Engine {
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<Result<(Merged, HashMap<i64, EntryMeta>), Fallback>> {
-        let (reader, first) = match scope {
-            Scope::Home { reader, .. } => (Some(reader), Source::Inbox(reader)),
-            Scope::Author(a) => (None, Source::Outbox(a)),
-        };
-        // A read, then one more after each rebuild: of each state, and of
-        // the sources.
-        for _ in 0..5 {
-            let read = match self.inner.redis.warm_read(scope, max, fetch).await {
-                Ok(r) => r,
-                Err(e) => {
-                    Stats::bump(&self.inner.stats.redis_read_errors, 1);
-                    tracing::warn!(error = %e.chain(), "Redis read failed; answering from PostgreSQL");
-                    return Ok(Err(Fallback::RedisUnavailable));
-                }
-            };
-            let (sources, meta) = match read {
-                WarmRead::Building(_) => return Ok(Err(Fallback::SourceBuilding)),
-                WarmRead::Missing(state) => {
-                    if warm.state.contains(&state) {
-                        return Ok(Err(Fallback::RebuildFailed));
-                    }
-                    warm.state.push(state);
-                    match self.rebuild_state(state, reader).await {
-                        Ok(true) => continue,
-                        Ok(false) => return Ok(Err(Fallback::SourceBuilding)),
-                        Err(e) => {
-                            tracing::warn!(error = %e.chain(), "rebuild failed; answering from PostgreSQL");
-                            return Ok(Err(Fallback::RebuildFailed));
-                        }
-                    }
-                }
-                WarmRead::Read { sources, meta } => (sources, meta),
-            };
-            if let Some(reader) = reader {
-                let pulled: Vec<i64> = sources.iter().filter_map(|(a, _)| *a).collect();
-                // Pulled authors are big-Vs, or have a delivery in flight:
-                // being an active fan of the latter is harmless.
-                self.note_active(reader, pulled);
-            }
-            let missing: Vec<Source> = sources
-                .iter()
-                .filter(|(_, r)| *r == Range::Missing)
-                .map(|(author, _)| author.map_or(first, Source::Outbox))
-                .collect();
-            if !missing.is_empty() {
-                if warm.sources {
-                    return Ok(Err(Fallback::RebuildFailed));
-                }
-                warm.sources = true;
-                if let Scope::Author(a) = scope {
-                    // The outbox of an author who may not exist.
-                    self.user(a).await?;
-                }
-                let builds = missing.iter().map(|s| self.rebuild(*s));
-                for outcome in futures::future::join_all(builds).await {
-                    match outcome {
-                        Ok(true) => {}
-                        Ok(false) => return Ok(Err(Fallback::SourceBuilding)),
-                        Err(e) => {
-                            tracing::warn!(error = %e.chain(), "rebuild failed; answering from PostgreSQL");
-                            return Ok(Err(Fallback::RebuildFailed));
-                        }
-                    }
-                }
-                continue;
-            }
-            let mut reads = Vec::with_capacity(sources.len());
-            for (_, range) in sources {
-                match range {
-                    Range::Read(read) => {
-                        Stats::bump(&self.inner.stats.entries_read, read.entries.len() as u64);
-                        reads.push(read)
-                    }
-                    Range::Building | Range::Missing => return Ok(Err(Fallback::SourceBuilding)),
-                }
-            }
-            return Ok(Ok((merge(&reads), meta)));
+        match self.warm_rounds(warm, scope, max, fetch).await {
+            Ok(read) => Ok(Ok(read)),
+            Err(Detour::Fallback(reason)) => Ok(Err(reason)),
+            Err(Detour::Failed(e)) => Err(e),
         }
-        Ok(Err(Fallback::RebuildFailed))
+    }
+
+    /// [`Self::warm`]: a read, then one more after each rebuild (of each
+    /// kind of reader state, and of the sources).
+    async fn warm_rounds(
+        &self,
+        warm: &mut Warm,
+        scope: Scope,
+        max: Option<i64>,
+        fetch: usize,
+    ) -> Result<(Merged, HashMap<i64, EntryMeta>), Detour> {
+        let reader = match scope {
+            Scope::Home { reader, .. } => Some(reader),
+            Scope::Author(_) => None,
+        };
+        for _ in 0..5 {
+            match self.warm_read(scope, max, fetch).await? {
+                WarmRead::Building(_) => return Err(Fallback::SourceBuilding.into()),
+                WarmRead::Missing(state) => self.restore_state(warm, state, reader).await?,
+                WarmRead::Read { sources, meta } => {
+                    if let Some(reader) = reader {
+                        // Pulled authors are big-Vs, or have a delivery in
+                        // flight: being an active fan of the latter is
+                        // harmless.
+                        self.note_active(reader, sources.iter().filter_map(|(a, _)| *a).collect());
+                    }
+                    let missing = missing_sources(scope, &sources);
+                    if missing.is_empty() {
+                        return Ok((merge(&self.ranges_read(sources)?), meta));
+                    }
+                    self.restore_sources(warm, scope, &missing).await?;
+                }
+            }
+        }
+        Err(Fallback::RebuildFailed.into())
+    }
+
+    /// Redis's warm read; a failure is a fallback.
+    async fn warm_read(
+        &self,
+        scope: Scope,
+        max: Option<i64>,
+        fetch: usize,
+    ) -> Result<WarmRead, Detour> {
+        self.inner
+            .redis
+            .warm_read(scope, max, fetch)
+            .await
+            .map_err(|e| {
+                Stats::bump(&self.inner.stats.redis_read_errors, 1);
+                tracing::warn!(error = %e.chain(), "Redis read failed; answering from PostgreSQL");
+                Fallback::RedisUnavailable.into()
+            })
+    }
+
+    /// Rebuilds a missing kind of reader state, once per page.
+    async fn restore_state(
+        &self,
+        warm: &mut Warm,
+        state: StateKey,
+        reader: Option<i64>,
+    ) -> Result<(), Detour> {
+        if warm.state.contains(&state) {
+            return Err(Fallback::RebuildFailed.into());
+        }
+        warm.state.push(state);
+        rebuilt(self.rebuild_state(state, reader).await)
+    }
+
+    /// Rebuilds the missing sources, once per page. An author's outbox is
+    /// rebuilt only if the author exists (404 otherwise).
+    async fn restore_sources(
+        &self,
+        warm: &mut Warm,
+        scope: Scope,
+        missing: &[Source],
+    ) -> Result<(), Detour> {
+        if warm.sources {
+            return Err(Fallback::RebuildFailed.into());
+        }
+        warm.sources = true;
+        if let Scope::Author(a) = scope {
+            self.user(a).await?;
+        }
+        let builds = missing.iter().map(|s| self.rebuild(*s));
+        for outcome in futures::future::join_all(builds).await {
+            rebuilt(outcome)?;
+        }
+        Ok(())
+    }
+
+    /// The sources' reads, counted, if every one was read.
+    fn ranges_read(&self, sources: Vec<(Option<i64>, Range)>) -> Result<Vec<SourceRead>, Detour> {
+        let mut reads = Vec::with_capacity(sources.len());
+        for (_, range) in sources {
+            let Range::Read(read) = range else {
+                return Err(Fallback::SourceBuilding.into());
+            };
+            Stats::bump(&self.inner.stats.entries_read, read.entries.len() as u64);
+            reads.push(read);
+        }
+        Ok(reads)
     }
 
     /// Cuts the page from the merged entries with what the cache knows of
