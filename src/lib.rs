@@ -11,6 +11,11 @@
 //!
 //! Dependencies point down: `http` → `engine` → `store` → `types`.
 
+// A live stream's task nests a page read, its warm read, a rebuild and a
+// PostgreSQL connection's futures: checking that it is `Send` goes deeper
+// than the default limit of 128.
+#![recursion_limit = "256"]
+
 pub mod domain;
 pub mod engine;
 pub mod error;

@@ -178,11 +178,7 @@ impl Engine {
         let fallback = if req.offset > REDIS_MAX_OFFSET {
             Fallback::DeepOffset
         } else {
-            let read = match req.min {
-                None => self.page_down_from_redis(scope, &req).await?,
-                Some(_) => self.page_up_from_redis(scope, &req).await?,
-            };
-            match read {
+            match self.page_from_redis(scope, &req).await? {
                 Ok(page) => {
                     metrics::page_served(None);
                     return Ok(page);
@@ -312,24 +308,38 @@ impl Engine {
         })
     }
 
-    /// The page down from `max` from Redis, or why it must come from
-    /// PostgreSQL (past a floor, a source being built, Redis failing). A
-    /// warm page (everything in Redis) is one round trip and no SQL;
-    /// PostgreSQL errors of a cold one are returned.
-    async fn page_down_from_redis(
+    /// The page from Redis, or why it must come from PostgreSQL (past a
+    /// floor, a source being built, Redis failing). A page down reads from
+    /// `max` down; a refresh (up from `min`) reads the feed from its top
+    /// down through the run of `min`. Each reads wider while the page is
+    /// undecided (past [`MAX_FETCH`] entries, PostgreSQL answers). A warm
+    /// page (everything in Redis) is one warm read and no SQL; PostgreSQL
+    /// errors of a cold one are returned.
+    async fn page_from_redis(
         &self,
         scope: Scope,
         req: &PageRequest,
     ) -> AppResult<Result<Page, Fallback>> {
+        let from = if req.min.is_some() { None } else { req.max };
         let mut fetch = req.window();
         let mut warm = Warm::default();
         for _ in 0..MAX_READ_ROUNDS {
-            let (merged, meta) = match self.warm(&mut warm, scope, req.max, fetch).await? {
+            let (merged, meta) = match self.warm(&mut warm, scope, from, fetch).await {
                 Ok(read) => read,
-                Err(reason) => return Ok(Err(reason)),
+                Err(Detour::Fallback(reason)) => return Ok(Err(reason)),
+                Err(Detour::Failed(e)) => return Err(e),
             };
-            let complete = merged.horizon == Horizon::Complete;
-            if let Some(page) = self.cut_known(scope, req, &merged, &meta, complete).await? {
+            let page = match req.min {
+                None => {
+                    let complete = merged.horizon == Horizon::Complete;
+                    self.cut_known(scope, req, &merged, &meta, complete).await?
+                }
+                Some(min) if merged.horizon.trusts(min) => {
+                    Some(self.cut_refresh(scope, req, min, &merged, &meta).await?)
+                }
+                Some(_) => None,
+            };
+            if let Some(page) = page {
                 return Ok(Ok(page));
             }
             match merged.horizon {
@@ -341,80 +351,47 @@ impl Engine {
         Ok(Err(Fallback::ReadRounds))
     }
 
-    /// A refresh page (up from `min`) from Redis: the feed read from its
-    /// top down through the run of `min`, in wider reads while the
-    /// position lies deeper (past [`MAX_FETCH`] entries, or past a floor,
-    /// PostgreSQL answers).
-    async fn page_up_from_redis(
+    /// A refresh page cut from merged entries that hold every entry from
+    /// the top down through the run of `min`: the part near the position
+    /// first, wider while undecided.
+    async fn cut_refresh(
         &self,
         scope: Scope,
         req: &PageRequest,
-    ) -> AppResult<Result<Page, Fallback>> {
-        let min = req.min.unwrap_or(0);
-        let mut fetch = req.window();
-        let mut warm = Warm::default();
-        for _ in 0..MAX_READ_ROUNDS {
-            let (merged, meta) = match self.warm(&mut warm, scope, None, fetch).await? {
-                Ok(read) => read,
-                Err(reason) => return Ok(Err(reason)),
-            };
-            if merged.horizon.trusts(min) {
-                // Every entry from the top down through the run of `min`.
-                let end = merged.entries.partition_point(|e| e.score >= min);
-                let entries = &merged.entries[..end];
-                // The part near the position first, wider while undecided.
-                let mut start = end.saturating_sub(req.window() * 2);
-                loop {
-                    let stream = self.slots(scope, &entries[start..], &meta).await?;
-                    match cut_up(stream, req, start == 0) {
-                        CutUp::Page {
-                            items,
-                            next,
-                            prev,
-                            marks,
-                        } => {
-                            return Ok(Ok(Page {
-                                items,
-                                next: Some(next),
-                                prev,
-                                marks,
-                            }))
-                        }
-                        CutUp::NeedMore => start = start.saturating_sub((end - start).max(1)),
-                    }
+        min: i64,
+        merged: &Merged,
+        meta: &HashMap<i64, EntryMeta>,
+    ) -> AppResult<Page> {
+        let end = merged.entries.partition_point(|e| e.score >= min);
+        let entries = &merged.entries[..end];
+        let mut start = end.saturating_sub(req.window() * 2);
+        loop {
+            let stream = self.slots(scope, &entries[start..], meta).await?;
+            match cut_up(stream, req, start == 0) {
+                CutUp::Page {
+                    items,
+                    next,
+                    prev,
+                    marks,
+                } => {
+                    return Ok(Page {
+                        items,
+                        next: Some(next),
+                        prev,
+                        marks,
+                    })
                 }
-            }
-            match merged.horizon {
-                Horizon::Truncated(_) if fetch * 4 <= MAX_FETCH => fetch *= 4,
-                Horizon::Truncated(_) => return Ok(Err(Fallback::ReadRounds)),
-                Horizon::Floor(_) | Horizon::Complete => return Ok(Err(Fallback::PastFloor)),
+                CutUp::NeedMore => start = start.saturating_sub((end - start).max(1)),
             }
         }
-        Ok(Err(Fallback::ReadRounds))
     }
 
     /// One warm read of `scope`'s sources from `max` down, merged, with
     /// what the cache knows of their entries; missing reader state and
     /// missing sources are rebuilt from PostgreSQL on the way (each once
-    /// per page, `warm` remembers), or the reason the page must come from
-    /// PostgreSQL.
+    /// per page, `warm` remembers: a read, then one more after each
+    /// rebuild), or the reason the page must come from PostgreSQL.
     async fn warm(
-        &self,
-        warm: &mut Warm,
-        scope: Scope,
-        max: Option<i64>,
-        fetch: usize,
-    ) -> AppResult<Result<(Merged, HashMap<i64, EntryMeta>), Fallback>> {
-        match self.warm_rounds(warm, scope, max, fetch).await {
-            Ok(read) => Ok(Ok(read)),
-            Err(Detour::Fallback(reason)) => Ok(Err(reason)),
-            Err(Detour::Failed(e)) => Err(e),
-        }
-    }
-
-    /// [`Self::warm`]: a read, then one more after each rebuild (of each
-    /// kind of reader state, and of the sources).
-    async fn warm_rounds(
         &self,
         warm: &mut Warm,
         scope: Scope,
