@@ -93,6 +93,24 @@ fn rebuilt(outcome: AppResult<bool>) -> Result<(), Detour> {
     }
 }
 
+/// A refresh's page, if its cut decided one.
+fn refresh_page(cut: CutUp<Post>) -> Option<Page> {
+    match cut {
+        CutUp::Page {
+            items,
+            next,
+            prev,
+            marks,
+        } => Some(Page {
+            items,
+            next: Some(next),
+            prev,
+            marks,
+        }),
+        CutUp::NeedMore => None,
+    }
+}
+
 /// The sources a warm read found missing: the first (the inbox, or the
 /// author's outbox), and pulled authors' outboxes.
 fn missing_sources(scope: Scope, sources: &[(Option<i64>, Range)]) -> Vec<Source> {
@@ -267,21 +285,9 @@ impl Engine {
             let FeedRows { rows, complete } = self.inner.pg.feed_up(scope, min, window).await?;
             Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
             let stream = rows.into_iter().map(slot).collect();
-            match cut_up(stream, req, complete) {
-                CutUp::Page {
-                    items,
-                    next,
-                    prev,
-                    marks,
-                } => {
-                    return Ok(Page {
-                        items,
-                        next: Some(next),
-                        prev,
-                        marks,
-                    })
-                }
-                CutUp::NeedMore => window *= 4,
+            match refresh_page(cut_up(stream, req, complete)) {
+                Some(page) => return Ok(page),
+                None => window *= 4,
             }
         }
     }
@@ -367,21 +373,9 @@ impl Engine {
         let mut start = end.saturating_sub(req.window() * 2);
         loop {
             let stream = self.slots(scope, &entries[start..], meta).await?;
-            match cut_up(stream, req, start == 0) {
-                CutUp::Page {
-                    items,
-                    next,
-                    prev,
-                    marks,
-                } => {
-                    return Ok(Page {
-                        items,
-                        next: Some(next),
-                        prev,
-                        marks,
-                    })
-                }
-                CutUp::NeedMore => start = start.saturating_sub((end - start).max(1)),
+            match refresh_page(cut_up(stream, req, start == 0)) {
+                Some(page) => return Ok(page),
+                None => start = start.saturating_sub((end - start).max(1)),
             }
         }
     }
