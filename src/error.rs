@@ -159,6 +159,7 @@ impl From<redis::RedisError> for AppError {
             || err.is_io_error()
             || err.is_connection_refusal()
             || err.is_cluster_error()
+            || redirected_inside(&err)
             || matches!(
                 err.kind(),
                 redis::ErrorKind::Server(
@@ -177,6 +178,19 @@ impl From<redis::RedisError> for AppError {
             AppError::internal("Redis command failed", err)
         }
     }
+}
+
+/// Whether a transaction or a pipeline failed because a command of it met
+/// a cluster that moved on (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`): the
+/// client does not follow a redirection inside `MULTI`, so the call fails
+/// whole while its map of the slots is stale, until the connection is
+/// replaced (as for an unavailable node).
+fn redirected_inside(err: &redis::RedisError) -> bool {
+    use redis::ServerErrorKind::{Ask, ClusterDown, Moved, TryAgain};
+    err.clone().into_server_errors().is_some_and(|errs| {
+        errs.iter()
+            .any(|(_, e)| matches!(e.kind(), Some(Moved | Ask | TryAgain | ClusterDown)))
+    })
 }
 
 impl From<deadpool_redis::PoolError> for AppError {

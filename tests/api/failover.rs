@@ -148,6 +148,28 @@ async fn jobs(url: &str, sql: &str) -> i64 {
     rows[0].n
 }
 
+/// The jobs left: their attempts, checkpoints and last errors.
+async fn job_state(url: &str) -> String {
+    #[derive(diesel::QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        job: String,
+    }
+    let mut conn = AsyncPgConnection::establish(url).await.unwrap();
+    let rows: Vec<Row> = diesel::sql_query(
+        "SELECT format('%s job %s: %s attempts, checkpoint %s, last error %s', \
+            kind, id, attempts, checkpoint, coalesce(last_error, 'none')) AS job \
+         FROM fanout_jobs ORDER BY id",
+    )
+    .load(&mut conn)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|r| r.job)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 async fn jobs_left(url: &str) -> i64 {
     jobs(url, "SELECT count(*) AS n FROM fanout_jobs").await
 }
@@ -236,7 +258,9 @@ async fn a_master_killed_mid_fan_out_and_mid_scroll_loses_and_repeats_nothing() 
     // The fan-out finishes: every inbox holds the post, once.
     let deadline = Instant::now() + Duration::from_secs(240);
     while jobs_left(&url).await > 0 {
-        assert!(Instant::now() < deadline, "the fan-out did not finish");
+        if Instant::now() >= deadline {
+            panic!("the fan-out did not finish: {}", job_state(&url).await);
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let d = delivered_of(&settings, FOLLOWERS, post.id, 1).await;
