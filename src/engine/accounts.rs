@@ -12,9 +12,9 @@ use futures::StreamExt;
 
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
-use crate::store::pg::EntriesOf;
 use crate::store::redis::hints::{HiddenChange, Signal};
 use crate::store::redis::state::PulledChange;
+use crate::types::EntriesOf;
 use crate::types::{AccountStatus, Edge, Entry, Job, Task, TaskState, User};
 
 /// The follow sequence number a purge writes into a follower's copy of

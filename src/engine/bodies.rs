@@ -4,6 +4,7 @@
 //! time, not the whole cache).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::types::Post;
 
@@ -61,6 +62,38 @@ impl Bodies {
     #[cfg(test)]
     pub fn held(&self) -> (usize, usize) {
         (self.posts.len(), self.bytes)
+    }
+}
+
+/// [`Bodies`] shared by an instance's requests.
+pub struct SharedBodies(Mutex<Bodies>);
+
+impl SharedBodies {
+    pub fn new(max_posts: usize, max_bytes: usize) -> Self {
+        SharedBodies(Mutex::new(Bodies::new(max_posts, max_bytes)))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Bodies> {
+        match self.0.lock() {
+            Ok(b) => b,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Keeps posts' bodies.
+    pub fn remember(&self, posts: &[Post]) {
+        let mut bodies = self.lock();
+        for p in posts {
+            bodies.insert(p);
+        }
+    }
+
+    /// The bodies held of `ids`, by id.
+    pub fn recall(&self, ids: &[i64]) -> HashMap<i64, Post> {
+        let bodies = self.lock();
+        ids.iter()
+            .filter_map(|id| bodies.get(*id).map(|p| (*id, p.clone())))
+            .collect()
     }
 }
 

@@ -140,7 +140,7 @@ struct Inner {
     marked: Mutex<HashMap<i64, i64>>,
     /// Posts' bodies, authors and times (never change; bounded by posts
     /// and bytes, oldest out first).
-    bodies: Mutex<bodies::Bodies>,
+    bodies: bodies::SharedBodies,
     /// Fan-out jobs not dead, as last counted (see `maintain_forever`).
     backlog: std::sync::atomic::AtomicI64,
     /// Which accounts exist, as this instance last saw.
@@ -148,6 +148,13 @@ struct Inner {
     /// Turns of this instance's workers for bulk jobs: one fewer than the
     /// workers (or the one), so that deliveries always find a worker.
     bulk: tokio::sync::Semaphore,
+}
+
+/// Account `id` as the records hold it, if it exists: an account being
+/// deleted does not.
+fn existing(id: i64, user: Option<User>) -> AppResult<User> {
+    user.filter(|u| u.status != AccountStatus::Deleted)
+        .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
 }
 
 /// Seconds a publish refused for the backlog asks its client to wait.
@@ -176,10 +183,7 @@ impl Engine {
                 job_done: Notify::new(),
                 stats: Stats::default(),
                 marked: Mutex::new(HashMap::new()),
-                bodies: Mutex::new(bodies::Bodies::new(
-                    tuning.body_cache_posts,
-                    tuning.body_cache_bytes,
-                )),
+                bodies: bodies::SharedBodies::new(tuning.body_cache_posts, tuning.body_cache_bytes),
                 tuning,
                 backlog: Default::default(),
                 members: Default::default(),
@@ -241,12 +245,7 @@ impl Engine {
 
     /// A user (an account being deleted is not found).
     pub async fn user(&self, id: i64) -> AppResult<User> {
-        self.inner
-            .pg
-            .user(id)
-            .await?
-            .filter(|u| u.status != AccountStatus::Deleted)
-            .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
+        existing(id, self.inner.pg.user(id).await?)
     }
 
     // ----- posts -----
@@ -471,24 +470,7 @@ impl Engine {
 
     /// Keeps posts' bodies in this instance's cache.
     pub(crate) fn remember(&self, posts: &[Post]) {
-        let mut bodies = match self.inner.bodies.lock() {
-            Ok(b) => b,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        for p in posts {
-            bodies.insert(p);
-        }
-    }
-
-    /// Bodies this instance has cached, by id.
-    pub(crate) fn recall(&self, ids: &[i64]) -> HashMap<i64, Post> {
-        let bodies = match self.inner.bodies.lock() {
-            Ok(b) => b,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        ids.iter()
-            .filter_map(|id| bodies.get(*id).map(|p| (*id, p.clone())))
-            .collect()
+        self.inner.bodies.remember(posts);
     }
 
     /// A live post as `viewer` sees it (`None`: an admin): not found while

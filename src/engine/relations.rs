@@ -8,8 +8,9 @@
 
 use super::{now_ms, policy, Engine};
 use crate::error::{AppError, AppResult};
-use crate::store::pg::{EdgeChange, EntriesOf, FollowedMany};
+use crate::store::pg::{EdgeChange, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
+use crate::types::EntriesOf;
 use crate::types::{AccountStatus, Cursor, Edge, Entry, Job, PageRequest, Task, TaskState, User};
 
 /// A page of users (whom one mutes or blocks), newest first by when.

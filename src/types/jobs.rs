@@ -285,3 +285,15 @@ mod tests {
         }
     }
 }
+
+/// What delivering a post needs: the post as the cache keeps it (deleted
+/// ones are delivered too: they keep their place in feeds), whether it is
+/// pulled (published while its author was big-V), and its author's big-V
+/// state now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub post: crate::types::CachedPost,
+    pub pulled: bool,
+    pub big_v: bool,
+    pub big_v_epoch: i64,
+}

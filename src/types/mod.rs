@@ -21,11 +21,11 @@ pub use account::{AccountStatus, Task, TaskKind, TaskState, User};
 pub use cursor::{Cursor, PageRequest, Prev};
 pub use entry::{feed_order, member_cmp, Entry};
 pub use feed_settings::FeedSettings;
-pub use jobs::{Job, JobKind, Payload, Work};
-pub use post::Post;
+pub use jobs::{Delivery, Job, JobKind, Payload, Work};
+pub use post::{EntriesOf, FeedPost, FeedRows, Post};
 pub use source::{
-    horizon, page_part, page_reads, CachedPost, EntryMeta, Horizon, Range, SourceRead, StateKey,
-    WarmRead,
+    horizon, page_part, page_reads, CachedPost, EntryMeta, Horizon, PulledAuthor, Range,
+    SourceRead, StateKey, WarmRead,
 };
 pub use stream::{Closing, End};
 

@@ -12,3 +12,37 @@ pub struct Post {
     /// The app's own JSON object as published, as text (none if none).
     pub meta: Option<String>,
 }
+
+/// A post as a feed holds it: live, or deleted (hidden, yet keeping its
+/// place; its body is not read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedPost {
+    pub post: Post,
+    pub live: bool,
+}
+
+impl FeedPost {
+    /// The post, if it is live.
+    pub fn into_live(self) -> Option<Post> {
+        self.live.then_some(self.post)
+    }
+}
+
+/// Feed posts from a position on, in feed order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedRows {
+    pub rows: Vec<FeedPost>,
+    /// The rows run to the end of the feed.
+    pub complete: bool,
+}
+
+/// Whose entries a feed list is rebuilt from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntriesOf {
+    /// A reader's home feed (an inbox rebuild).
+    Home(i64),
+    /// An author's posts (an outbox rebuild, a follow).
+    Author(i64),
+    /// An author's pulled posts: those published while it was big-V.
+    Pulled(i64),
+}

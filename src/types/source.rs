@@ -158,6 +158,16 @@ pub enum WarmRead {
     },
 }
 
+/// One author of a pulled-authors fill: its big-V epoch (`None` if it is
+/// not big-V; a big-V is pulled whatever its epoch, 0 included) and the
+/// posts whose delivery is in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PulledAuthor {
+    pub author: i64,
+    pub epoch: Option<i64>,
+    pub in_flight: Vec<i64>,
+}
+
 /// A cached post's fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedPost {
@@ -168,6 +178,32 @@ pub struct CachedPost {
     pub deleted: bool,
     /// The app's JSON object as text, if any.
     pub meta: Option<String>,
+}
+
+impl CachedPost {
+    /// What the cache keeps of `post` (a tombstone if `deleted`).
+    pub fn of(post: &crate::types::Post, deleted: bool) -> Self {
+        CachedPost {
+            author_id: post.author_id,
+            author_username: post.author_username.clone(),
+            body: post.body.clone(),
+            created_at_ms: post.created_at_ms,
+            deleted,
+            meta: post.meta.clone(),
+        }
+    }
+
+    /// The post `id` this holds.
+    pub fn into_post(self, id: i64) -> crate::types::Post {
+        crate::types::Post {
+            id,
+            author_id: self.author_id,
+            author_username: self.author_username,
+            body: self.body,
+            created_at_ms: self.created_at_ms,
+            meta: self.meta,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -115,7 +115,7 @@ impl Zsets {
     /// Builds `reader`'s copy of whom it follows and the pulled authors
     /// (each with a big-V epoch), as a warm read needs them.
     async fn reader_state(&self, reader: i64, follows: &[i64], pulled: &[i64]) {
-        use feed_service::store::redis::state::PulledAuthor;
+        use feed_service::types::PulledAuthor;
         assert!(self.store.begin_following(reader).await.unwrap());
         self.store
             .fill_following(reader, 1, follows, 3600)
@@ -606,7 +606,8 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
 
 #[tokio::test]
 async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
-    use feed_service::store::redis::state::{PulledAuthor, PulledChange};
+    use feed_service::store::redis::state::PulledChange;
+    use feed_service::types::PulledAuthor;
     let mut z = Zsets::new().await;
     let pulled = z.store.keys().pulled();
     let names = z.store.keys().pulled_authors();

@@ -5,6 +5,8 @@
 //! reader follows, in feed order (`created_at_ms` descending, then the id's
 //! decimal bytes descending). An author's page: that author's posts.
 
+use std::collections::BTreeMap;
+
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::{AsyncConnection, RunQueryDsl};
@@ -15,7 +17,10 @@ use super::prepared::{Bind, Prepared};
 use super::schema::posts;
 use super::{PgStore, FEED_ORDER};
 use crate::error::{AppError, AppResult};
-use crate::types::{feed_order, AccountStatus, Entry, JobKind, Post, Scope};
+use crate::types::{
+    feed_order, AccountStatus, Delivery, EntriesOf, Entry, FeedPost, FeedRows, JobKind, Post,
+    PulledAuthor, Scope,
+};
 
 /// The columns of a [`FeedRow`]: a deleted post's body and meta are not read.
 macro_rules! feed_columns {
@@ -103,25 +108,6 @@ pub enum Deletion {
     AlreadyDeleted,
     NotFound,
     Forbidden,
-}
-
-/// Whose entries [`PgStore::entries`] reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EntriesOf {
-    /// A reader's home feed (an inbox rebuild).
-    Home(i64),
-    /// An author's posts (an outbox rebuild, a follow).
-    Author(i64),
-    /// An author's pulled posts: those published while it was big-V.
-    Pulled(i64),
-}
-
-/// Feed rows from a position on, in feed order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FeedRows {
-    pub rows: Vec<FeedRow>,
-    /// The rows run to the end of the feed.
-    pub complete: bool,
 }
 
 impl PgStore {
@@ -260,9 +246,9 @@ impl PgStore {
     /// What delivering a post needs: the post (deleted ones are delivered
     /// too: they keep their place in feeds), whether it is pulled, and its
     /// author's big-V state now.
-    pub async fn delivery(&self, id: i64) -> AppResult<Option<DeliveryRow>> {
+    pub async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
         let mut conn = self.conn().await?;
-        Ok(diesel::sql_query(
+        let row: Option<DeliveryRow> = diesel::sql_query(
             "SELECT p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
                 p.deleted_at IS NOT NULL AS deleted, p.meta, p.pulled, u.big_v, u.big_v_epoch \
              FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = $1",
@@ -270,7 +256,8 @@ impl PgStore {
         .bind::<BigInt, _>(id)
         .get_result(&mut conn)
         .await
-        .optional()?)
+        .optional()?;
+        Ok(row.map(Delivery::from))
     }
 
     /// Marks a post deleted, with the `retract` job that writes its
@@ -329,12 +316,12 @@ impl PgStore {
     /// The entries among `ids` that belong to `scope`'s feed (a post of an
     /// author the reader follows, or its own with `own`; or of the author),
     /// live or deleted.
-    pub async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedRow>> {
+    pub async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedPost>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let mut conn = self.conn().await?;
-        let rows = match scope {
+        let rows: Vec<FeedRow> = match scope {
             Scope::Home { reader, own } => {
                 Prepared::<FeedRowSql>::new(
                     &[
@@ -374,7 +361,7 @@ impl PgStore {
                 .await?
             }
         };
-        Ok(rows)
+        Ok(rows.into_iter().map(FeedPost::from).collect())
     }
 
     /// The feed of `scope` from a position on: the entries scored exactly
@@ -489,7 +476,7 @@ impl PgStore {
         if at_max.len() as i64 >= window {
             // More of the run may follow: the older rows cannot be joined on.
             return Ok(FeedRows {
-                rows: at_max,
+                rows: at_max.into_iter().map(FeedPost::from).collect(),
                 complete: false,
             });
         }
@@ -497,7 +484,7 @@ impl PgStore {
         let complete = (below.len() as i64) < window;
         at_max.extend(below);
         Ok(FeedRows {
-            rows: at_max,
+            rows: at_max.into_iter().map(FeedPost::from).collect(),
             complete,
         })
     }
@@ -590,7 +577,7 @@ impl PgStore {
             )
         });
         Ok(FeedRows {
-            rows,
+            rows: rows.into_iter().map(FeedPost::from).collect(),
             complete: above < window,
         })
     }
@@ -816,9 +803,9 @@ impl PgStore {
     /// Redis copy): big-Vs with their epoch, authors whose big-V time is
     /// being settled (a backfill, with its epoch), and the posts whose
     /// delivery is in flight.
-    pub async fn pulled_state(&self) -> AppResult<Vec<PulledRow>> {
+    pub async fn pulled_state(&self) -> AppResult<Vec<PulledAuthor>> {
         let mut conn = self.conn().await?;
-        Ok(diesel::sql_query(
+        let rows: Vec<PulledRow> = diesel::sql_query(
             "SELECT id AS author, big_v_epoch AS epoch, NULL::bigint AS post FROM users WHERE big_v \
              UNION ALL \
              SELECT author_id, epoch, NULL FROM fanout_jobs WHERE kind = 'backfill' \
@@ -826,7 +813,19 @@ impl PgStore {
              SELECT author_id, NULL, post_id FROM fanout_jobs WHERE kind = 'deliver'",
         )
         .load(&mut conn)
-        .await?)
+        .await?;
+        let mut by_author: BTreeMap<i64, PulledAuthor> = BTreeMap::new();
+        for row in rows {
+            let a = by_author.entry(row.author).or_insert(PulledAuthor {
+                author: row.author,
+                epoch: None,
+                in_flight: Vec::new(),
+            });
+            // `None` (no big-V time) is below every epoch.
+            a.epoch = a.epoch.max(row.epoch);
+            a.in_flight.extend(row.post);
+        }
+        Ok(by_author.into_values().collect())
     }
 }
 

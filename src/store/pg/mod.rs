@@ -34,7 +34,7 @@ use crate::error::AppResult;
 use crate::settings::DatabaseSettings;
 
 pub use accounts::{StatusChange, TASK_KEPT_DAYS};
-pub use feed::{Deletion, EntriesOf, FeedRows, Published, PUBLISH_KEY_HOURS};
+pub use feed::{Deletion, Published, PUBLISH_KEY_HOURS};
 pub use jobs::Claimed;
 pub use pool::{
     drop_database, ensure_database, run_migrations, split_database_url, with_database, MIGRATIONS,

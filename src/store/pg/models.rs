@@ -4,7 +4,7 @@
 
 use super::schema::{fanout_jobs, settings, users};
 use crate::error::{AppError, Message};
-use crate::types::{AccountStatus, FeedSettings, Post, Task, User};
+use crate::types::{AccountStatus, CachedPost, Delivery, FeedPost, FeedSettings, Post, Task, User};
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text};
 
@@ -107,17 +107,19 @@ pub struct FeedRow {
     pub meta: Option<String>,
 }
 
-impl FeedRow {
-    /// The post, if it is live.
-    pub fn into_post(self) -> Option<Post> {
-        self.live.then_some(Post {
-            id: self.id,
-            author_id: self.author_id,
-            author_username: self.author_username,
-            body: self.body,
-            created_at_ms: self.created_at_ms,
-            meta: self.meta,
-        })
+impl From<FeedRow> for FeedPost {
+    fn from(row: FeedRow) -> Self {
+        FeedPost {
+            post: Post {
+                id: row.id,
+                author_id: row.author_id,
+                author_username: row.author_username,
+                body: row.body,
+                created_at_ms: row.created_at_ms,
+                meta: row.meta,
+            },
+            live: row.live,
+        }
     }
 }
 
@@ -144,6 +146,24 @@ pub struct DeliveryRow {
     pub big_v: bool,
     #[diesel(sql_type = BigInt)]
     pub big_v_epoch: i64,
+}
+
+impl From<DeliveryRow> for Delivery {
+    fn from(row: DeliveryRow) -> Self {
+        Delivery {
+            post: CachedPost {
+                author_id: row.author_id,
+                author_username: row.author_username,
+                body: row.body,
+                created_at_ms: row.created_at_ms,
+                deleted: row.deleted,
+                meta: row.meta,
+            },
+            pulled: row.pulled,
+            big_v: row.big_v,
+            big_v_epoch: row.big_v_epoch,
+        }
+    }
 }
 
 /// The settings' row (one row).

@@ -9,7 +9,7 @@ use redis::Value;
 
 use super::{push_call, scripts, RedisStore};
 use crate::error::{AppError, AppResult};
-use crate::types::{CachedPost, Edge, Entry};
+use crate::types::{CachedPost, Edge, Entry, PulledAuthor};
 
 /// A change to the pulled authors (clause 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,16 +25,6 @@ pub enum PulledChange {
     /// The author is gone (a purged account): its field goes, whatever it
     /// holds.
     Forget,
-}
-
-/// One author of a pulled-authors fill: its big-V epoch (`None` if it is
-/// not big-V; a big-V is pulled whatever its epoch, 0 included) and the
-/// posts whose delivery is in flight.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PulledAuthor {
-    pub author: i64,
-    pub epoch: Option<i64>,
-    pub in_flight: Vec<i64>,
 }
 
 fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppError + '_ {

@@ -10,20 +10,28 @@
 //! The steps are public ([`Engine::claim`], [`Engine::step`],
 //! [`Engine::fail`]) so that tests can drive fan-out one batch at a time,
 //! in any order, crash between a batch and its checkpoint, or fail a batch.
+//!
+//! - `push`: deliveries and backfills, a batch of inboxes a step, over
+//!   `stores` (what a push needs of PostgreSQL and Redis);
+//! - here: the workers, the job's plan, its other kinds, its end and its
+//!   failures.
+
+mod push;
+mod stores;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::policy::{self, Audience};
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
-use crate::store::pg::models::DeliveryRow;
-use crate::store::pg::{Claimed, EntriesOf};
-use crate::store::redis::hints::Signal;
+use crate::store::pg::{Claimed, PgStore};
 use crate::store::redis::state::PulledChange;
-use crate::store::redis::WriteMark;
-use crate::types::{CachedPost, Edge, Entry, Job, JobKind, TaskState, Work};
+use crate::store::redis::{RedisStore, WriteMark};
+use crate::types::{Edge, Entry, Job, JobKind, TaskState, Work};
+use push::Pusher;
 
 /// A job claimed by this instance, with what it was found to need.
 #[derive(Debug)]
@@ -233,6 +241,18 @@ impl Engine {
         Duration::from_secs(self.tuning().fanout_lease_secs)
     }
 
+    /// A pusher over this engine's stores.
+    fn pusher(&self) -> Pusher<'_, PgStore, RedisStore> {
+        Pusher {
+            records: self.pg(),
+            cache: self.redis(),
+            settings: self.settings(),
+            batch: self.tuning().fanout_batch_size,
+            post_cache_ttl_secs: self.tuning().post_cache_ttl_secs,
+            lease: self.lease_time(),
+        }
+    }
+
     /// Claims the oldest claimable job (`pick` 0; see
     /// [`crate::store::pg::PgStore::claim_job`] for the others). A job of a
     /// kind this binary does not know, or lacking what its kind needs
@@ -340,7 +360,9 @@ impl Engine {
                     cut: *cut,
                     to,
                 };
-                self.push_step(job, ahead, push, record, mark).await?
+                self.pusher()
+                    .push_step(job, ahead, push, record, mark)
+                    .await?
             }
         })
     }
@@ -354,71 +376,6 @@ impl Engine {
             Edge::Unfollow | Edge::Mute => false,
         };
         self.apply_edge(follower, author, seq, (edge, shown)).await
-    }
-
-    /// Pushes a push's entries into the next batch of its inboxes (the
-    /// next page of followers is read meanwhile), then checkpoints; true
-    /// after the last batch.
-    async fn push_step(
-        &self,
-        job: &mut Job,
-        ahead: &mut Option<(i64, Vec<i64>)>,
-        push: Push<'_>,
-        record: bool,
-        mark: WriteMark,
-    ) -> AppResult<bool> {
-        let batch = self.tuning().fanout_batch_size;
-        let (followers, last_page) = match push.to {
-            Targets::Followers => {
-                let page = match ahead.take() {
-                    Some((after, page)) if after == job.checkpoint => page,
-                    _ => {
-                        self.pg()
-                            .inboxes_after(job.author_id, job.checkpoint, batch)
-                            .await?
-                    }
-                };
-                let last = (page.len() as i64) < batch;
-                (page, last)
-            }
-            Targets::Fans(fans) => {
-                let start = fans.partition_point(|f| *f <= job.checkpoint);
-                let end = fans.len().min(start + batch as usize);
-                (fans[start..end].to_vec(), end == fans.len())
-            }
-        };
-        let Some(&last) = followers.last() else {
-            return Ok(last_page);
-        };
-        let keys = self.redis().keys();
-        let inboxes: Vec<String> = followers.iter().map(|f| keys.inbox(*f)).collect();
-        let cap = self.settings().inbox_max_len;
-        let pushed = self
-            .redis()
-            .push_same(&inboxes, push.entries, cap, push.cut);
-        // The next page is read while this one is pushed: a follower who
-        // follows meanwhile is either on it or gets the post from its
-        // follow's backfill, as before.
-        let added = if matches!(push.to, Targets::Followers) && !last_page {
-            let next = self.pg().inboxes_after(job.author_id, last, batch);
-            let (added, next) = futures::future::join(pushed, next).await;
-            if let Ok(page) = next {
-                *ahead = Some((last, page));
-            }
-            added?
-        } else {
-            pushed.await?
-        };
-        crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
-        if !last_page && record {
-            // A failover must not lose a checkpointed batch.
-            self.redis().replicated(mark).await?;
-            self.pg()
-                .checkpoint_job(job, last, self.lease_time())
-                .await?;
-        }
-        job.checkpoint = last;
-        Ok(last_page)
     }
 
     /// A job's end: its writes replicated, its row gone, its lag observed,
@@ -450,51 +407,12 @@ impl Engine {
         }
     }
 
-    /// After a delivery wrote its post's Redis state: if its author is
-    /// being deleted (or gone) by now, that state goes again and true is
-    /// returned. An account is marked deleted before its purge starts, so
-    /// either this sees the mark, or the purge's own forgetting comes after
-    /// these writes: a purged author is never pulled, nor its outbox kept,
-    /// by a delivery that raced it.
-    async fn undone_for_a_deleted_author(&self, author: i64, post: i64) -> AppResult<bool> {
-        let here = self
-            .pg()
-            .user(author)
-            .await?
-            .is_some_and(|u| u.status != crate::types::AccountStatus::Deleted);
-        if here {
-            return Ok(false);
-        }
-        let keys = self.redis().keys();
-        self.redis()
-            .delete_many(&[keys.outbox(author), keys.post(post)])
-            .await?;
-        self.redis()
-            .pulled_change(author, PulledChange::Forget)
-            .await?;
-        Ok(true)
-    }
-
     /// What a job needs, read when its first batch runs.
     async fn plan(&self, job: &Job) -> AppResult<Plan> {
-        let cap = self.settings().inbox_max_len;
         let author = job.author_id;
-        // The newest `cap` of a list: if there were more, the push is cut.
-        let cut_of = |entries: &[Entry]| {
-            (entries.len() as i64 >= cap)
-                .then(|| entries.last().map(|e| e.score))
-                .flatten()
-        };
         Ok(match &job.work {
-            &Work::Deliver { post } => self.plan_delivery(author, post).await?,
-            Work::Backfill { .. } => {
-                let entries = self.pg().entries(EntriesOf::Pulled(author), cap).await?;
-                Plan::Push {
-                    cut: cut_of(&entries),
-                    entries,
-                    to: Targets::Followers,
-                }
-            }
+            &Work::Deliver { post } => self.pusher().plan_delivery(author, post).await?,
+            Work::Backfill { .. } => self.pusher().plan_backfill(author).await?,
             &Work::Edge { edge, reader, seq } => Plan::Edge {
                 follower: reader,
                 seq,
@@ -512,78 +430,6 @@ impl Engine {
                 targets: targets.clone(),
             },
         })
-    }
-
-    /// A delivery's plan: first what its publish did, or could not (the
-    /// post's Redis state, redone: idempotent), then whom it goes to.
-    /// Nothing if the post is gone, or its author is being deleted.
-    async fn plan_delivery(&self, author: i64, post: i64) -> AppResult<Plan> {
-        let Some(delivery) = self.pg().delivery(post).await? else {
-            return Ok(Plan::Nothing);
-        };
-        if !self.redo_publish(author, post, &delivery).await? {
-            return Ok(Plan::Nothing);
-        }
-        let to = match policy::audience(delivery.pulled) {
-            Audience::Followers => Targets::Followers,
-            Audience::ActiveFans => {
-                let window_ms = self.settings().active_window_secs * 1000;
-                let since = now_ms() - window_ms;
-                Targets::Fans(self.redis().active_fans(author, since).await?)
-            }
-        };
-        Ok(Plan::Push {
-            entries: vec![Entry::new(delivery.created_at_ms, post)],
-            cut: None,
-            to,
-        })
-    }
-
-    /// Writes what a publish writes to Redis (the outbox, the post cache,
-    /// the delivery in flight; a big-V's place among the pulled), in case
-    /// it could not; streams hear of a post it had not written. False if
-    /// the author is being deleted (the writes are taken back).
-    async fn redo_publish(
-        &self,
-        author: i64,
-        post: i64,
-        delivery: &DeliveryRow,
-    ) -> AppResult<bool> {
-        let cached = CachedPost {
-            author_id: delivery.author_id,
-            author_username: delivery.author_username.clone(),
-            body: delivery.body.clone(),
-            created_at_ms: delivery.created_at_ms,
-            deleted: delivery.deleted,
-            meta: delivery.meta.clone(),
-        };
-        let ttl = self.tuning().post_cache_ttl_secs;
-        // A deleted post's tombstone goes first: the publish never clears
-        // it, while the other order shows the post if the tombstone's call
-        // fails (its key lost meanwhile: nothing else in Redis remembers
-        // the deletion).
-        if delivery.deleted {
-            self.redis().tombstone(post, ttl).await?;
-        }
-        let outbox_cap = self.settings().outbox_max_len;
-        let new = self.redis().publish(&cached, post, outbox_cap, ttl).await?;
-        if delivery.big_v {
-            let promote = PulledChange::Promote(delivery.big_v_epoch);
-            self.redis().pulled_change(author, promote).await?;
-        }
-        if self.undone_for_a_deleted_author(author, post).await? {
-            return Ok(false);
-        }
-        if new {
-            let score = delivery.created_at_ms;
-            self.hint(Signal::Published {
-                author,
-                post,
-                score,
-            })
-            .await;
-        }
-        Ok(true)
     }
 
     /// Records a failed batch. A store that was unavailable is waited for

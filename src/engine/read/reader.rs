@@ -1,22 +1,34 @@
-//! The page read path: a reader's inbox merged with the outboxes it pulls,
-//! where Redis can prove it holds the page; PostgreSQL everywhere else,
-//! with the same order and cursor.
+//! The page read path over the stores' interface: a reader's inbox merged
+//! with the outboxes it pulls, where the cache can prove it holds the page;
+//! the records everywhere else, with the same order and cursor.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
-use super::cut::{after_seen, cut, cut_up, Cut, CutUp, Slot};
-use super::merge::{merge, Horizon, Merged};
-use super::{now_ms, Engine, Page, Stats, MARKED_READERS};
+use super::stores::{Cache, FeedList, ListFill, Part, Records};
+use crate::engine::bodies::SharedBodies;
+use crate::engine::cut::{after_seen, cut, cut_up, Cut, CutUp, Slot};
+use crate::engine::merge::{merge, Horizon, Merged};
+use crate::engine::{existing, Page, Stats};
 use crate::error::{AppError, AppResult};
 use crate::metrics;
-use crate::store::pg::models::FeedRow;
-use crate::store::pg::{EntriesOf, FeedRows};
-use crate::store::redis::state::PulledAuthor;
-use crate::types::Post;
 use crate::types::{
-    CachedPost, Entry, EntryMeta, Fallback, PageRequest, Prev, Range, Scope, SourceRead, StateKey,
-    WarmRead,
+    CachedPost, EntriesOf, Entry, EntryMeta, Fallback, FeedPost, FeedRows, FeedSettings,
+    PageRequest, Post, Prev, Range, Scope, SourceRead, StateKey, User, WarmRead,
 };
+
+/// One page's reader: the stores it reads, and what of this instance it
+/// uses (its counters, its settings, its cache of bodies).
+pub struct Reader<'a, R, C> {
+    pub records: &'a R,
+    pub cache: &'a C,
+    pub stats: &'a Stats,
+    pub settings: FeedSettings,
+    pub post_cache_ttl_secs: u64,
+    pub bodies: &'a SharedBodies,
+    /// Told of each warm read of a home: its reader, and the authors whose
+    /// outboxes it pulled.
+    pub pulled: &'a (dyn Fn(i64, Vec<i64>) + Sync),
+}
 
 /// Redis reads of one page before the engine answers from PostgreSQL.
 const MAX_READ_ROUNDS: usize = 4;
@@ -29,7 +41,7 @@ const REDIS_MAX_OFFSET: u32 = 100;
 /// An offset above [`PageRequest::MAX_OFFSET`] is one the service gave only
 /// inside a run of `run` entries scored exactly the request's `max` (or
 /// `min`): any other is refused before a query reads that far.
-pub(super) fn within_run(req: &PageRequest, run: i64) -> AppResult<()> {
+pub(crate) fn within_run(req: &PageRequest, run: i64) -> AppResult<()> {
     if i64::from(req.offset) > run {
         return Err(AppError::BadRequest(format!(
             "offset must be from 0 to {}, or within the run of entries scored exactly {} \
@@ -52,13 +64,6 @@ const MAX_FETCH: usize = 1000;
 struct Warm {
     state: Vec<StateKey>,
     sources: bool,
-}
-
-/// Which feed list a source is, to rebuild it when missing.
-#[derive(Debug, Clone, Copy)]
-enum Source {
-    Inbox(i64),
-    Outbox(i64),
 }
 
 /// Why a warm read stops short of its page: the page comes from
@@ -113,83 +118,29 @@ fn refresh_page(cut: CutUp<Post>) -> Option<Page> {
 
 /// The sources a warm read found missing: the first (the inbox, or the
 /// author's outbox), and pulled authors' outboxes.
-fn missing_sources(scope: Scope, sources: &[(Option<i64>, Range)]) -> Vec<Source> {
+fn missing_sources(scope: Scope, sources: &[(Option<i64>, Range)]) -> Vec<FeedList> {
     let first = match scope {
-        Scope::Home { reader, .. } => Source::Inbox(reader),
-        Scope::Author(a) => Source::Outbox(a),
+        Scope::Home { reader, .. } => FeedList::Inbox(reader),
+        Scope::Author(a) => FeedList::Outbox(a),
     };
     sources
         .iter()
         .filter(|(_, r)| *r == Range::Missing)
-        .map(|(author, _)| author.map_or(first, Source::Outbox))
+        .map(|(author, _)| author.map_or(first, FeedList::Outbox))
         .collect()
 }
 
-/// A feed row as the cut sees it: shown if live, hidden if deleted.
-fn slot(row: FeedRow) -> (Entry, Slot<Post>) {
-    let entry = Entry::new(row.created_at_ms, row.id);
-    match row.into_post() {
+/// A feed post as the cut sees it: shown if live, hidden if deleted.
+fn slot(row: FeedPost) -> (Entry, Slot<Post>) {
+    let entry = Entry::new(row.post.created_at_ms, row.post.id);
+    match row.into_live() {
         Some(post) => (entry, Slot::Shown(post)),
         None => (entry, Slot::Hidden),
     }
 }
 
-impl Engine {
-    /// A page of `reader`'s home feed.
-    #[tracing::instrument(skip(self))]
-    pub async fn home_page(&self, reader: i64, req: PageRequest) -> AppResult<Page> {
-        self.page(self.home_scope(reader), req).await
-    }
-
-    /// A page of `author`'s own posts as `viewer` sees them (`None`: an
-    /// admin, who sees everything): nothing while either blocks the other
-    /// (a PostgreSQL query; while PostgreSQL is down the page is served
-    /// unchecked, as warm pages are).
-    pub async fn author_page_seen_by(
-        &self,
-        viewer: Option<i64>,
-        author: i64,
-        req: PageRequest,
-    ) -> AppResult<Page> {
-        if let Some(viewer) = viewer {
-            match self.apart(viewer, author).await {
-                Ok(false) => {}
-                Ok(true) => {
-                    self.user(author).await?;
-                    return Ok(Page {
-                        items: Vec::new(),
-                        next: None,
-                        prev: Prev::BOTTOM,
-                        marks: Vec::new(),
-                    });
-                }
-                // Blocks are read from PostgreSQL: while it is away, warm
-                // pages are still served (as homes are), blocks unchecked.
-                Err(e @ (AppError::Unavailable { .. } | AppError::TimedOut { .. })) => {
-                    tracing::warn!(error = %e.chain(), "blocks unread: the author page is served without them");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        self.author_page(author, req).await
-    }
-
-    /// A reader's home feed as the settings define it now.
-    pub fn home_scope(&self, reader: i64) -> Scope {
-        Scope::Home {
-            reader,
-            own: self.settings().home_includes_own_posts,
-        }
-    }
-
-    /// A page of `author`'s own posts. (An author that does not exist has
-    /// no outbox: the cold path answers 404.)
-    #[tracing::instrument(skip(self))]
-    pub async fn author_page(&self, author: i64, req: PageRequest) -> AppResult<Page> {
-        self.page(Scope::Author(author), req).await
-    }
-
-    async fn page(&self, scope: Scope, req: PageRequest) -> AppResult<Page> {
+impl<R: Records, C: Cache> Reader<'_, R, C> {
+    pub(super) async fn page(&self, scope: Scope, req: PageRequest) -> AppResult<Page> {
         if req.offset > PageRequest::MAX_OFFSET {
             self.check_deep_offset(scope, &req).await?;
         }
@@ -214,14 +165,14 @@ impl Engine {
         let Some(at) = req.at() else {
             return Err(AppError::BadRequest("offset needs max or min".into()));
         };
-        within_run(req, self.inner.pg.count_at(scope, at).await?)
+        within_run(req, self.records.count_at(scope, at).await?)
     }
 
-    /// The page straight from PostgreSQL.
-    pub async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
+    /// The page straight from the records.
+    pub(super) async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
         // No account (or one being deleted) has a home or a page.
         self.user(scope.user()).await?;
-        Stats::bump(&self.inner.stats.pg_pages, 1);
+        Stats::bump(&self.stats.pg_pages, 1);
         match req.min {
             None => self.page_down_from_pg(scope, req).await,
             Some(_) => self.page_up_from_pg(scope, req).await,
@@ -233,11 +184,10 @@ impl Engine {
         let mut window = i64::from(req.limit) + 1;
         loop {
             let FeedRows { rows, complete } = self
-                .inner
-                .pg
+                .records
                 .feed(scope, req.max, req.offset, window)
                 .await?;
-            Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
+            Stats::bump(&self.stats.rows_read, rows.len() as u64);
             match cut(rows.into_iter().map(slot), req, complete) {
                 Cut::Page {
                     items,
@@ -249,7 +199,7 @@ impl Engine {
                     // item's millisecond and come before it.
                     if let (Some(c), Some(last)) = (next.as_mut(), items.last()) {
                         if Some(c.max) != req.max {
-                            let hidden = self.inner.pg.deleted_ahead(scope, c.max, last.id).await?;
+                            let hidden = self.records.deleted_ahead(scope, c.max, last.id).await?;
                             c.offset = c
                                 .offset
                                 .saturating_add(u32::try_from(hidden).unwrap_or(u32::MAX));
@@ -282,8 +232,8 @@ impl Engine {
         let min = req.min.unwrap_or(0);
         let mut window = i64::from(req.limit) + 1;
         loop {
-            let FeedRows { rows, complete } = self.inner.pg.feed_up(scope, min, window).await?;
-            Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
+            let FeedRows { rows, complete } = self.records.feed_up(scope, min, window).await?;
+            Stats::bump(&self.stats.rows_read, rows.len() as u64);
             let stream = rows.into_iter().map(slot).collect();
             match refresh_page(cut_up(stream, req, complete)) {
                 Some(page) => return Ok(page),
@@ -295,7 +245,7 @@ impl Engine {
     /// Entries of `scope`'s feed scored `score` from post `id` down, by
     /// PostgreSQL.
     async fn count_down_from_pg(&self, scope: Scope, score: i64, id: i64) -> AppResult<u32> {
-        let n = self.inner.pg.count_from(scope, score, id).await?;
+        let n = self.records.count_from(scope, score, id).await?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
@@ -305,7 +255,7 @@ impl Engine {
         let Some(max) = req.max else {
             return Ok(Prev::BOTTOM);
         };
-        let run = self.inner.pg.count_at(scope, max).await?;
+        let run = self.records.count_at(scope, max).await?;
         Ok(Prev {
             min: max,
             offset: u32::try_from(run)
@@ -405,7 +355,7 @@ impl Engine {
                         // Pulled authors are big-Vs, or have a delivery in
                         // flight: being an active fan of the latter is
                         // harmless.
-                        self.note_active(reader, sources.iter().filter_map(|(a, _)| *a).collect());
+                        (self.pulled)(reader, sources.iter().filter_map(|(a, _)| *a).collect());
                     }
                     let missing = missing_sources(scope, &sources);
                     if missing.is_empty() {
@@ -425,15 +375,11 @@ impl Engine {
         max: Option<i64>,
         fetch: usize,
     ) -> Result<WarmRead, Detour> {
-        self.inner
-            .redis
-            .warm_read(scope, max, fetch)
-            .await
-            .map_err(|e| {
-                Stats::bump(&self.inner.stats.redis_read_errors, 1);
-                tracing::warn!(error = %e.chain(), "Redis read failed; answering from PostgreSQL");
-                Fallback::RedisUnavailable.into()
-            })
+        self.cache.warm_read(scope, max, fetch).await.map_err(|e| {
+            Stats::bump(&self.stats.redis_read_errors, 1);
+            tracing::warn!(error = %e.chain(), "Redis read failed; answering from PostgreSQL");
+            Fallback::RedisUnavailable.into()
+        })
     }
 
     /// Rebuilds a missing kind of reader state, once per page.
@@ -456,7 +402,7 @@ impl Engine {
         &self,
         warm: &mut Warm,
         scope: Scope,
-        missing: &[Source],
+        missing: &[FeedList],
     ) -> Result<(), Detour> {
         if warm.sources {
             return Err(Fallback::RebuildFailed.into());
@@ -465,7 +411,7 @@ impl Engine {
         if let Scope::Author(a) = scope {
             self.user(a).await?;
         }
-        let builds = missing.iter().map(|s| self.rebuild(*s));
+        let builds = missing.iter().map(|list| self.rebuild_list(*list));
         for outcome in futures::future::join_all(builds).await {
             rebuilt(outcome)?;
         }
@@ -479,7 +425,7 @@ impl Engine {
             let Range::Read(read) = range else {
                 return Err(Fallback::SourceBuilding.into());
             };
-            Stats::bump(&self.inner.stats.entries_read, read.entries.len() as u64);
+            Stats::bump(&self.stats.entries_read, read.entries.len() as u64);
             reads.push(read);
         }
         Ok(reads)
@@ -585,68 +531,45 @@ impl Engine {
                 _ => unknown.push(e.id),
             }
         }
-        let mut posts = self.recall(&wanted);
+        let mut posts = self.bodies.recall(&wanted);
         let missing: Vec<i64> = wanted
             .iter()
             .copied()
             .filter(|id| !posts.contains_key(id))
             .collect();
         if !missing.is_empty() {
-            let cached = match self.inner.redis.posts(&missing).await {
+            let cached = match self.cache.posts(&missing).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::debug!(error = %e.chain(), "could not read cached posts");
                     HashMap::new()
                 }
             };
-            let found: Vec<Post> = cached
-                .into_iter()
-                .map(|(id, c)| Post {
-                    id,
-                    author_id: c.author_id,
-                    author_username: c.author_username,
-                    body: c.body,
-                    created_at_ms: c.created_at_ms,
-                    meta: c.meta,
-                })
-                .collect();
-            self.remember(&found);
+            let found: Vec<Post> = cached.into_iter().map(|(id, c)| c.into_post(id)).collect();
+            self.bodies.remember(&found);
             posts.extend(found.into_iter().map(|p| (p.id, p)));
             unknown.extend(missing.iter().filter(|id| !posts.contains_key(id)));
         }
-        let mut from_pg: HashMap<i64, FeedRow> = HashMap::new();
+        let mut from_pg: HashMap<i64, FeedPost> = HashMap::new();
         if !unknown.is_empty() {
-            Stats::bump(&self.inner.stats.hydrations, 1);
-            let rows = self.inner.pg.hydrate(&unknown, scope).await?;
-            Stats::bump(&self.inner.stats.rows_read, rows.len() as u64);
+            Stats::bump(&self.stats.hydrations, 1);
+            let rows = self.records.hydrate(&unknown, scope).await?;
+            Stats::bump(&self.stats.rows_read, rows.len() as u64);
             // Cache them: the live ones whole, the deleted ones as
             // tombstones (a deletion is final), so the next page over
             // them needs no SQL either.
             let known: Vec<(i64, CachedPost)> = rows
                 .iter()
-                .map(|r| {
-                    (
-                        r.id,
-                        CachedPost {
-                            author_id: r.author_id,
-                            author_username: r.author_username.clone(),
-                            body: r.body.clone(),
-                            created_at_ms: r.created_at_ms,
-                            deleted: !r.live,
-                            meta: r.meta.clone(),
-                        },
-                    )
-                })
+                .map(|r| (r.post.id, CachedPost::of(&r.post, !r.live)))
                 .collect();
             if let Err(e) = self
-                .inner
-                .redis
-                .fill_posts(&known, self.tuning().post_cache_ttl_secs)
+                .cache
+                .fill_posts(&known, self.post_cache_ttl_secs)
                 .await
             {
                 tracing::debug!(error = %e.chain(), "could not cache posts");
             }
-            from_pg = rows.into_iter().map(|r| (r.id, r)).collect();
+            from_pg = rows.into_iter().map(|r| (r.post.id, r)).collect();
         }
         Ok(window
             .iter()
@@ -667,150 +590,98 @@ impl Engine {
             .collect())
     }
 
-    /// Rebuilds the reader state a warm read missed, from PostgreSQL; false
-    /// if someone else is building it.
+    /// Rebuilds the reader state a warm read missed, from the records;
+    /// false if someone else is building it.
     async fn rebuild_state(&self, state: StateKey, reader: Option<i64>) -> AppResult<bool> {
-        let built = match (state, reader) {
-            (StateKey::Following, Some(r)) => {
-                if !self.inner.redis.begin_following(r).await? {
-                    return Ok(false);
-                }
-                let (seq, followees) = match self.inner.pg.following_state(r).await {
+        let part = match (state, reader) {
+            (StateKey::Following, Some(r)) => Part::Following(r),
+            (StateKey::Following, None) => return Ok(false),
+            (StateKey::Pulled, _) => Part::Pulled,
+            (StateKey::Hidden, _) => Part::Hidden,
+        };
+        if !self.cache.begin(part).await? {
+            return Ok(false);
+        }
+        let built = match part {
+            Part::Following(r) => {
+                let (seq, followees) = match self.records.following_state(r).await {
                     Ok(state) => state,
                     Err(e) => {
                         // No account: nothing of it is kept (its build
                         // would wait out its TTL).
                         if matches!(e, AppError::NotFound(_)) {
-                            let keys = self.inner.redis.keys();
-                            let begun = [keys.following(r), keys.followees(r)];
-                            if let Err(e) = self.inner.redis.delete_many(&begun).await {
+                            if let Err(e) = self.cache.abandon(part).await {
                                 tracing::debug!(error = %e.chain(), "an abandoned build waits out its TTL");
                             }
                         }
                         return Err(e);
                     }
                 };
-                let ttl = self.settings().inbox_idle_ttl_secs as u64;
-                self.inner
-                    .redis
-                    .fill_following(r, seq, &followees, ttl)
-                    .await?
+                let ttl = self.settings.inbox_idle_ttl_secs as u64;
+                self.cache.fill_following(r, seq, &followees, ttl).await?
             }
-            (StateKey::Pulled, _) => {
-                if !self.inner.redis.begin_pulled().await? {
-                    return Ok(false);
-                }
-                let mut by_author: BTreeMap<i64, PulledAuthor> = BTreeMap::new();
-                for row in self.inner.pg.pulled_state().await? {
-                    let a = by_author.entry(row.author).or_insert(PulledAuthor {
-                        author: row.author,
-                        epoch: None,
-                        in_flight: Vec::new(),
-                    });
-                    // `None` (no big-V time) is below every epoch.
-                    a.epoch = a.epoch.max(row.epoch);
-                    a.in_flight.extend(row.post);
-                }
-                let authors: Vec<PulledAuthor> = by_author.into_values().collect();
-                self.inner.redis.fill_pulled(&authors).await?
+            Part::Pulled => {
+                let authors = self.records.pulled_state().await?;
+                self.cache.fill_pulled(&authors).await?
             }
-            (StateKey::Hidden, _) => {
-                if !self.inner.redis.begin_hidden().await? {
-                    return Ok(false);
-                }
-                let accounts = self.inner.pg.hidden_accounts().await?;
-                self.inner.redis.fill_hidden(&accounts).await?
+            Part::Hidden => {
+                let accounts = self.records.hidden_accounts().await?;
+                self.cache.fill_hidden(&accounts).await?
             }
-            (StateKey::Following, None) => return Ok(false),
+            Part::List(list) => return self.rebuild_list(list).await,
         };
         if built {
-            Stats::bump(&self.inner.stats.rebuilds, 1);
-            metrics::REBUILDS.inc();
+            self.rebuilt_one();
         }
         Ok(built)
     }
 
-    /// Rebuilds a missing inbox or outbox from PostgreSQL. The key is
-    /// created (in the building state) before the query, so that a push
-    /// racing with the rebuild lands in it rather than being skipped.
-    /// Returns false if someone else is building it, or the build was
-    /// abandoned meanwhile.
-    async fn rebuild(&self, source: Source) -> AppResult<bool> {
-        let s = self.settings();
-        let keys = self.inner.redis.keys();
+    /// Rebuilds a missing inbox or outbox from the records. It is begun
+    /// (in the building state) before the query, so that a push racing
+    /// with the rebuild lands in it rather than being skipped. Returns
+    /// false if someone else is building it, or the build was abandoned
+    /// meanwhile.
+    async fn rebuild_list(&self, list: FeedList) -> AppResult<bool> {
+        let s = &self.settings;
         // Inboxes of idle readers expire; outboxes stay.
-        let (key, of, cap, ttl) = match source {
-            Source::Inbox(u) => (
-                keys.inbox(u),
+        let (of, cap, idle_ttl_secs) = match list {
+            FeedList::Inbox(u) => (
                 EntriesOf::Home(u),
                 s.inbox_max_len,
                 s.inbox_idle_ttl_secs as u64,
             ),
-            Source::Outbox(a) => (keys.outbox(a), EntriesOf::Author(a), s.outbox_max_len, 0),
+            FeedList::Outbox(a) => (EntriesOf::Author(a), s.outbox_max_len, 0),
         };
-        if !self.inner.redis.begin_build(&key).await? {
+        if !self.cache.begin(Part::List(list)).await? {
             return Ok(false);
         }
-        let entries = self.inner.pg.entries(of, cap).await?;
+        let entries = self.records.entries(of, cap).await?;
         let floor = if entries.len() as i64 >= cap {
             entries.last().map(|e| e.score)
         } else {
             None
         };
-        if !self
-            .inner
-            .redis
-            .fill(&key, cap, floor, &entries, ttl)
-            .await?
-        {
+        let fill = ListFill {
+            cap,
+            floor,
+            entries: &entries,
+            idle_ttl_secs,
+        };
+        if !self.cache.fill_list(list, fill).await? {
             return Ok(false);
         }
-        Stats::bump(&self.inner.stats.rebuilds, 1);
-        metrics::REBUILDS.inc();
-        tracing::debug!(key, entries = entries.len(), "rebuilt from PostgreSQL");
+        self.rebuilt_one();
+        tracing::debug!(?list, entries = entries.len(), "rebuilt from the records");
         Ok(true)
     }
 
-    /// Notes a read, at most once per interval and off the request's path:
-    /// the reader's keys get the idle TTL again, and it is recorded as an
-    /// active fan of the big-Vs it follows.
-    fn note_active(&self, reader: i64, big_vs: Vec<i64>) {
-        let interval = self.inner.tuning.active_mark_interval_secs;
-        let live = self.settings();
-        let ttls = (
-            live.inbox_idle_ttl_secs as u64,
-            live.active_window_secs as u64,
-        );
-        let now = now_ms();
-        {
-            let mut marked = match self.inner.marked.lock() {
-                Ok(m) => m,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            if marked
-                .get(&reader)
-                .is_some_and(|&at| now - at < interval as i64 * 1000)
-            {
-                return;
-            }
-            if marked.len() >= MARKED_READERS {
-                marked.clear();
-            }
-            marked.insert(reader, now);
-        }
-        let engine = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = engine
-                .inner
-                .redis
-                .touch_reader(reader, &big_vs, now, interval, ttls)
-                .await
-            {
-                tracing::debug!(error = %e.chain(), "could not record an active fan");
-                if let Ok(mut marked) = engine.inner.marked.lock() {
-                    marked.remove(&reader);
-                }
-            }
-        });
+    fn rebuilt_one(&self) {
+        Stats::bump(&self.stats.rebuilds, 1);
+        metrics::REBUILDS.inc();
+    }
+
+    /// The account `id` (not found if none, or being deleted).
+    async fn user(&self, id: i64) -> AppResult<User> {
+        existing(id, self.records.user(id).await?)
     }
 }

@@ -1,0 +1,189 @@
+//! Pushes: a delivery's or a backfill's entries into inboxes, a batch of
+//! followers (or active fans) a step, over the stores' interface. A
+//! delivery first redoes what its publish wrote (idempotent), so the post
+//! is in its outbox whatever became of the publish's own writes.
+
+use std::time::Duration;
+
+use super::stores::{PushCache, PushRecords};
+use super::{Plan, Push, Targets};
+use crate::engine::now_ms;
+use crate::engine::policy::{self, Audience};
+use crate::error::AppResult;
+use crate::store::redis::hints::Signal;
+use crate::store::redis::state::PulledChange;
+use crate::store::redis::WriteMark;
+use crate::types::{AccountStatus, Delivery, EntriesOf, Entry, FeedSettings, Job};
+
+/// One job's pusher: the stores, and what of this instance it uses.
+pub struct Pusher<'a, R, C> {
+    pub records: &'a R,
+    pub cache: &'a C,
+    pub settings: FeedSettings,
+    /// Inboxes a batch pushes to at the most.
+    pub batch: i64,
+    pub post_cache_ttl_secs: u64,
+    /// How long a checkpoint extends the job's lease.
+    pub lease: Duration,
+}
+
+impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
+    /// A backfill's plan: the author's pulled posts (its newest `cap`; if
+    /// there were more, the push is cut) into every follower's inbox.
+    pub async fn plan_backfill(&self, author: i64) -> AppResult<Plan> {
+        let cap = self.settings.inbox_max_len;
+        let entries = self.records.entries(EntriesOf::Pulled(author), cap).await?;
+        let cut = (entries.len() as i64 >= cap)
+            .then(|| entries.last().map(|e| e.score))
+            .flatten();
+        Ok(Plan::Push {
+            cut,
+            entries,
+            to: Targets::Followers,
+        })
+    }
+
+    /// A delivery's plan: first what its publish did, or could not (the
+    /// post's cache state, redone: idempotent), then whom it goes to.
+    /// Nothing if the post is gone, or its author is being deleted.
+    pub async fn plan_delivery(&self, author: i64, post: i64) -> AppResult<Plan> {
+        let Some(delivery) = self.records.delivery(post).await? else {
+            return Ok(Plan::Nothing);
+        };
+        if !self.redo_publish(author, post, &delivery).await? {
+            return Ok(Plan::Nothing);
+        }
+        let to = match policy::audience(delivery.pulled) {
+            Audience::Followers => Targets::Followers,
+            Audience::ActiveFans => {
+                let since = now_ms() - self.settings.active_window_secs * 1000;
+                Targets::Fans(self.cache.active_fans(author, since).await?)
+            }
+        };
+        Ok(Plan::Push {
+            entries: vec![Entry::new(delivery.post.created_at_ms, post)],
+            cut: None,
+            to,
+        })
+    }
+
+    /// Writes what a publish writes to the cache (the outbox, the post
+    /// cache, the delivery in flight; a big-V's place among the pulled), in
+    /// case it could not; streams hear of a post it had not written. False
+    /// if the author is being deleted (the writes are taken back).
+    async fn redo_publish(&self, author: i64, post: i64, delivery: &Delivery) -> AppResult<bool> {
+        let ttl = self.post_cache_ttl_secs;
+        // A deleted post's tombstone goes first: the publish never clears
+        // it, while the other order shows the post if the tombstone's call
+        // fails (its key lost meanwhile: nothing else in the cache
+        // remembers the deletion).
+        if delivery.post.deleted {
+            self.cache.tombstone(post, ttl).await?;
+        }
+        let outbox_cap = self.settings.outbox_max_len;
+        let new = self
+            .cache
+            .publish(&delivery.post, post, outbox_cap, ttl)
+            .await?;
+        if delivery.big_v {
+            let promote = PulledChange::Promote(delivery.big_v_epoch);
+            self.cache.pulled_change(author, promote).await?;
+        }
+        if self.undone_for_a_deleted_author(author, post).await? {
+            return Ok(false);
+        }
+        if new {
+            let score = delivery.post.created_at_ms;
+            self.cache
+                .hint(Signal::Published {
+                    author,
+                    post,
+                    score,
+                })
+                .await;
+        }
+        Ok(true)
+    }
+
+    /// After a delivery wrote its post's cache state: if its author is
+    /// being deleted (or gone) by now, that state goes again and true is
+    /// returned. An account is marked deleted before its purge starts, so
+    /// either this sees the mark, or the purge's own forgetting comes after
+    /// these writes: a purged author is never pulled, nor its outbox kept,
+    /// by a delivery that raced it.
+    async fn undone_for_a_deleted_author(&self, author: i64, post: i64) -> AppResult<bool> {
+        let here = self
+            .records
+            .user(author)
+            .await?
+            .is_some_and(|u| u.status != AccountStatus::Deleted);
+        if here {
+            return Ok(false);
+        }
+        self.cache.take_back(author, post).await?;
+        self.cache
+            .pulled_change(author, PulledChange::Forget)
+            .await?;
+        Ok(true)
+    }
+
+    /// Pushes a push's entries into the next batch of its inboxes (the
+    /// next page of followers is read meanwhile), then checkpoints, once a
+    /// replica holds the batch; true after the last batch. Without
+    /// `record`, the worker dies between the batch and its checkpoint.
+    pub async fn push_step(
+        &self,
+        job: &mut Job,
+        ahead: &mut Option<(i64, Vec<i64>)>,
+        push: Push<'_>,
+        record: bool,
+        mark: WriteMark,
+    ) -> AppResult<bool> {
+        let batch = self.batch;
+        let (readers, last_page) = match push.to {
+            Targets::Followers => {
+                let page = match ahead.take() {
+                    Some((after, page)) if after == job.checkpoint => page,
+                    _ => {
+                        self.records
+                            .inboxes_after(job.author_id, job.checkpoint, batch)
+                            .await?
+                    }
+                };
+                let last = (page.len() as i64) < batch;
+                (page, last)
+            }
+            Targets::Fans(fans) => {
+                let start = fans.partition_point(|f| *f <= job.checkpoint);
+                let end = fans.len().min(start + batch as usize);
+                (fans[start..end].to_vec(), end == fans.len())
+            }
+        };
+        let Some(&last) = readers.last() else {
+            return Ok(last_page);
+        };
+        let cap = self.settings.inbox_max_len;
+        let pushed = self.cache.push(&readers, push.entries, cap, push.cut);
+        // The next page is read while this one is pushed: a follower who
+        // follows meanwhile is either on it or gets the post from its
+        // follow's backfill, as before.
+        let added = if matches!(push.to, Targets::Followers) && !last_page {
+            let next = self.records.inboxes_after(job.author_id, last, batch);
+            let (added, next) = futures::future::join(pushed, next).await;
+            if let Ok(page) = next {
+                *ahead = Some((last, page));
+            }
+            added?
+        } else {
+            pushed.await?
+        };
+        crate::metrics::INBOX_WRITES.inc_by(added.max(0) as u64);
+        if !last_page && record {
+            // A failover must not lose a checkpointed batch.
+            self.cache.replicated(mark).await?;
+            self.records.checkpoint_job(job, last, self.lease).await?;
+        }
+        job.checkpoint = last;
+        Ok(last_page)
+    }
+}

@@ -1,0 +1,170 @@
+//! What a push (a delivery's, a backfill's) needs of the stores, and
+//! nothing more: the records of the post, its audience and the job's
+//! progress; the cache's outbox, inboxes, pulled authors and hints. Pushes
+//! run (and are tested) over any store that answers them.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::error::AppResult;
+use crate::store::pg::PgStore;
+use crate::store::redis::hints::Signal;
+use crate::store::redis::state::PulledChange;
+use crate::store::redis::{RedisStore, WriteMark};
+use crate::types::{CachedPost, Delivery, EntriesOf, Entry, Job, User};
+
+/// The records, as pushes read and advance them.
+pub trait PushRecords: Sync {
+    /// The account `id`, in whatever state (`None`: no such account).
+    fn user(&self, id: i64) -> impl Future<Output = AppResult<Option<User>>> + Send;
+
+    /// What delivering post `id` needs (`None`: no such post).
+    fn delivery(&self, id: i64) -> impl Future<Output = AppResult<Option<Delivery>>> + Send;
+
+    /// The newest `limit` entries of a feed list, deleted posts included.
+    fn entries(
+        &self,
+        of: EntriesOf,
+        limit: i64,
+    ) -> impl Future<Output = AppResult<Vec<Entry>>> + Send;
+
+    /// The next `limit` inboxes a post of `author` goes to (its followers
+    /// and itself), by ascending id, after `after`.
+    fn inboxes_after(
+        &self,
+        author: i64,
+        after: i64,
+        limit: i64,
+    ) -> impl Future<Output = AppResult<Vec<i64>>> + Send;
+
+    /// Records `job`'s progress up to `checkpoint`, its lease extended by
+    /// `lease` (refused if the lease is no longer the job's).
+    fn checkpoint_job(
+        &self,
+        job: &Job,
+        checkpoint: i64,
+        lease: Duration,
+    ) -> impl Future<Output = AppResult<()>> + Send;
+}
+
+/// The cache, as pushes write it.
+pub trait PushCache: Sync {
+    /// Writes a post's cache entry and puts it in its author's outbox (at
+    /// most `outbox_cap`); true if the outbox did not hold it.
+    fn publish(
+        &self,
+        post: &CachedPost,
+        id: i64,
+        outbox_cap: i64,
+        ttl_secs: u64,
+    ) -> impl Future<Output = AppResult<bool>> + Send;
+
+    /// Marks post `id` deleted in the post cache.
+    fn tombstone(&self, id: i64, ttl_secs: u64) -> impl Future<Output = AppResult<()>> + Send;
+
+    fn pulled_change(
+        &self,
+        author: i64,
+        change: PulledChange,
+    ) -> impl Future<Output = AppResult<()>> + Send;
+
+    /// Takes back what a publish wrote: `author`'s outbox and `post`'s
+    /// cache entry go.
+    fn take_back(&self, author: i64, post: i64) -> impl Future<Output = AppResult<()>> + Send;
+
+    /// `author`'s active fans seen since `since_ms`, by ascending id.
+    fn active_fans(
+        &self,
+        author: i64,
+        since_ms: i64,
+    ) -> impl Future<Output = AppResult<Vec<i64>>> + Send;
+
+    /// Pushes `entries` into the inboxes of `readers` that exist (each at
+    /// most `cap`; `cut`: nothing at or below it is claimed). Entries added.
+    fn push(
+        &self,
+        readers: &[i64],
+        entries: &[Entry],
+        cap: i64,
+        cut: Option<i64>,
+    ) -> impl Future<Output = AppResult<i64>> + Send;
+
+    /// Waits until a replica holds the writes made since `mark`.
+    fn replicated(&self, mark: WriteMark) -> impl Future<Output = AppResult<()>> + Send;
+
+    /// Tells every instance's streams (best effort).
+    fn hint(&self, signal: Signal) -> impl Future<Output = ()> + Send;
+}
+
+impl PushRecords for PgStore {
+    async fn user(&self, id: i64) -> AppResult<Option<User>> {
+        PgStore::user(self, id).await
+    }
+
+    async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
+        PgStore::delivery(self, id).await
+    }
+
+    async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
+        PgStore::entries(self, of, limit).await
+    }
+
+    async fn inboxes_after(&self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
+        PgStore::inboxes_after(self, author, after, limit).await
+    }
+
+    async fn checkpoint_job(&self, job: &Job, checkpoint: i64, lease: Duration) -> AppResult<()> {
+        PgStore::checkpoint_job(self, job, checkpoint, lease).await
+    }
+}
+
+impl PushCache for RedisStore {
+    async fn publish(
+        &self,
+        post: &CachedPost,
+        id: i64,
+        outbox_cap: i64,
+        ttl_secs: u64,
+    ) -> AppResult<bool> {
+        RedisStore::publish(self, post, id, outbox_cap, ttl_secs).await
+    }
+
+    async fn tombstone(&self, id: i64, ttl_secs: u64) -> AppResult<()> {
+        RedisStore::tombstone(self, id, ttl_secs).await
+    }
+
+    async fn pulled_change(&self, author: i64, change: PulledChange) -> AppResult<()> {
+        RedisStore::pulled_change(self, author, change).await
+    }
+
+    async fn take_back(&self, author: i64, post: i64) -> AppResult<()> {
+        let keys = self.keys();
+        self.delete_many(&[keys.outbox(author), keys.post(post)])
+            .await
+    }
+
+    async fn active_fans(&self, author: i64, since_ms: i64) -> AppResult<Vec<i64>> {
+        RedisStore::active_fans(self, author, since_ms).await
+    }
+
+    async fn push(
+        &self,
+        readers: &[i64],
+        entries: &[Entry],
+        cap: i64,
+        cut: Option<i64>,
+    ) -> AppResult<i64> {
+        let inboxes: Vec<String> = readers.iter().map(|r| self.keys().inbox(*r)).collect();
+        self.push_same(&inboxes, entries, cap, cut).await
+    }
+
+    async fn replicated(&self, mark: WriteMark) -> AppResult<()> {
+        RedisStore::replicated(self, mark).await
+    }
+
+    async fn hint(&self, signal: Signal) {
+        if let Err(e) = RedisStore::hint(self, signal).await {
+            tracing::debug!(error = %e.chain(), "a hint was not sent");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The page read path: a reader's inbox merged with the outboxes it pulls,
+//! where Redis can prove it holds the page; PostgreSQL everywhere else,
+//! with the same order and cursor.
+//!
+//! - `stores`: what a page needs of the stores (its two traits);
+//! - `reader`: the algorithm, over those traits;
+//! - here: the engine's page calls, over PostgreSQL and Redis.
+
+mod reader;
+mod stores;
+#[cfg(test)]
+mod tests;
+
+use super::{now_ms, Engine, Page, MARKED_READERS};
+use crate::error::{AppError, AppResult};
+use crate::store::pg::PgStore;
+use crate::store::redis::RedisStore;
+use crate::types::{PageRequest, Prev, Scope};
+pub(super) use reader::within_run;
+use reader::Reader;
+
+impl Engine {
+    /// A page of `reader`'s home feed.
+    #[tracing::instrument(skip(self))]
+    pub async fn home_page(&self, reader: i64, req: PageRequest) -> AppResult<Page> {
+        let note = |reader, big_vs| self.note_active(reader, big_vs);
+        self.reader(&note).page(self.home_scope(reader), req).await
+    }
+
+    /// A page of `author`'s own posts as `viewer` sees them (`None`: an
+    /// admin, who sees everything): nothing while either blocks the other
+    /// (a PostgreSQL query; while PostgreSQL is down the page is served
+    /// unchecked, as warm pages are).
+    pub async fn author_page_seen_by(
+        &self,
+        viewer: Option<i64>,
+        author: i64,
+        req: PageRequest,
+    ) -> AppResult<Page> {
+        if let Some(viewer) = viewer {
+            match self.apart(viewer, author).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    self.user(author).await?;
+                    return Ok(Page {
+                        items: Vec::new(),
+                        next: None,
+                        prev: Prev::BOTTOM,
+                        marks: Vec::new(),
+                    });
+                }
+                // Blocks are read from PostgreSQL: while it is away, warm
+                // pages are still served (as homes are), blocks unchecked.
+                Err(e @ (AppError::Unavailable { .. } | AppError::TimedOut { .. })) => {
+                    tracing::warn!(error = %e.chain(), "blocks unread: the author page is served without them");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.author_page(author, req).await
+    }
+
+    /// A reader's home feed as the settings define it now.
+    pub fn home_scope(&self, reader: i64) -> Scope {
+        Scope::Home {
+            reader,
+            own: self.settings().home_includes_own_posts,
+        }
+    }
+
+    /// A page of `author`'s own posts. (An author that does not exist has
+    /// no outbox: the cold path answers 404.)
+    #[tracing::instrument(skip(self))]
+    pub async fn author_page(&self, author: i64, req: PageRequest) -> AppResult<Page> {
+        self.reader(&|_, _| {})
+            .page(Scope::Author(author), req)
+            .await
+    }
+
+    /// The page straight from PostgreSQL.
+    pub async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
+        self.reader(&|_, _| {}).page_from_pg(scope, req).await
+    }
+
+    /// A reader of pages over this engine's stores, telling `pulled` of
+    /// each warm read of a home.
+    fn reader<'a>(
+        &'a self,
+        pulled: &'a (dyn Fn(i64, Vec<i64>) + Sync),
+    ) -> Reader<'a, PgStore, RedisStore> {
+        Reader {
+            records: &self.inner.pg,
+            cache: &self.inner.redis,
+            stats: &self.inner.stats,
+            settings: self.settings(),
+            post_cache_ttl_secs: self.inner.tuning.post_cache_ttl_secs,
+            bodies: &self.inner.bodies,
+            pulled,
+        }
+    }
+
+    /// Notes a read, at most once per interval and off the request's path:
+    /// the reader's keys get the idle TTL again, and it is recorded as an
+    /// active fan of the big-Vs it follows.
+    fn note_active(&self, reader: i64, big_vs: Vec<i64>) {
+        let interval = self.inner.tuning.active_mark_interval_secs;
+        let live = self.settings();
+        let ttls = (
+            live.inbox_idle_ttl_secs as u64,
+            live.active_window_secs as u64,
+        );
+        let now = now_ms();
+        {
+            let mut marked = match self.inner.marked.lock() {
+                Ok(m) => m,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if marked
+                .get(&reader)
+                .is_some_and(|&at| now - at < interval as i64 * 1000)
+            {
+                return;
+            }
+            if marked.len() >= MARKED_READERS {
+                marked.clear();
+            }
+            marked.insert(reader, now);
+        }
+        let engine = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = engine
+                .inner
+                .redis
+                .touch_reader(reader, &big_vs, now, interval, ttls)
+                .await
+            {
+                tracing::debug!(error = %e.chain(), "could not record an active fan");
+                if let Ok(mut marked) = engine.inner.marked.lock() {
+                    marked.remove(&reader);
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,286 @@
+//! What a page needs of the stores, and nothing more: the records'
+//! queries of a feed, and the cache's warm read and rebuilds. The read path
+//! runs over any store that answers them (PostgreSQL and Redis in service,
+//! a model in memory in its unit tests).
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use crate::error::AppResult;
+use crate::store::pg::PgStore;
+use crate::store::redis::RedisStore;
+use crate::types::{
+    CachedPost, EntriesOf, Entry, FeedPost, FeedRows, PulledAuthor, Scope, User, WarmRead,
+};
+
+/// The records of truth, as pages read them.
+pub trait Records: Sync {
+    /// The account `id`, in whatever state (`None`: no such account).
+    fn user(&self, id: i64) -> impl Future<Output = AppResult<Option<User>>> + Send;
+
+    /// `scope`'s feed from `max` (or the top) on: the entries scored
+    /// exactly `max` past the first `offset` (deleted ones too), then at
+    /// least `window` live entries below it where the feed has them.
+    fn feed(
+        &self,
+        scope: Scope,
+        max: Option<i64>,
+        offset: u32,
+        window: i64,
+    ) -> impl Future<Output = AppResult<FeedRows>> + Send;
+
+    /// `scope`'s feed from the run of entries scored `min` up: that run,
+    /// then at least `window` entries above it (deleted ones too).
+    fn feed_up(
+        &self,
+        scope: Scope,
+        min: i64,
+        window: i64,
+    ) -> impl Future<Output = AppResult<FeedRows>> + Send;
+
+    /// Deleted entries of `scope`'s feed scored `score` before post `id`.
+    fn deleted_ahead(
+        &self,
+        scope: Scope,
+        score: i64,
+        id: i64,
+    ) -> impl Future<Output = AppResult<i64>> + Send;
+
+    /// Entries of `scope`'s feed scored `score` from post `id` down.
+    fn count_from(
+        &self,
+        scope: Scope,
+        score: i64,
+        id: i64,
+    ) -> impl Future<Output = AppResult<i64>> + Send;
+
+    /// Entries of `scope`'s feed scored `score`.
+    fn count_at(&self, scope: Scope, score: i64) -> impl Future<Output = AppResult<i64>> + Send;
+
+    /// The posts among `ids` that belong to `scope`'s feed, live or not.
+    fn hydrate(
+        &self,
+        ids: &[i64],
+        scope: Scope,
+    ) -> impl Future<Output = AppResult<Vec<FeedPost>>> + Send;
+
+    /// The newest `limit` entries of a feed list, deleted posts included.
+    fn entries(
+        &self,
+        of: EntriesOf,
+        limit: i64,
+    ) -> impl Future<Output = AppResult<Vec<Entry>>> + Send;
+
+    /// Whom `reader`'s home shows, with its follow sequence number.
+    fn following_state(
+        &self,
+        reader: i64,
+    ) -> impl Future<Output = AppResult<(i64, Vec<i64>)>> + Send;
+
+    /// The authors every follower pulls.
+    fn pulled_state(&self) -> impl Future<Output = AppResult<Vec<PulledAuthor>>> + Send;
+
+    /// The accounts whose posts no feed shows.
+    fn hidden_accounts(&self) -> impl Future<Output = AppResult<Vec<i64>>> + Send;
+}
+
+/// A part of the cache a page rebuilds when it finds it missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Whom a reader's home shows.
+    Following(i64),
+    /// The authors every follower pulls.
+    Pulled,
+    /// The hidden accounts.
+    Hidden,
+    /// An inbox or an outbox.
+    List(FeedList),
+}
+
+/// A feed list: a source of pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FeedList {
+    /// A reader's inbox.
+    Inbox(i64),
+    /// An author's outbox.
+    Outbox(i64),
+}
+
+/// A feed list filled in by a rebuild: at most `cap` entries, complete
+/// above `floor` (`None`: to the bottom).
+pub struct ListFill<'a> {
+    pub cap: i64,
+    pub floor: Option<i64>,
+    pub entries: &'a [Entry],
+    /// Idle seconds before the list expires (0: never).
+    pub idle_ttl_secs: u64,
+}
+
+/// The cache, as pages read and rebuild it. A rebuild is begun (true if
+/// this caller must fill it; false while another builds it), then filled
+/// (false if the build was abandoned meanwhile), or abandoned.
+pub trait Cache: Sync {
+    /// One read of `scope`'s sources from `max` down, `fetch` entries
+    /// wide, with what the cache knows of the page's posts.
+    fn warm_read(
+        &self,
+        scope: Scope,
+        max: Option<i64>,
+        fetch: usize,
+    ) -> impl Future<Output = AppResult<WarmRead>> + Send;
+
+    /// The cached posts among `ids`.
+    fn posts(
+        &self,
+        ids: &[i64],
+    ) -> impl Future<Output = AppResult<HashMap<i64, CachedPost>>> + Send;
+
+    /// Caches posts (tombstones for deleted ones) for `ttl_secs`.
+    fn fill_posts(
+        &self,
+        posts: &[(i64, CachedPost)],
+        ttl_secs: u64,
+    ) -> impl Future<Output = AppResult<()>> + Send;
+
+    fn begin(&self, part: Part) -> impl Future<Output = AppResult<bool>> + Send;
+
+    fn abandon(&self, part: Part) -> impl Future<Output = AppResult<()>> + Send;
+
+    fn fill_following(
+        &self,
+        reader: i64,
+        seq: i64,
+        followees: &[i64],
+        idle_ttl_secs: u64,
+    ) -> impl Future<Output = AppResult<bool>> + Send;
+
+    fn fill_pulled(&self, authors: &[PulledAuthor])
+        -> impl Future<Output = AppResult<bool>> + Send;
+
+    fn fill_hidden(&self, accounts: &[i64]) -> impl Future<Output = AppResult<bool>> + Send;
+
+    fn fill_list(
+        &self,
+        list: FeedList,
+        fill: ListFill<'_>,
+    ) -> impl Future<Output = AppResult<bool>> + Send;
+}
+
+impl Records for PgStore {
+    async fn user(&self, id: i64) -> AppResult<Option<User>> {
+        PgStore::user(self, id).await
+    }
+
+    async fn feed(
+        &self,
+        scope: Scope,
+        max: Option<i64>,
+        offset: u32,
+        window: i64,
+    ) -> AppResult<FeedRows> {
+        PgStore::feed(self, scope, max, offset, window).await
+    }
+
+    async fn feed_up(&self, scope: Scope, min: i64, window: i64) -> AppResult<FeedRows> {
+        PgStore::feed_up(self, scope, min, window).await
+    }
+
+    async fn deleted_ahead(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+        PgStore::deleted_ahead(self, scope, score, id).await
+    }
+
+    async fn count_from(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+        PgStore::count_from(self, scope, score, id).await
+    }
+
+    async fn count_at(&self, scope: Scope, score: i64) -> AppResult<i64> {
+        PgStore::count_at(self, scope, score).await
+    }
+
+    async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedPost>> {
+        PgStore::hydrate(self, ids, scope).await
+    }
+
+    async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
+        PgStore::entries(self, of, limit).await
+    }
+
+    async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
+        PgStore::following_state(self, reader).await
+    }
+
+    async fn pulled_state(&self) -> AppResult<Vec<PulledAuthor>> {
+        PgStore::pulled_state(self).await
+    }
+
+    async fn hidden_accounts(&self) -> AppResult<Vec<i64>> {
+        PgStore::hidden_accounts(self).await
+    }
+}
+
+impl Cache for RedisStore {
+    async fn warm_read(&self, scope: Scope, max: Option<i64>, fetch: usize) -> AppResult<WarmRead> {
+        RedisStore::warm_read(self, scope, max, fetch).await
+    }
+
+    async fn posts(&self, ids: &[i64]) -> AppResult<HashMap<i64, CachedPost>> {
+        RedisStore::posts(self, ids).await
+    }
+
+    async fn fill_posts(&self, posts: &[(i64, CachedPost)], ttl_secs: u64) -> AppResult<()> {
+        RedisStore::fill_posts(self, posts, ttl_secs).await
+    }
+
+    async fn begin(&self, part: Part) -> AppResult<bool> {
+        match part {
+            Part::Following(reader) => self.begin_following(reader).await,
+            Part::Pulled => self.begin_pulled().await,
+            Part::Hidden => self.begin_hidden().await,
+            Part::List(list) => self.begin_build(&self.list_key(list)).await,
+        }
+    }
+
+    async fn abandon(&self, part: Part) -> AppResult<()> {
+        let keys = self.keys();
+        let begun = match part {
+            Part::Following(r) => vec![keys.following(r), keys.followees(r)],
+            Part::Pulled => vec![keys.pulled(), keys.pulled_authors()],
+            Part::Hidden => vec![keys.hidden()],
+            Part::List(list) => vec![self.list_key(list)],
+        };
+        self.delete_many(&begun).await
+    }
+
+    async fn fill_following(
+        &self,
+        reader: i64,
+        seq: i64,
+        followees: &[i64],
+        idle_ttl_secs: u64,
+    ) -> AppResult<bool> {
+        RedisStore::fill_following(self, reader, seq, followees, idle_ttl_secs).await
+    }
+
+    async fn fill_pulled(&self, authors: &[PulledAuthor]) -> AppResult<bool> {
+        RedisStore::fill_pulled(self, authors).await
+    }
+
+    async fn fill_hidden(&self, accounts: &[i64]) -> AppResult<bool> {
+        RedisStore::fill_hidden(self, accounts).await
+    }
+
+    async fn fill_list(&self, list: FeedList, fill: ListFill<'_>) -> AppResult<bool> {
+        let key = self.list_key(list);
+        self.fill(&key, fill.cap, fill.floor, fill.entries, fill.idle_ttl_secs)
+            .await
+    }
+}
+
+impl RedisStore {
+    fn list_key(&self, list: FeedList) -> String {
+        match list {
+            FeedList::Inbox(reader) => self.keys().inbox(reader),
+            FeedList::Outbox(author) => self.keys().outbox(author),
+        }
+    }
+}
