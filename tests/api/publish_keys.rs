@@ -137,6 +137,27 @@ async fn a_publish_deferred_by_redis_is_retried_safely() {
 }
 
 #[tokio::test]
+async fn a_publish_after_redis_forgot_its_scripts_is_written_at_once() {
+    // A restart, a flush or a failover leaves Redis without the scripts:
+    // the publish's transaction fails on them, loads them and runs again,
+    // so nothing is deferred to a job.
+    let app = spawn_app().await;
+    let alice = app.create_user("alice").await;
+    let deferred = || Stats::get(&app.engine.stats().deferred_writes);
+    let before = deferred();
+    app.engine.redis().forget_scripts().await.unwrap();
+    let res = publish(&app, &alice, None, json!({"body": "after a flush"})).await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let id = res.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    assert_eq!(
+        deferred(),
+        before,
+        "the publish's Redis update was deferred"
+    );
+    assert_eq!(own_posts(&app, &alice).await, vec![id]);
+}
+
+#[tokio::test]
 async fn a_key_past_its_day_publishes_anew_and_bad_keys_change_nothing() {
     let app = spawn_app().await;
     let alice = app.create_user("alice").await;

@@ -408,9 +408,10 @@ impl RedisStore {
     /// Runs `steps` (each the commands of one slot) in their order, and
     /// returns their replies: on a single node as one transaction, on a
     /// cluster one transaction per step, one after the other. A
-    /// transaction that fails (a script Redis no longer knows: a restart,
-    /// a flush, a failover) is sent again once `scripts` are loaded, so
-    /// the steps must be safe to run twice.
+    /// transaction that failed on a script Redis no longer knows (a
+    /// restart, a flush, a failover) is sent again once `scripts` are
+    /// loaded, so the steps must be safe to run twice; any other failure
+    /// is the caller's.
     pub async fn in_order(
         &self,
         scripts: &[&redis::Script],
@@ -433,13 +434,13 @@ impl RedisStore {
             let replies: Vec<Value> = self
                 .with_conn(|mut c| async move {
                     match t.query_async(&mut c).await {
-                        Ok(replies) => Ok(replies),
-                        Err(_) => {
+                        Err(e) if unknown_script(&e) => {
                             for script in scripts {
                                 script.prepare_invoke().load_async(&mut c).await?;
                             }
                             t.query_async(&mut c).await
                         }
+                        done => done,
                     }
                 })
                 .await?;
@@ -820,6 +821,17 @@ fn parse_score(text: &str) -> AppResult<i64> {
     text.parse::<f64>()
         .map(|f| f as i64)
         .map_err(|e| AppError::internal(format!("bad score {text:?}"), e))
+}
+
+/// Whether a call (or a command of its transaction) named a script Redis
+/// does not hold.
+fn unknown_script(err: &redis::RedisError) -> bool {
+    use redis::ServerErrorKind::NoScript;
+    err.kind() == redis::ErrorKind::Server(NoScript)
+        || err
+            .clone()
+            .into_server_errors()
+            .is_some_and(|errs| errs.iter().any(|(_, e)| e.kind() == Some(NoScript)))
 }
 
 #[cfg(test)]
