@@ -36,7 +36,9 @@ pub mod policy;
 mod profiles;
 mod read;
 mod relations;
+mod stores;
 pub mod stream;
+mod write;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +58,7 @@ use crate::store::redis::RedisStore;
 use crate::types::AccountStatus;
 use crate::types::{CachedPost, Cursor, Entry, Prev};
 use crate::types::{Post, User};
+use write::retried;
 
 pub use between::{Bounds, Feed};
 pub use maintenance::JOBS_VACUUM_DEAD_ROWS;
@@ -362,7 +365,7 @@ impl Engine {
                 ))
             }
         };
-        let cached = cached_post(&post, false);
+        let cached = CachedPost::of(&post, false);
         let cap = self.settings().outbox_max_len;
         let ttl = self.tuning().post_cache_ttl_secs;
         let cache = || async {
@@ -423,10 +426,7 @@ impl Engine {
     }
 
     /// The write-through of a change PostgreSQL has recorded, with the job
-    /// that would redo it: its Redis side (`apply`) runs now, retried, and
-    /// is waited on until a replica holds it (a failover must not lose
-    /// it), then the job is dropped. If Redis cannot take it, the job stays
-    /// for a worker and the call answers 503 saying that `queued` is.
+    /// that would redo it ([`write::write_through`]).
     pub(crate) async fn write_through<F, Fut>(
         &self,
         job: Option<i64>,
@@ -437,29 +437,12 @@ impl Engine {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = AppResult<()>>,
     {
-        let applied = retried(|| async {
-            let mark = self.inner.redis.write_mark();
-            apply().await?;
-            self.inner.redis.replicated(mark).await
-        })
-        .await;
-        match applied {
-            Ok(()) => {
-                let Some(job) = job else { return Ok(()) };
-                if let Err(e) = self.inner.pg.drop_job(job).await {
-                    tracing::debug!(error = %e.chain(), "a done job stays for a worker");
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.deferred();
-                self.inner.wake.notify_waiters();
-                Err(AppError::Unavailable {
-                    what: "Redis",
-                    source: format!("{queued}: {}", e.chain()).into(),
-                })
-            }
-        }
+        let deferred = || {
+            self.deferred();
+            self.inner.wake.notify_waiters();
+        };
+        let (pg, redis) = (&self.inner.pg, &self.inner.redis);
+        write::write_through(pg, redis, job, queued, apply, deferred).await
     }
 
     /// Counts a write whose Redis update was left to its job.
@@ -587,39 +570,5 @@ impl Engine {
 
     pub async fn ready(&self) -> (AppResult<()>, AppResult<()>) {
         futures::join!(self.inner.pg.ping(), self.inner.redis.ping())
-    }
-}
-
-/// A post as the cache keeps it.
-pub(crate) fn cached_post(post: &Post, deleted: bool) -> CachedPost {
-    CachedPost {
-        author_id: post.author_id,
-        author_username: post.author_username.clone(),
-        body: post.body.clone(),
-        created_at_ms: post.created_at_ms,
-        deleted,
-        meta: post.meta.clone(),
-    }
-}
-
-/// Runs a Redis write a call's answer depends on: up to four attempts, a
-/// few milliseconds apart, so that a blip does not fail the call.
-pub(crate) async fn retried<T, F, Fut>(mut write: F) -> AppResult<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = AppResult<T>>,
-{
-    let mut delay = Duration::from_millis(2);
-    let mut attempt = 1;
-    loop {
-        match write().await {
-            Ok(v) => return Ok(v),
-            Err(e) if attempt == 4 => return Err(e),
-            Err(_) => {
-                tokio::time::sleep(delay).await;
-                delay *= 4;
-                attempt += 1;
-            }
-        }
     }
 }

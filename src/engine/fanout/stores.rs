@@ -6,27 +6,17 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::engine::stores::{Accounts, FeedEntries, Hints, Replicas};
 use crate::error::AppResult;
 use crate::store::pg::PgStore;
-use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
-use crate::store::redis::{RedisStore, WriteMark};
-use crate::types::{CachedPost, Delivery, EntriesOf, Entry, Job, User};
+use crate::store::redis::RedisStore;
+use crate::types::{CachedPost, Delivery, Entry, Job};
 
 /// The records, as pushes read and advance them.
-pub trait PushRecords: Sync {
-    /// The account `id`, in whatever state (`None`: no such account).
-    fn user(&self, id: i64) -> impl Future<Output = AppResult<Option<User>>> + Send;
-
+pub trait PushRecords: Accounts + FeedEntries {
     /// What delivering post `id` needs (`None`: no such post).
     fn delivery(&self, id: i64) -> impl Future<Output = AppResult<Option<Delivery>>> + Send;
-
-    /// The newest `limit` entries of a feed list, deleted posts included.
-    fn entries(
-        &self,
-        of: EntriesOf,
-        limit: i64,
-    ) -> impl Future<Output = AppResult<Vec<Entry>>> + Send;
 
     /// The next `limit` inboxes a post of `author` goes to (its followers
     /// and itself), by ascending id, after `after`.
@@ -48,7 +38,7 @@ pub trait PushRecords: Sync {
 }
 
 /// The cache, as pushes write it.
-pub trait PushCache: Sync {
+pub trait PushCache: Hints + Replicas {
     /// Writes a post's cache entry and puts it in its author's outbox (at
     /// most `outbox_cap`); true if the outbox did not hold it.
     fn publish(
@@ -88,25 +78,11 @@ pub trait PushCache: Sync {
         cap: i64,
         cut: Option<i64>,
     ) -> impl Future<Output = AppResult<i64>> + Send;
-
-    /// Waits until a replica holds the writes made since `mark`.
-    fn replicated(&self, mark: WriteMark) -> impl Future<Output = AppResult<()>> + Send;
-
-    /// Tells every instance's streams (best effort).
-    fn hint(&self, signal: Signal) -> impl Future<Output = ()> + Send;
 }
 
 impl PushRecords for PgStore {
-    async fn user(&self, id: i64) -> AppResult<Option<User>> {
-        PgStore::user(self, id).await
-    }
-
     async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
         PgStore::delivery(self, id).await
-    }
-
-    async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
-        PgStore::entries(self, of, limit).await
     }
 
     async fn inboxes_after(&self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
@@ -156,15 +132,5 @@ impl PushCache for RedisStore {
     ) -> AppResult<i64> {
         let inboxes: Vec<String> = readers.iter().map(|r| self.keys().inbox(*r)).collect();
         self.push_same(&inboxes, entries, cap, cut).await
-    }
-
-    async fn replicated(&self, mark: WriteMark) -> AppResult<()> {
-        RedisStore::replicated(self, mark).await
-    }
-
-    async fn hint(&self, signal: Signal) {
-        if let Err(e) = RedisStore::hint(self, signal).await {
-            tracing::debug!(error = %e.chain(), "a hint was not sent");
-        }
     }
 }

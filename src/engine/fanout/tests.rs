@@ -14,6 +14,7 @@ use super::push::Pusher;
 use super::stores::{PushCache, PushRecords};
 use super::{Plan, Push, Targets};
 use crate::engine::now_ms;
+use crate::engine::stores::{Accounts, FeedEntries, Hints, Replicas};
 use crate::error::{AppError, AppResult};
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
@@ -106,7 +107,7 @@ fn delivery(pulled: bool) -> Delivery {
     }
 }
 
-impl PushRecords for World {
+impl Accounts for World {
     async fn user(&self, id: i64) -> AppResult<Option<User>> {
         Ok(self.state().users.get(&id).map(|status| User {
             id,
@@ -117,11 +118,9 @@ impl PushRecords for World {
             status: *status,
         }))
     }
+}
 
-    async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
-        Ok(self.state().posts.get(&id).cloned())
-    }
-
+impl FeedEntries for World {
     async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
         let s = self.state();
         let mut all: Vec<Entry> = s
@@ -135,6 +134,12 @@ impl PushRecords for World {
         all.sort_by(crate::types::feed_order);
         all.truncate(limit as usize);
         Ok(all)
+    }
+}
+
+impl PushRecords for World {
+    async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
+        Ok(self.state().posts.get(&id).cloned())
     }
 
     async fn inboxes_after(&self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
@@ -155,6 +160,28 @@ impl PushRecords for World {
     async fn checkpoint_job(&self, _job: &Job, checkpoint: i64, _lease: Duration) -> AppResult<()> {
         self.state().checkpoints.push(checkpoint);
         Ok(())
+    }
+}
+
+impl Replicas for World {
+    fn write_mark(&self) -> WriteMark {
+        WriteMark::default()
+    }
+
+    async fn replicated(&self, _mark: WriteMark) -> AppResult<()> {
+        if self.replication_fails.load(Ordering::Relaxed) {
+            return Err(AppError::Unavailable {
+                what: "Redis",
+                source: "no replica acknowledged".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Hints for World {
+    async fn hint(&self, _signal: Signal) {
+        self.state().hints += 1;
     }
 }
 
@@ -227,20 +254,6 @@ impl PushCache for World {
             }
         }
         Ok(added)
-    }
-
-    async fn replicated(&self, _mark: WriteMark) -> AppResult<()> {
-        if self.replication_fails.load(Ordering::Relaxed) {
-            return Err(AppError::Unavailable {
-                what: "Redis",
-                source: "no replica acknowledged".into(),
-            });
-        }
-        Ok(())
-    }
-
-    async fn hint(&self, _signal: Signal) {
-        self.state().hints += 1;
     }
 }
 

@@ -6,18 +6,14 @@
 use std::collections::HashMap;
 use std::future::Future;
 
+use crate::engine::stores::{Accounts, FeedEntries};
 use crate::error::AppResult;
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
-use crate::types::{
-    CachedPost, EntriesOf, Entry, FeedPost, FeedRows, PulledAuthor, Scope, User, WarmRead,
-};
+use crate::types::{CachedPost, Entry, FeedPost, FeedRows, PulledAuthor, Scope, WarmRead};
 
 /// The records of truth, as pages read them.
-pub trait Records: Sync {
-    /// The account `id`, in whatever state (`None`: no such account).
-    fn user(&self, id: i64) -> impl Future<Output = AppResult<Option<User>>> + Send;
-
+pub trait Records: Accounts + FeedEntries {
     /// `scope`'s feed from `max` (or the top) on: the entries scored
     /// exactly `max` past the first `offset` (deleted ones too), then at
     /// least `window` live entries below it where the feed has them.
@@ -63,13 +59,6 @@ pub trait Records: Sync {
         ids: &[i64],
         scope: Scope,
     ) -> impl Future<Output = AppResult<Vec<FeedPost>>> + Send;
-
-    /// The newest `limit` entries of a feed list, deleted posts included.
-    fn entries(
-        &self,
-        of: EntriesOf,
-        limit: i64,
-    ) -> impl Future<Output = AppResult<Vec<Entry>>> + Send;
 
     /// Whom `reader`'s home shows, with its follow sequence number.
     fn following_state(
@@ -167,10 +156,6 @@ pub trait Cache: Sync {
 }
 
 impl Records for PgStore {
-    async fn user(&self, id: i64) -> AppResult<Option<User>> {
-        PgStore::user(self, id).await
-    }
-
     async fn feed(
         &self,
         scope: Scope,
@@ -199,10 +184,6 @@ impl Records for PgStore {
 
     async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedPost>> {
         PgStore::hydrate(self, ids, scope).await
-    }
-
-    async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
-        PgStore::entries(self, of, limit).await
     }
 
     async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {

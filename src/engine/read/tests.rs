@@ -14,6 +14,7 @@ use proptest::prelude::*;
 use super::reader::Reader;
 use super::stores::{Cache, FeedList, ListFill, Part, Records};
 use crate::engine::bodies::SharedBodies;
+use crate::engine::stores::{Accounts, FeedEntries};
 use crate::engine::{Page, Stats};
 use crate::error::{AppError, AppResult};
 use crate::types::{
@@ -206,7 +207,7 @@ impl World {
     }
 }
 
-impl Records for World {
+impl Accounts for World {
     async fn user(&self, id: i64) -> AppResult<Option<User>> {
         Ok(self.truth().users.contains(&id).then(|| User {
             id,
@@ -217,7 +218,23 @@ impl Records for World {
             status: AccountStatus::Active,
         }))
     }
+}
 
+impl FeedEntries for World {
+    async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
+        let truth = self.truth();
+        Ok(match of {
+            EntriesOf::Home(u) => {
+                truth.entries_of(|a| a == u || truth.follows.contains(&(u, a)), limit)
+            }
+            EntriesOf::Author(author) | EntriesOf::Pulled(author) => {
+                truth.entries_of(|a| a == author, limit)
+            }
+        })
+    }
+}
+
+impl Records for World {
     async fn feed(
         &self,
         scope: Scope,
@@ -280,18 +297,6 @@ impl Records for World {
             .into_iter()
             .filter(|r| ids.contains(&r.post.id))
             .collect())
-    }
-
-    async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
-        let truth = self.truth();
-        Ok(match of {
-            EntriesOf::Home(u) => {
-                truth.entries_of(|a| a == u || truth.follows.contains(&(u, a)), limit)
-            }
-            EntriesOf::Author(author) | EntriesOf::Pulled(author) => {
-                truth.entries_of(|a| a == author, limit)
-            }
-        })
     }
 
     async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
