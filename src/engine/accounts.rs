@@ -29,11 +29,7 @@ impl Engine {
     /// An account that may act (post, follow, mute, block): 404 if there
     /// is none (or it is being deleted), 403 while it is suspended.
     pub async fn active_user(&self, id: i64) -> AppResult<User> {
-        let user = self.user(id).await?;
-        if user.status == AccountStatus::Suspended {
-            return Err(AppError::Forbidden(format!("user {id} is suspended")));
-        }
-        Ok(user)
+        super::active(id, self.inner.pg.user(id).await?)
     }
 
     /// Suspends (`suspend`) an account or lifts its suspension (admin;

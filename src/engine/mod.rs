@@ -160,6 +160,16 @@ fn existing(id: i64, user: Option<User>) -> AppResult<User> {
         .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
 }
 
+/// Account `id`, if it may act (post, follow, mute, block): 404 if there
+/// is none (or it is being deleted), 403 while it is suspended.
+fn active(id: i64, user: Option<User>) -> AppResult<User> {
+    let user = existing(id, user)?;
+    if user.status == AccountStatus::Suspended {
+        return Err(AppError::Forbidden(format!("user {id} is suspended")));
+    }
+    Ok(user)
+}
+
 /// Seconds a publish refused for the backlog asks its client to wait.
 const BACKLOG_RETRY_SECS: u64 = 5;
 
@@ -437,11 +447,8 @@ impl Engine {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = AppResult<()>>,
     {
-        let deferred = || {
-            self.deferred();
-            self.inner.wake.notify_waiters();
-        };
         let (pg, redis) = (&self.inner.pg, &self.inner.redis);
+        let deferred = || self.deferred_to_job();
         write::write_through(pg, redis, job, queued, apply, deferred).await
     }
 
@@ -449,6 +456,13 @@ impl Engine {
     fn deferred(&self) {
         Stats::bump(&self.inner.stats.deferred_writes, 1);
         metrics::DEFERRED_WRITES.inc();
+    }
+
+    /// Counts a write whose Redis update was left to its job, and wakes
+    /// the workers for it.
+    fn deferred_to_job(&self) {
+        self.deferred();
+        self.inner.wake.notify_waiters();
     }
 
     /// Keeps posts' bodies in this instance's cache.

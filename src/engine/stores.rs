@@ -9,6 +9,7 @@ use std::future::Future;
 use crate::error::AppResult;
 use crate::store::pg::PgStore;
 use crate::store::redis::hints::Signal;
+use crate::store::redis::state::PulledChange;
 use crate::store::redis::{RedisStore, WriteMark};
 use crate::types::{EntriesOf, Entry, User};
 
@@ -43,6 +44,15 @@ pub trait Replicas: Sync {
     fn replicated(&self, mark: WriteMark) -> impl Future<Output = AppResult<()>> + Send;
 }
 
+/// The authors every follower pulls.
+pub trait Pulled: Sync {
+    fn pulled_change(
+        &self,
+        author: i64,
+        change: PulledChange,
+    ) -> impl Future<Output = AppResult<()>> + Send;
+}
+
 /// Hints to every instance's streams.
 pub trait Hints: Sync {
     /// Sends `signal` (best effort).
@@ -74,6 +84,12 @@ impl Replicas for RedisStore {
 
     async fn replicated(&self, mark: WriteMark) -> AppResult<()> {
         RedisStore::replicated(self, mark).await
+    }
+}
+
+impl Pulled for RedisStore {
+    async fn pulled_change(&self, author: i64, change: PulledChange) -> AppResult<()> {
+        RedisStore::pulled_change(self, author, change).await
     }
 }
 

@@ -6,10 +6,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::engine::stores::{Accounts, FeedEntries, Hints, Replicas};
+use crate::engine::stores::{Accounts, FeedEntries, Hints, Pulled, Replicas};
 use crate::error::AppResult;
 use crate::store::pg::PgStore;
-use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
 use crate::types::{CachedPost, Delivery, Entry, Job};
 
@@ -38,7 +37,7 @@ pub trait PushRecords: Accounts + FeedEntries {
 }
 
 /// The cache, as pushes write it.
-pub trait PushCache: Hints + Replicas {
+pub trait PushCache: Hints + Pulled + Replicas {
     /// Writes a post's cache entry and puts it in its author's outbox (at
     /// most `outbox_cap`); true if the outbox did not hold it.
     fn publish(
@@ -51,12 +50,6 @@ pub trait PushCache: Hints + Replicas {
 
     /// Marks post `id` deleted in the post cache.
     fn tombstone(&self, id: i64, ttl_secs: u64) -> impl Future<Output = AppResult<()>> + Send;
-
-    fn pulled_change(
-        &self,
-        author: i64,
-        change: PulledChange,
-    ) -> impl Future<Output = AppResult<()>> + Send;
 
     /// Takes back what a publish wrote: `author`'s outbox and `post`'s
     /// cache entry go.
@@ -107,10 +100,6 @@ impl PushCache for RedisStore {
 
     async fn tombstone(&self, id: i64, ttl_secs: u64) -> AppResult<()> {
         RedisStore::tombstone(self, id, ttl_secs).await
-    }
-
-    async fn pulled_change(&self, author: i64, change: PulledChange) -> AppResult<()> {
-        RedisStore::pulled_change(self, author, change).await
     }
 
     async fn take_back(&self, author: i64, post: i64) -> AppResult<()> {

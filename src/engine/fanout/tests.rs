@@ -14,7 +14,7 @@ use super::push::Pusher;
 use super::stores::{PushCache, PushRecords};
 use super::{Plan, Push, Targets};
 use crate::engine::now_ms;
-use crate::engine::stores::{Accounts, FeedEntries, Hints, Replicas};
+use crate::engine::stores::{Accounts, FeedEntries, Hints, Pulled, Replicas};
 use crate::error::{AppError, AppResult};
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
@@ -185,6 +185,13 @@ impl Hints for World {
     }
 }
 
+impl Pulled for World {
+    async fn pulled_change(&self, _author: i64, change: PulledChange) -> AppResult<()> {
+        self.state().pulled.push(change);
+        Ok(())
+    }
+}
+
 impl PushCache for World {
     async fn publish(
         &self,
@@ -203,11 +210,6 @@ impl PushCache for World {
         let mut s = self.state();
         s.log.push("tombstone");
         s.cached.insert(id, true);
-        Ok(())
-    }
-
-    async fn pulled_change(&self, _author: i64, change: PulledChange) -> AppResult<()> {
-        self.state().pulled.push(change);
         Ok(())
     }
 

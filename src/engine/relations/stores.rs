@@ -1,0 +1,186 @@
+//! What changes to follows, mutes and blocks need of the stores, beside
+//! what the engine's parts share (`engine/stores.rs`): the records'
+//! changes of edges, and the cache's copy of whom a home shows.
+
+use std::future::Future;
+
+use crate::engine::policy;
+use crate::engine::stores::{Accounts, FeedEntries, Hints, Jobs, Pulled, Replicas};
+use crate::error::AppResult;
+use crate::store::pg::{Blocked, EdgeChange, FollowedMany, PgStore};
+use crate::store::redis::RedisStore;
+use crate::types::{Edge, Entry};
+
+/// The records, as changes of edges write them: each change committed with
+/// the job that applies it to the cache.
+pub trait EdgeRecords: Accounts + FeedEntries + Jobs {
+    /// `follower` follows `followee` (idempotent; refused across a block).
+    fn follow(
+        &self,
+        follower: i64,
+        followee: i64,
+        now_ms: i64,
+    ) -> impl Future<Output = AppResult<EdgeChange>> + Send;
+
+    /// `follower` follows `targets` at once, those it cannot skipped;
+    /// with `fit`, past `max_follows` too (else the call is refused).
+    fn follow_many(
+        &self,
+        follower: i64,
+        targets: &[i64],
+        fit: bool,
+        now_ms: i64,
+    ) -> impl Future<Output = AppResult<FollowedMany>> + Send;
+
+    fn unfollow(
+        &self,
+        follower: i64,
+        followee: i64,
+        now_ms: i64,
+    ) -> impl Future<Output = AppResult<EdgeChange>> + Send;
+
+    fn set_mute(
+        &self,
+        reader: i64,
+        target: i64,
+        mute: bool,
+        now_ms: i64,
+    ) -> impl Future<Output = AppResult<EdgeChange>> + Send;
+
+    /// `blocker` blocks `target`: the follows between them go.
+    fn block(
+        &self,
+        blocker: i64,
+        target: i64,
+        now_ms: i64,
+    ) -> impl Future<Output = AppResult<Blocked>> + Send;
+
+    /// The newest `limit` entries of each of `authors`.
+    fn entries_of_many(
+        &self,
+        authors: &[i64],
+        limit: i64,
+    ) -> impl Future<Output = AppResult<Vec<(i64, Vec<Entry>)>>> + Send;
+}
+
+/// The cache, as changes of edges write it: a reader's copy of whom its
+/// home shows, in the order of its sequence numbers, and its inbox.
+pub trait EdgeCache: Hints + Pulled + Replicas {
+    /// Whether `reader`'s copy shows `author` (`None`: it does not name
+    /// it, or there is no copy).
+    fn followed_in_copy(
+        &self,
+        reader: i64,
+        author: i64,
+    ) -> impl Future<Output = AppResult<Option<bool>>> + Send;
+
+    /// Applies change `seq` of what `reader`'s home shows of `author`, and
+    /// for a follow `entries` into its inbox (for an unfollow, out of it).
+    #[allow(clippy::too_many_arguments)]
+    fn set_follow(
+        &self,
+        reader: i64,
+        author: i64,
+        seq: i64,
+        change: (Edge, bool),
+        cap: i64,
+        cut: Option<i64>,
+        entries: &[Entry],
+    ) -> impl Future<Output = AppResult<bool>> + Send;
+
+    /// Applies follows `seq` of `reader` (each author, shown or muted) and
+    /// their `entries` into its inbox, at most `cap`, nothing claimed at or
+    /// below `cut`.
+    fn follow_many(
+        &self,
+        reader: i64,
+        seq: i64,
+        authors: &[(i64, bool)],
+        cap_cut: (i64, Option<i64>),
+        entries: &[Entry],
+    ) -> impl Future<Output = AppResult<i64>> + Send;
+
+    /// `reader` is no longer an active fan of `author`.
+    fn forget_active_fan(
+        &self,
+        author: i64,
+        reader: i64,
+    ) -> impl Future<Output = AppResult<()>> + Send;
+}
+
+impl EdgeRecords for PgStore {
+    async fn follow(&self, follower: i64, followee: i64, now_ms: i64) -> AppResult<EdgeChange> {
+        PgStore::follow(self, follower, followee, now_ms, policy::big_v_change).await
+    }
+
+    async fn follow_many(
+        &self,
+        follower: i64,
+        targets: &[i64],
+        fit: bool,
+        now_ms: i64,
+    ) -> AppResult<FollowedMany> {
+        let rule = policy::big_v_change;
+        PgStore::follow_many(self, follower, targets, fit, now_ms, rule).await
+    }
+
+    async fn unfollow(&self, follower: i64, followee: i64, now_ms: i64) -> AppResult<EdgeChange> {
+        PgStore::unfollow(self, follower, followee, now_ms, policy::big_v_change).await
+    }
+
+    async fn set_mute(
+        &self,
+        reader: i64,
+        target: i64,
+        mute: bool,
+        now_ms: i64,
+    ) -> AppResult<EdgeChange> {
+        PgStore::set_mute(self, reader, target, mute, now_ms).await
+    }
+
+    async fn block(&self, blocker: i64, target: i64, now_ms: i64) -> AppResult<Blocked> {
+        PgStore::block(self, blocker, target, now_ms, policy::big_v_change).await
+    }
+
+    async fn entries_of_many(
+        &self,
+        authors: &[i64],
+        limit: i64,
+    ) -> AppResult<Vec<(i64, Vec<Entry>)>> {
+        PgStore::entries_of_many(self, authors, limit).await
+    }
+}
+
+impl EdgeCache for RedisStore {
+    async fn followed_in_copy(&self, reader: i64, author: i64) -> AppResult<Option<bool>> {
+        RedisStore::followed_in_copy(self, reader, author).await
+    }
+
+    async fn set_follow(
+        &self,
+        reader: i64,
+        author: i64,
+        seq: i64,
+        change: (Edge, bool),
+        cap: i64,
+        cut: Option<i64>,
+        entries: &[Entry],
+    ) -> AppResult<bool> {
+        RedisStore::set_follow(self, reader, author, seq, change, cap, cut, entries).await
+    }
+
+    async fn follow_many(
+        &self,
+        reader: i64,
+        seq: i64,
+        authors: &[(i64, bool)],
+        cap_cut: (i64, Option<i64>),
+        entries: &[Entry],
+    ) -> AppResult<i64> {
+        RedisStore::follow_many(self, reader, seq, authors, cap_cut, entries).await
+    }
+
+    async fn forget_active_fan(&self, author: i64, reader: i64) -> AppResult<()> {
+        RedisStore::forget_active_fan(self, author, reader).await
+    }
+}

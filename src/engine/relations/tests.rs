@@ -1,0 +1,648 @@
+//! Changes of edges over a world in memory: records that commit follows,
+//! mutes and blocks with their jobs, and a cache holding readers' copies
+//! of whom their homes show and their inboxes, which may refuse writes.
+//! What a reader checks: after a call returns, its home shows the change;
+//! a call the cache could not take answers 503 and a repeat finishes it;
+//! a refused call changes nothing.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::edges::Edges;
+use super::stores::{EdgeCache, EdgeRecords};
+use crate::engine::stores::{Accounts, FeedEntries, Hints, Jobs, Pulled, Replicas};
+use crate::error::{AppError, AppResult};
+use crate::store::pg::{Blocked, EdgeChange, FollowedMany};
+use crate::store::redis::hints::{ShownChange, Signal};
+use crate::store::redis::state::PulledChange;
+use crate::store::redis::WriteMark;
+use crate::types::{feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettings, User};
+
+#[derive(Debug, Default)]
+struct Records {
+    users: HashMap<i64, AccountStatus>,
+    /// (follower, followee).
+    follows: BTreeSet<(i64, i64)>,
+    mutes: BTreeSet<(i64, i64)>,
+    blocks: BTreeSet<(i64, i64)>,
+    seq: HashMap<i64, i64>,
+    jobs: BTreeSet<i64>,
+    next_job: i64,
+    big_vs: BTreeSet<i64>,
+    /// (author, time, id).
+    posts: Vec<(i64, i64, i64)>,
+}
+
+/// A reader's copy of whom its home shows: its sequence number, and each
+/// author named, shown or not.
+#[derive(Debug, Default, Clone)]
+struct Copy {
+    seq: i64,
+    shows: HashMap<i64, bool>,
+}
+
+#[derive(Debug, Default)]
+struct Cached {
+    copies: HashMap<i64, Copy>,
+    inboxes: HashMap<i64, Vec<Entry>>,
+    pulled: Vec<PulledChange>,
+    hints: Vec<Signal>,
+}
+
+#[derive(Debug, Default)]
+struct World {
+    records: Mutex<Records>,
+    cache: Mutex<Cached>,
+    /// Every cache write fails.
+    down: AtomicBool,
+    /// Calls that wrote a reader's copy.
+    copy_writes: AtomicUsize,
+    deferred: AtomicUsize,
+}
+
+const THRESHOLD: usize = 3;
+
+impl World {
+    /// Users 1 to 5, each with a copy and an inbox, each having published
+    /// five posts.
+    fn new() -> World {
+        let world = World::default();
+        {
+            let mut r = world.records();
+            let mut c = world.cache.lock().unwrap();
+            for u in 1..=5 {
+                r.users.insert(u, AccountStatus::Active);
+                c.copies.insert(u, Copy::default());
+                c.inboxes.insert(u, Vec::new());
+                for k in 0..5 {
+                    r.posts.push((u, 1000 * k + u, 100 * u + k));
+                }
+            }
+        }
+        world
+    }
+
+    fn records(&self) -> std::sync::MutexGuard<'_, Records> {
+        self.records.lock().unwrap()
+    }
+
+    fn cached(&self) -> AppResult<std::sync::MutexGuard<'_, Cached>> {
+        if self.down.load(Ordering::Relaxed) {
+            return Err(AppError::Unavailable {
+                what: "Redis",
+                source: "down".into(),
+            });
+        }
+        Ok(self.cache.lock().unwrap())
+    }
+
+    /// Whom `reader`'s copy shows.
+    fn shown(&self, reader: i64) -> BTreeSet<i64> {
+        let c = self.cache.lock().unwrap();
+        let copy = c.copies.get(&reader).cloned().unwrap_or_default();
+        copy.shows
+            .into_iter()
+            .filter(|(_, s)| *s)
+            .map(|(a, _)| a)
+            .collect()
+    }
+
+    /// The authors whose posts `reader`'s inbox holds.
+    fn inbox_authors(&self, reader: i64) -> BTreeSet<i64> {
+        let c = self.cache.lock().unwrap();
+        c.inboxes[&reader].iter().map(|e| e.id / 100).collect()
+    }
+
+    fn hints(&self) -> Vec<Signal> {
+        self.cache.lock().unwrap().hints.clone()
+    }
+
+    fn change(&self, follower: i64, changed: bool, shown: bool) -> EdgeChange {
+        let mut r = self.records();
+        let seq = r.seq.entry(follower).or_default();
+        if changed {
+            *seq += 1;
+        }
+        let seq = *seq;
+        let job = changed.then(|| {
+            r.next_job += 1;
+            let job = r.next_job;
+            r.jobs.insert(job);
+            job
+        });
+        EdgeChange {
+            changed,
+            seq,
+            job,
+            promoted: None,
+            shown,
+        }
+    }
+}
+
+impl Records {
+    fn apart(&self, a: i64, b: i64) -> bool {
+        self.blocks.contains(&(a, b)) || self.blocks.contains(&(b, a))
+    }
+
+    /// Whether `follower` may follow `followee` (an active account, not
+    /// itself, not across a block).
+    fn may_follow(&self, follower: i64, followee: i64) -> bool {
+        follower != followee
+            && self.users.get(&followee) == Some(&AccountStatus::Active)
+            && !self.apart(follower, followee)
+    }
+
+    fn followers(&self, author: i64) -> usize {
+        self.follows.iter().filter(|(_, a)| *a == author).count()
+    }
+
+    /// The epoch of `author`'s promotion, if its followers reached the
+    /// threshold now.
+    fn promote(&mut self, author: i64) -> Option<i64> {
+        (self.followers(author) >= THRESHOLD && self.big_vs.insert(author)).then_some(7)
+    }
+
+    fn newest(&self, author: i64, limit: i64) -> Vec<Entry> {
+        let mut all: Vec<Entry> = self
+            .posts
+            .iter()
+            .filter(|(a, _, _)| *a == author)
+            .map(|(_, at, id)| Entry::new(*at, *id))
+            .collect();
+        all.sort_by(feed_order);
+        all.truncate(limit as usize);
+        all
+    }
+}
+
+impl Accounts for World {
+    async fn user(&self, id: i64) -> AppResult<Option<User>> {
+        Ok(self.records().users.get(&id).map(|status| User {
+            id,
+            username: format!("u{id}"),
+            follower_count: 0,
+            following_count: 0,
+            big_v: false,
+            status: *status,
+        }))
+    }
+}
+
+impl FeedEntries for World {
+    async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
+        let EntriesOf::Author(author) = of else {
+            return Ok(Vec::new());
+        };
+        Ok(self.records().newest(author, limit))
+    }
+}
+
+impl Jobs for World {
+    async fn drop_job(&self, id: i64) -> AppResult<()> {
+        self.records().jobs.remove(&id);
+        Ok(())
+    }
+}
+
+impl EdgeRecords for World {
+    async fn follow(&self, follower: i64, followee: i64, _now_ms: i64) -> AppResult<EdgeChange> {
+        let (new, shown, promoted) = {
+            let mut r = self.records();
+            if r.apart(follower, followee) {
+                return Err(AppError::Unprocessable("a block stands".into()));
+            }
+            let new = r.follows.insert((follower, followee));
+            let promoted = r.promote(followee);
+            (new, !r.mutes.contains(&(follower, followee)), promoted)
+        };
+        Ok(EdgeChange {
+            promoted,
+            ..self.change(follower, new, shown)
+        })
+    }
+
+    async fn follow_many(
+        &self,
+        follower: i64,
+        targets: &[i64],
+        _fit: bool,
+        _now_ms: i64,
+    ) -> AppResult<FollowedMany> {
+        let mut done = FollowedMany::default();
+        {
+            let mut r = self.records();
+            for t in targets {
+                if !r.may_follow(follower, *t) {
+                    done.skipped.push(*t);
+                } else if r.follows.insert((follower, *t)) {
+                    done.new.push(*t);
+                    if r.mutes.contains(&(follower, *t)) {
+                        done.muted.push(*t);
+                    }
+                } else {
+                    done.already.push(*t);
+                }
+            }
+        }
+        let change = self.change(follower, !done.new.is_empty(), true);
+        done.seq = change.seq;
+        done.job = change.job;
+        Ok(done)
+    }
+
+    async fn unfollow(&self, follower: i64, followee: i64, _now_ms: i64) -> AppResult<EdgeChange> {
+        let gone = self.records().follows.remove(&(follower, followee));
+        Ok(self.change(follower, gone, false))
+    }
+
+    async fn set_mute(
+        &self,
+        reader: i64,
+        target: i64,
+        mute: bool,
+        _now_ms: i64,
+    ) -> AppResult<EdgeChange> {
+        let (changed, shown) = {
+            let mut r = self.records();
+            let changed = match mute {
+                true => r.mutes.insert((reader, target)),
+                false => r.mutes.remove(&(reader, target)),
+            };
+            (changed, !mute && r.follows.contains(&(reader, target)))
+        };
+        Ok(self.change(reader, changed, shown))
+    }
+
+    async fn block(&self, blocker: i64, target: i64, _now_ms: i64) -> AppResult<Blocked> {
+        let (new, gone) = {
+            let mut r = self.records();
+            let new = r.blocks.insert((blocker, target));
+            let gone: Vec<(i64, i64)> = [(blocker, target), (target, blocker)]
+                .into_iter()
+                .filter(|edge| r.follows.remove(edge))
+                .collect();
+            (new, gone)
+        };
+        let unfollowed = gone
+            .into_iter()
+            .map(|(f, a)| (f, a, self.change(f, true, false)))
+            .collect();
+        Ok(Blocked { new, unfollowed })
+    }
+
+    async fn entries_of_many(
+        &self,
+        authors: &[i64],
+        limit: i64,
+    ) -> AppResult<Vec<(i64, Vec<Entry>)>> {
+        let r = self.records();
+        Ok(authors.iter().map(|a| (*a, r.newest(*a, limit))).collect())
+    }
+}
+
+impl Replicas for World {
+    fn write_mark(&self) -> WriteMark {
+        WriteMark::default()
+    }
+
+    async fn replicated(&self, _mark: WriteMark) -> AppResult<()> {
+        self.cached().map(drop)
+    }
+}
+
+impl Hints for World {
+    async fn hint(&self, signal: Signal) {
+        self.cache.lock().unwrap().hints.push(signal);
+    }
+}
+
+impl Pulled for World {
+    async fn pulled_change(&self, _author: i64, change: PulledChange) -> AppResult<()> {
+        self.cached()?.pulled.push(change);
+        Ok(())
+    }
+}
+
+/// Applies change `seq` to `reader`'s copy if it is newer; true if it was.
+fn advance(copy: &mut Copy, seq: i64, authors: &[(i64, bool)]) -> bool {
+    if seq <= copy.seq {
+        return false;
+    }
+    copy.seq = seq;
+    copy.shows.extend(authors.iter().copied());
+    true
+}
+
+impl EdgeCache for World {
+    async fn followed_in_copy(&self, reader: i64, author: i64) -> AppResult<Option<bool>> {
+        let c = self.cached()?;
+        Ok(c.copies
+            .get(&reader)
+            .and_then(|copy| copy.shows.get(&author).copied()))
+    }
+
+    async fn set_follow(
+        &self,
+        reader: i64,
+        author: i64,
+        seq: i64,
+        (edge, shown): (Edge, bool),
+        _cap: i64,
+        _cut: Option<i64>,
+        entries: &[Entry],
+    ) -> AppResult<bool> {
+        let mut c = self.cached()?;
+        self.copy_writes.fetch_add(1, Ordering::Relaxed);
+        let Some(copy) = c.copies.get_mut(&reader) else {
+            return Ok(false);
+        };
+        if !advance(copy, seq, &[(author, shown)]) {
+            return Ok(false);
+        }
+        if edge == Edge::Unfollow {
+            copy.shows.remove(&author);
+        }
+        let inbox = c.inboxes.entry(reader).or_default();
+        match edge {
+            Edge::Follow => {
+                inbox.extend(
+                    entries
+                        .iter()
+                        .filter(|e| !inbox.contains(e))
+                        .copied()
+                        .collect::<Vec<_>>(),
+                );
+                inbox.sort_by(feed_order);
+            }
+            Edge::Unfollow => inbox.retain(|e| !entries.contains(e)),
+            Edge::Mute | Edge::Unmute => {}
+        }
+        Ok(true)
+    }
+
+    async fn follow_many(
+        &self,
+        reader: i64,
+        seq: i64,
+        authors: &[(i64, bool)],
+        (cap, _cut): (i64, Option<i64>),
+        entries: &[Entry],
+    ) -> AppResult<i64> {
+        let mut c = self.cached()?;
+        self.copy_writes.fetch_add(1, Ordering::Relaxed);
+        let Some(copy) = c.copies.get_mut(&reader) else {
+            return Ok(0);
+        };
+        if !advance(copy, seq, authors) {
+            return Ok(0);
+        }
+        let inbox = c.inboxes.entry(reader).or_default();
+        let before = inbox.len();
+        inbox.extend(
+            entries
+                .iter()
+                .filter(|e| !inbox.contains(e))
+                .copied()
+                .collect::<Vec<_>>(),
+        );
+        inbox.sort_by(feed_order);
+        inbox.truncate(cap as usize);
+        Ok((inbox.len() - before) as i64)
+    }
+
+    async fn forget_active_fan(&self, _author: i64, _reader: i64) -> AppResult<()> {
+        self.cached().map(drop)
+    }
+}
+
+fn settings() -> FeedSettings {
+    FeedSettings {
+        big_v_threshold: THRESHOLD as i64,
+        big_v_demote_threshold: 1,
+        active_window_secs: 60,
+        inbox_max_len: 100,
+        outbox_max_len: 100,
+        inbox_idle_ttl_secs: 3600,
+        max_follows: 100,
+        max_fanout_backlog: 1000,
+        home_includes_own_posts: true,
+        follow_copy_limit: 3,
+    }
+}
+
+fn edges(world: &World) -> Edges<'_, World, World> {
+    Edges {
+        records: world,
+        cache: world,
+        settings: settings(),
+        deferred: Box::new(|| {
+            world.deferred.fetch_add(1, Ordering::Relaxed);
+        }),
+    }
+}
+
+fn run<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+fn shown(reader: i64, author: i64, change: ShownChange) -> Signal {
+    Signal::Shown {
+        reader,
+        author,
+        change,
+    }
+}
+
+#[test]
+fn a_follow_shows_the_authors_newest_posts_once_it_returns() {
+    let world = World::new();
+    let e = edges(&world);
+    run(async {
+        e.follow(1, 2).await.unwrap();
+        assert_eq!(world.shown(1), BTreeSet::from([2]));
+        let inbox = world.cache.lock().unwrap().inboxes[&1].clone();
+        let newest: Vec<i64> = inbox.iter().map(|e| e.id).collect();
+        assert_eq!(
+            newest,
+            vec![204, 203, 202],
+            "the copy limit's newest, newest first"
+        );
+        assert!(
+            world.records().jobs.is_empty(),
+            "the follow's job was not dropped"
+        );
+        assert_eq!(world.hints(), vec![shown(1, 2, ShownChange::Followed)]);
+    });
+}
+
+#[test]
+fn a_follow_the_cache_cannot_take_answers_503_and_a_repeat_finishes_it() {
+    let world = World::new();
+    let e = edges(&world);
+    run(async {
+        world.down.store(true, Ordering::Relaxed);
+        let err = e.follow(1, 2).await.unwrap_err();
+        assert!(matches!(err, AppError::Unavailable { .. }), "{err:?}");
+        assert!(world.records().follows.contains(&(1, 2)), "not recorded");
+        assert_eq!(
+            world.records().jobs.len(),
+            1,
+            "its job is not left for a worker"
+        );
+        assert_eq!(world.deferred.load(Ordering::Relaxed), 1);
+        assert!(world.shown(1).is_empty());
+        world.down.store(false, Ordering::Relaxed);
+        e.follow(1, 2).await.unwrap();
+        assert_eq!(world.shown(1), BTreeSet::from([2]));
+        assert_eq!(world.inbox_authors(1), BTreeSet::from([2]));
+    });
+}
+
+#[test]
+fn a_repeated_unfollow_touches_the_copy_only_while_it_still_shows_the_author() {
+    let world = World::new();
+    let e = edges(&world);
+    run(async {
+        e.follow(1, 2).await.unwrap();
+        world.down.store(true, Ordering::Relaxed);
+        assert!(e.unfollow(1, 2).await.is_err());
+        world.down.store(false, Ordering::Relaxed);
+        assert_eq!(
+            world.shown(1),
+            BTreeSet::from([2]),
+            "the copy moved while down"
+        );
+        e.unfollow(1, 2).await.unwrap();
+        assert!(
+            world.shown(1).is_empty(),
+            "the owed unfollow was not applied"
+        );
+        assert!(
+            world.inbox_authors(1).is_empty(),
+            "its posts stayed in the inbox"
+        );
+        let writes = world.copy_writes.load(Ordering::Relaxed);
+        e.unfollow(1, 2).await.unwrap();
+        e.unfollow(1, 3).await.unwrap();
+        assert_eq!(
+            world.copy_writes.load(Ordering::Relaxed),
+            writes,
+            "a repeat wrote the copy"
+        );
+    });
+}
+
+#[test]
+fn a_mute_hides_the_author_and_keeps_its_posts_for_the_unmute() {
+    let world = World::new();
+    let e = edges(&world);
+    run(async {
+        e.follow(1, 2).await.unwrap();
+        e.mute(1, 2, true).await.unwrap();
+        assert!(world.shown(1).is_empty());
+        assert_eq!(
+            world.inbox_authors(1),
+            BTreeSet::from([2]),
+            "a mute emptied the inbox"
+        );
+        e.mute(1, 2, false).await.unwrap();
+        assert_eq!(world.shown(1), BTreeSet::from([2]));
+        let hints = world.hints();
+        assert_eq!(
+            hints[1..],
+            [
+                shown(1, 2, ShownChange::Muted),
+                shown(1, 2, ShownChange::Followed)
+            ]
+        );
+    });
+}
+
+#[test]
+fn a_block_ends_the_follows_both_ways_and_no_follow_crosses_it() {
+    let world = World::new();
+    let e = edges(&world);
+    run(async {
+        e.follow(1, 2).await.unwrap();
+        e.follow(2, 1).await.unwrap();
+        e.block(1, 2).await.unwrap();
+        assert!(world.shown(1).is_empty() && world.shown(2).is_empty());
+        assert!(world.inbox_authors(1).is_empty() && world.inbox_authors(2).is_empty());
+        let hints = world.hints();
+        assert!(hints.contains(&shown(1, 2, ShownChange::Blocked)));
+        assert!(hints.contains(&shown(2, 1, ShownChange::Blocked)));
+        assert!(matches!(
+            e.follow(2, 1).await,
+            Err(AppError::Unprocessable(_))
+        ));
+        assert!(world.shown(2).is_empty());
+    });
+}
+
+#[test]
+fn refused_calls_change_nothing() {
+    let world = World::new();
+    world.records().users.insert(3, AccountStatus::Suspended);
+    world.records().users.insert(4, AccountStatus::Deleted);
+    let e = edges(&world);
+    run(async {
+        let refusals = [
+            (e.follow(1, 1).await, "unprocessable"),
+            (e.follow(1, 3).await, "unprocessable"),
+            (e.follow(3, 1).await, "forbidden"),
+            (e.follow(1, 4).await, "not_found"),
+            (e.follow(1, 9).await, "not_found"),
+            (e.mute(1, 1, true).await, "unprocessable"),
+            (e.mute(1, 9, true).await, "not_found"),
+            (e.block(1, 1).await, "unprocessable"),
+            (e.block(9, 1).await, "not_found"),
+        ];
+        for (i, (refused, code)) in refusals.into_iter().enumerate() {
+            let err = refused.expect_err("refused");
+            assert_eq!(err.code(), code, "refusal {i}: {err:?}");
+        }
+        let r = world.records();
+        assert!(r.follows.is_empty() && r.mutes.is_empty() && r.blocks.is_empty());
+        assert!(r.jobs.is_empty());
+        assert_eq!(world.copy_writes.load(Ordering::Relaxed), 0);
+        assert!(world.hints().is_empty());
+    });
+}
+
+#[test]
+fn the_follow_that_makes_a_big_v_records_its_promotion() {
+    let world = World::new();
+    let e = edges(&world);
+    run(async {
+        for follower in [2, 3, 4] {
+            e.follow(follower, 1).await.unwrap();
+        }
+        let c = world.cache.lock().unwrap();
+        assert_eq!(c.pulled, vec![PulledChange::Promote(7)]);
+    });
+}
+
+#[test]
+fn a_follow_of_many_follows_whom_it_may_and_names_the_rest() {
+    let world = World::new();
+    world.records().users.insert(4, AccountStatus::Suspended);
+    let e = edges(&world);
+    run(async {
+        e.follow(1, 3).await.unwrap();
+        let done = e.follow_many(1, &[2, 3, 1, 9, 4, 5]).await.unwrap();
+        assert_eq!(done.new, vec![2, 5]);
+        assert_eq!(done.already, vec![3]);
+        assert_eq!(done.skipped, vec![1, 9, 4]);
+        assert_eq!(world.shown(1), BTreeSet::from([2, 3, 5]));
+        assert_eq!(world.inbox_authors(1), BTreeSet::from([2, 3, 5]));
+        let inbox = world.cache.lock().unwrap().inboxes[&1].clone();
+        assert!(inbox.windows(2).all(|w| feed_order(&w[0], &w[1]).is_lt()));
+        assert!(world.records().jobs.is_empty());
+    });
+}
