@@ -47,6 +47,8 @@ mod read;
 mod relations;
 mod stores;
 pub mod stream;
+#[cfg(test)]
+mod testing;
 mod write;
 
 use std::collections::HashMap;

@@ -15,6 +15,7 @@ use super::stores::{PushCache, PushRecords};
 use super::{Plan, Push, Targets};
 use crate::engine::now_ms;
 use crate::engine::stores::{Accounts, FeedEntries, Hints, Pulled, Replicas};
+use crate::engine::testing::{run, settings, user};
 use crate::error::{AppError, AppResult};
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
@@ -109,14 +110,7 @@ fn delivery(pulled: bool) -> Delivery {
 
 impl Accounts for World {
     async fn user(&self, id: i64) -> AppResult<Option<User>> {
-        Ok(self.state().users.get(&id).map(|status| User {
-            id,
-            username: format!("u{id}"),
-            follower_count: 0,
-            following_count: 0,
-            big_v: false,
-            status: *status,
-        }))
+        Ok(self.state().users.get(&id).map(|status| user(id, *status)))
     }
 }
 
@@ -259,26 +253,14 @@ impl PushCache for World {
     }
 }
 
-fn settings() -> FeedSettings {
-    FeedSettings {
-        big_v_threshold: 1000,
-        big_v_demote_threshold: 900,
-        active_window_secs: 60,
-        inbox_max_len: 1000,
-        outbox_max_len: 1000,
-        inbox_idle_ttl_secs: 3600,
-        max_follows: 1000,
-        max_fanout_backlog: 1000,
-        home_includes_own_posts: true,
-        follow_copy_limit: 1000,
-    }
-}
-
 fn pusher(world: &World, batch: i64) -> Pusher<'_, World, World> {
     Pusher {
         records: world,
         cache: world,
-        settings: settings(),
+        settings: FeedSettings {
+            active_window_secs: 60,
+            ..settings()
+        },
         batch,
         post_cache_ttl_secs: 60,
         lease: Duration::from_secs(30),
@@ -295,14 +277,6 @@ fn job() -> Job {
         lease: 1,
         work: Work::Deliver { post: POST },
     }
-}
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(f)
 }
 
 /// Runs a delivery job's plan step by step: `record` says, a step at a

@@ -15,6 +15,7 @@ use super::reader::Reader;
 use super::stores::{Cache, FeedList, ListFill, Part, Records};
 use crate::engine::bodies::SharedBodies;
 use crate::engine::stores::{Accounts, FeedEntries};
+use crate::engine::testing::{run, settings, user};
 use crate::engine::{Page, Stats};
 use crate::error::{AppError, AppResult};
 use crate::types::{
@@ -209,14 +210,11 @@ impl World {
 
 impl Accounts for World {
     async fn user(&self, id: i64) -> AppResult<Option<User>> {
-        Ok(self.truth().users.contains(&id).then(|| User {
-            id,
-            username: format!("u{id}"),
-            follower_count: 0,
-            following_count: 0,
-            big_v: false,
-            status: AccountStatus::Active,
-        }))
+        Ok(self
+            .truth()
+            .users
+            .contains(&id)
+            .then(|| user(id, AccountStatus::Active)))
     }
 }
 
@@ -475,21 +473,6 @@ fn fill<T>(held: Option<&mut Held<T>>, value: T) -> bool {
     }
 }
 
-fn settings(inbox_max_len: i64) -> FeedSettings {
-    FeedSettings {
-        big_v_threshold: 1000,
-        big_v_demote_threshold: 900,
-        active_window_secs: 3600,
-        inbox_max_len,
-        outbox_max_len: 1000,
-        inbox_idle_ttl_secs: 3600,
-        max_follows: 1000,
-        max_fanout_backlog: 1000,
-        home_includes_own_posts: true,
-        follow_copy_limit: 1000,
-    }
-}
-
 /// A reader over `world` and what it counts.
 struct Harness {
     world: World,
@@ -513,7 +496,10 @@ impl Harness {
             records: &self.world,
             cache: &self.world,
             stats: &self.stats,
-            settings: settings(self.inbox_max_len),
+            settings: FeedSettings {
+                inbox_max_len: self.inbox_max_len,
+                ..settings()
+            },
             post_cache_ttl_secs: 60,
             bodies: &self.bodies,
             pulled: &|_, _| {},
@@ -550,14 +536,6 @@ impl Harness {
     fn queries(&self) -> u64 {
         self.world.queries.load(Ordering::Relaxed)
     }
-}
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(f)
 }
 
 /// Reader 1 follows authors 2 (ordinary) and 3 (big-V); 4 is followed by

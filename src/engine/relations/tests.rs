@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use super::edges::Edges;
 use super::stores::{EdgeCache, EdgeRecords};
 use crate::engine::stores::{Accounts, FeedEntries, Hints, Jobs, Pulled, Replicas};
+use crate::engine::testing::{run, settings, user};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{Blocked, EdgeChange, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
@@ -179,14 +180,11 @@ impl Records {
 
 impl Accounts for World {
     async fn user(&self, id: i64) -> AppResult<Option<User>> {
-        Ok(self.records().users.get(&id).map(|status| User {
-            id,
-            username: format!("u{id}"),
-            follower_count: 0,
-            following_count: 0,
-            big_v: false,
-            status: *status,
-        }))
+        Ok(self
+            .records()
+            .users
+            .get(&id)
+            .map(|status| user(id, *status)))
     }
 }
 
@@ -335,6 +333,16 @@ fn advance(copy: &mut Copy, seq: i64, authors: &[(i64, bool)]) -> bool {
     true
 }
 
+/// `entries` into `inbox`, each once, in feed order.
+fn merge_into(inbox: &mut Vec<Entry>, entries: &[Entry]) {
+    for e in entries {
+        if !inbox.contains(e) {
+            inbox.push(*e);
+        }
+    }
+    inbox.sort_by(feed_order);
+}
+
 impl EdgeCache for World {
     async fn followed_in_copy(&self, reader: i64, author: i64) -> AppResult<Option<bool>> {
         let c = self.cached()?;
@@ -366,16 +374,7 @@ impl EdgeCache for World {
         }
         let inbox = c.inboxes.entry(reader).or_default();
         match edge {
-            Edge::Follow => {
-                inbox.extend(
-                    entries
-                        .iter()
-                        .filter(|e| !inbox.contains(e))
-                        .copied()
-                        .collect::<Vec<_>>(),
-                );
-                inbox.sort_by(feed_order);
-            }
+            Edge::Follow => merge_into(inbox, entries),
             Edge::Unfollow => inbox.retain(|e| !entries.contains(e)),
             Edge::Mute | Edge::Unmute => {}
         }
@@ -400,14 +399,7 @@ impl EdgeCache for World {
         }
         let inbox = c.inboxes.entry(reader).or_default();
         let before = inbox.len();
-        inbox.extend(
-            entries
-                .iter()
-                .filter(|e| !inbox.contains(e))
-                .copied()
-                .collect::<Vec<_>>(),
-        );
-        inbox.sort_by(feed_order);
+        merge_into(inbox, entries);
         inbox.truncate(cap as usize);
         Ok((inbox.len() - before) as i64)
     }
@@ -417,38 +409,21 @@ impl EdgeCache for World {
     }
 }
 
-fn settings() -> FeedSettings {
-    FeedSettings {
-        big_v_threshold: THRESHOLD as i64,
-        big_v_demote_threshold: 1,
-        active_window_secs: 60,
-        inbox_max_len: 100,
-        outbox_max_len: 100,
-        inbox_idle_ttl_secs: 3600,
-        max_follows: 100,
-        max_fanout_backlog: 1000,
-        home_includes_own_posts: true,
-        follow_copy_limit: 3,
-    }
-}
-
 fn edges(world: &World) -> Edges<'_, World, World> {
     Edges {
         records: world,
         cache: world,
-        settings: settings(),
+        settings: FeedSettings {
+            big_v_threshold: THRESHOLD as i64,
+            big_v_demote_threshold: 1,
+            inbox_max_len: 100,
+            follow_copy_limit: 3,
+            ..settings()
+        },
         deferred: Box::new(|| {
             world.deferred.fetch_add(1, Ordering::Relaxed);
         }),
     }
-}
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(f)
 }
 
 fn shown(reader: i64, author: i64, change: ShownChange) -> Signal {
