@@ -361,3 +361,54 @@ async fn publishes_past_the_fan_out_backlog_answer_503_with_retry_after() {
         "every accepted post, none refused"
     );
 }
+
+#[tokio::test]
+async fn a_transaction_a_moving_cluster_aborts_counts_as_unavailable_and_a_bad_one_does_not() {
+    use feed_service::error::AppError;
+    use secrecy::ExposeSecret;
+    let settings = test_settings();
+    let cluster = settings.redis.cluster_urls.expose_secret().to_string();
+    let node = match cluster.split(',').next().filter(|u| !u.is_empty()) {
+        Some(first) => first.to_string(),
+        None => settings.redis.url.expose_secret().to_string(),
+    };
+    let mut conn = redis::Client::open(node)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // A command of the wrong arity aborts its transaction: the caller's
+    // fault, never to be waited out as an outage.
+    let bad: redis::RedisResult<()> = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("only-a-key")
+        .query_async(&mut conn)
+        .await;
+    let bad = AppError::from(bad.unwrap_err());
+    assert!(matches!(bad, AppError::Internal { .. }), "{bad:?}");
+    if cluster.is_empty() {
+        return;
+    }
+    // On a cluster, one node answers MOVED inside MULTI for a key it does
+    // not serve, and the whole transaction is aborted: a cluster in
+    // motion, as a failover or a resharding leaves a stale map.
+    let prefix = &settings.redis.key_prefix;
+    for i in 0..64 {
+        let key = format!("{prefix}moved-{i}");
+        let set: redis::RedisResult<()> = redis::pipe()
+            .atomic()
+            .set(&key, 1)
+            .ignore()
+            .del(&key)
+            .ignore()
+            .query_async(&mut conn)
+            .await;
+        if let Err(e) = set {
+            let moved = AppError::from(e);
+            assert!(matches!(moved, AppError::Unavailable { .. }), "{moved:?}");
+            return;
+        }
+    }
+    panic!("one node served 64 keys of random slots out of 3 masters");
+}
