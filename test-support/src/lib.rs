@@ -640,6 +640,32 @@ pub fn feed_from(reply: &redis::Value) -> Option<(Vec<feed_service::types::Entry
     Some((entries, String::from_utf8(floor.clone()).unwrap()))
 }
 
+/// What is wrong with a feed list as an `LRANGE key 0 -1` returns it, if
+/// its last element is not a sentinel: its length and its last elements,
+/// to name in a failure.
+pub fn sentinel_missing(reply: &redis::Value) -> Option<String> {
+    use feed_service::store::redis::layout;
+    let members: Vec<Vec<u8>> = redis::from_redis_value_ref(reply).unwrap();
+    let last = members.last()?;
+    let entry = layout::unpack(last)?;
+    let tail: Vec<String> = members
+        .iter()
+        .rev()
+        .take(4)
+        .map(|m| match layout::unpack(m) {
+            Some(e) => format!("{}@{}", e.id, e.score),
+            None => String::from_utf8_lossy(m).into_owned(),
+        })
+        .collect();
+    Some(format!(
+        "{} elements, the last an entry ({}@{}); from the end: {}",
+        members.len(),
+        entry.id,
+        entry.score,
+        tail.join(", ")
+    ))
+}
+
 /// The feed list `key`, read on `conn` (see [`feed_from`]).
 pub async fn feed_list(
     conn: &mut impl redis::aio::ConnectionLike,

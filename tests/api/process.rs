@@ -235,7 +235,11 @@ pub async fn delivered_of(settings: &Settings, n: i64, post: i64, posts: i64) ->
             })
             .await
             .unwrap();
-        for reply in &replies {
+        for (key, reply) in keys.iter().zip(&replies) {
+            if let Some(why) = crate::helpers::sentinel_missing(reply) {
+                let slot = feed_service::store::redis::slot(key.as_bytes());
+                panic!("the inbox {key} (slot {slot}) has lost its sentinel: {why}");
+            }
             // A feed list always holds its sentinel: none is no key.
             let Some((entries, _)) = crate::helpers::feed_from(reply) else {
                 d.gone += 1;
