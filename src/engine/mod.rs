@@ -273,9 +273,7 @@ impl Engine {
     /// Tells every instance something of `about` (pub/sub; see
     /// [`stream`]): best effort, a hint is only a hint.
     pub(crate) async fn hint(&self, signal: Signal) {
-        if let Err(e) = self.inner.redis.hint(signal).await {
-            tracing::debug!(error = %e.chain(), "a hint was not sent");
-        }
+        stores::Hints::hint(&self.inner.redis, signal).await
     }
 
     /// The write-through of a change PostgreSQL has recorded, with the job

@@ -19,6 +19,15 @@ impl Entry {
     }
 }
 
+/// The floor of the newest `cap` entries of a list read `cap` at a time:
+/// the last one's score when the read was full (the list may hold older
+/// ones), none when it reached the bottom.
+pub fn floor_of_newest(entries: &[Entry], cap: i64) -> Option<i64> {
+    (entries.len() as i64 >= cap)
+        .then(|| entries.last().map(|e| e.score))
+        .flatten()
+}
+
 /// Feed order: `Less` means `a` comes first (is newer).
 pub fn feed_order(a: &Entry, b: &Entry) -> Ordering {
     b.score.cmp(&a.score).then_with(|| member_cmp(b.id, a.id))

@@ -19,7 +19,7 @@ pub mod stream;
 
 pub use account::{AccountStatus, Task, TaskKind, TaskState, User};
 pub use cursor::{Cursor, PageRequest, Prev};
-pub use entry::{feed_order, member_cmp, Entry};
+pub use entry::{feed_order, floor_of_newest, member_cmp, Entry};
 pub use feed_settings::FeedSettings;
 pub use jobs::{Delivery, Job, JobKind, Payload, Work};
 pub use post::{EntriesOf, FeedPost, FeedRows, Post};

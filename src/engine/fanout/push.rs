@@ -13,7 +13,7 @@ use crate::error::AppResult;
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::WriteMark;
-use crate::types::{AccountStatus, Delivery, EntriesOf, Entry, FeedSettings, Job};
+use crate::types::{floor_of_newest, AccountStatus, Delivery, EntriesOf, Entry, FeedSettings, Job};
 
 /// One job's pusher: the stores, and what of this instance it uses.
 pub struct Pusher<'a, R, C> {
@@ -33,11 +33,8 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
     pub async fn plan_backfill(&self, author: i64) -> AppResult<Plan> {
         let cap = self.settings.inbox_max_len;
         let entries = self.records.entries(EntriesOf::Pulled(author), cap).await?;
-        let cut = (entries.len() as i64 >= cap)
-            .then(|| entries.last().map(|e| e.score))
-            .flatten();
         Ok(Plan::Push {
-            cut,
+            cut: floor_of_newest(&entries, cap),
             entries,
             to: Targets::Followers,
         })

@@ -12,8 +12,8 @@ use crate::engine::{existing, Page, Stats};
 use crate::error::{AppError, AppResult};
 use crate::metrics;
 use crate::types::{
-    CachedPost, EntriesOf, Entry, EntryMeta, Fallback, FeedPost, FeedRows, FeedSettings,
-    PageRequest, Post, Prev, Range, Scope, SourceRead, StateKey, User, WarmRead,
+    floor_of_newest, CachedPost, EntriesOf, Entry, EntryMeta, Fallback, FeedPost, FeedRows,
+    FeedSettings, PageRequest, Post, Prev, Range, Scope, SourceRead, StateKey, User, WarmRead,
 };
 
 /// One page's reader: the stores it reads, and what of this instance it
@@ -656,11 +656,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
             return Ok(false);
         }
         let entries = self.records.entries(of, cap).await?;
-        let floor = if entries.len() as i64 >= cap {
-            entries.last().map(|e| e.score)
-        } else {
-            None
-        };
+        let floor = floor_of_newest(&entries, cap);
         let fill = ListFill {
             cap,
             floor,

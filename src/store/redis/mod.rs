@@ -48,7 +48,8 @@ const KEYS_PER_CALL: usize = 100;
 const WRITES_PER_CALL: usize = 1000;
 
 /// Which cluster connection writes went on (see [`RedisStore::replicated`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(test, derive(Default))]
 pub struct WriteMark(u64);
 
 /// Entry writes of a cluster fan-out's round (its "pipeline"), at most: a round
