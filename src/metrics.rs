@@ -125,7 +125,7 @@ pub static REDIS_UNREPLICATED: LazyLock<IntCounter> = LazyLock::new(|| {
 pub static REDIS_RESENT: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "redis_cluster_calls_resent_total",
-        "Redis Cluster calls a master refused in a pipeline of many slots (its map of the slots out of date: a resharding or failover) and that were resent alone",
+        "Redis Cluster calls a master refused in a pipeline or script call of many slots (its map of the slots out of date: a resharding or failover) and that were resent alone",
     )
 });
 

@@ -87,7 +87,7 @@ mod tests {
         assert_eq!(m.entries, vec![Entry::new(9, 1)]);
     }
 
-    /// A source read as the RANGE script makes it, over `from` (the entries
+    /// A source read as the SOURCES script makes it, over `from` (the entries
     /// from `max` down) and the sentinel after them (at the floor, or
     /// `-inf`): `fetch + 1` entries, then the rest of a run of equal scores
     /// the limit cut (up to `ties` more), and the cut that follows.

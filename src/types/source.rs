@@ -83,14 +83,15 @@ pub fn page_part(merged: &[Entry], wanted: usize) -> Option<i64> {
 /// the entries above their horizon, merged in feed order and once, then
 /// their [`page_part`]; each read keeps only its entries of that part (its
 /// cut raised to the part's bound). Returns the part. (The warm read does
-/// this in Redis, `READ` in `store/redis/scripts.rs`, or in the store on
-/// a cluster, before it looks up any post.)
+/// this in the store, `store/redis/warm.rs`, before it looks up any post.)
 pub fn page_reads(reads: &mut [&mut SourceRead], fetch: usize) -> Vec<Entry> {
     let horizon = horizon(reads.iter().map(|r| &**r));
+    if let Some(bound) = horizon.bound() {
+        keep_trusted(reads, bound);
+    }
     let mut merged: Vec<Entry> = reads
         .iter()
         .flat_map(|r| r.entries.iter().copied())
-        .filter(|e| horizon.trusts(e.score))
         .collect();
     merged.sort_unstable_by(feed_order);
     let mut seen = std::collections::HashSet::with_capacity(merged.len());
@@ -100,6 +101,19 @@ pub fn page_reads(reads: &mut [&mut SourceRead], fetch: usize) -> Vec<Entry> {
         merged.retain(|e| e.score > bound);
     }
     merged
+}
+
+/// Keeps only the entries above the reads' horizon `bound`, the only ones
+/// the merge trusts: a read that stopped at its limit says so in its cut,
+/// raised to `bound` (the horizon stays what it was); one that reached its
+/// end keeps none.
+fn keep_trusted(reads: &mut [&mut SourceRead], bound: i64) {
+    for read in reads {
+        read.entries.retain(|e| e.score > bound);
+        if let Some(cut) = read.cut.as_mut() {
+            *cut = (*cut).max(bound);
+        }
+    }
 }
 
 /// Keeps only the entries above `bound` of each read, and says so in its
@@ -225,6 +239,29 @@ mod tests {
         assert_eq!(page_part(&stream(&[9, 7, 7, 7, 6]), 2), Some(6));
         assert_eq!(page_part(&stream(&[9, 7, 7, 7]), 2), None);
         assert_eq!(page_part(&stream(&[]), 2), None);
+    }
+
+    #[test]
+    fn a_page_s_reads_keep_only_what_their_horizon_trusts() {
+        // One read cut at 7 (its run of 7 may go on), one read to its end.
+        let mut cut = SourceRead {
+            entries: stream(&[9, 7, 7]),
+            floor: None,
+            cut: Some(7),
+        };
+        let mut ended = SourceRead {
+            entries: vec![Entry::new(8, 10), Entry::new(6, 11)],
+            floor: Some(5),
+            cut: None,
+        };
+        let part = page_reads(&mut [&mut cut, &mut ended], 5);
+        assert_eq!(part.iter().map(|e| e.score).collect::<Vec<_>>(), [9, 8]);
+        assert_eq!((cut.entries.len(), cut.cut), (1, Some(7)));
+        assert_eq!(
+            (ended.entries.len(), ended.cut, ended.floor),
+            (1, None, Some(5))
+        );
+        assert_eq!(horizon([&cut, &ended]), Horizon::Truncated(7));
     }
 
     #[test]

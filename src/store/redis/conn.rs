@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -54,27 +55,31 @@ pub enum Conn {
 /// goes to; a stale one costs a retry, never a wrong answer.
 const NODES_FRESH_FOR: Duration = Duration::from_secs(1);
 
-/// The process's last `CLUSTER NODES` reply, as a [`NodeMap`].
+/// The process's last `CLUSTER NODES` reply, as a [`NodeMap`], and the
+/// calls sent again because a node refused them.
 #[derive(Default)]
-pub struct NodeCache(Mutex<Option<Arc<NodeMap>>>);
+pub struct NodeCache {
+    map: Mutex<Option<Arc<NodeMap>>>,
+    resent: AtomicU64,
+}
 
 impl NodeCache {
     fn fresh(&self) -> Option<Arc<NodeMap>> {
-        lock(&self.0)
+        lock(&self.map)
             .as_ref()
             .filter(|m| m.read_at.elapsed() < NODES_FRESH_FOR)
             .cloned()
     }
 
     fn forget(&self) {
-        lock(&self.0).take();
+        lock(&self.map).take();
     }
 
     /// Makes the cached map wrong until a call finds it out: every slot
     /// served by one master, as after a resharding this process has not
     /// seen (tests).
     fn misroute(&self) {
-        let mut cached = lock(&self.0);
+        let mut cached = lock(&self.map);
         if let Some(map) = cached.as_ref() {
             *cached = Some(Arc::new(NodeMap {
                 read_at: Instant::now(),
@@ -144,7 +149,7 @@ impl Conn {
         }
         let text: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
         let map = Arc::new(NodeMap::parse(text));
-        *lock(&cache.0) = Some(map.clone());
+        *lock(&cache.map) = Some(map.clone());
         Ok(map)
     }
 
@@ -159,6 +164,14 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// Counts calls sent again one at a time after a node refused them.
+    fn count_resent(&self, n: u64) {
+        crate::metrics::REDIS_RESENT.inc_by(n);
+        if let Conn::Shared(_, cache) = self {
+            cache.resent.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// Forgets the cached view of the nodes (a call found it out of date).
@@ -302,6 +315,115 @@ impl Conn {
             .collect()
     }
 
+    /// Runs `script` over `keys` with the same `args`, one call per node
+    /// holding some of them: one call on a single node, one per master on
+    /// a cluster, concurrently. A call declares its first key and passes
+    /// the others after `args` (the script declares
+    /// `allow-cross-slot-keys`, and answers one value per key, in order).
+    /// A call a node does not know the script for is sent again after
+    /// loading it. A group a node refuses (a slot that moved, a failover)
+    /// is sent again one key per call, routed as any call (counted in
+    /// [`NodeCache::resent`]), and the node map is read again.
+    pub async fn invoke_by_node(
+        &mut self,
+        script: &Script,
+        keys: &[String],
+        args: &[String],
+    ) -> RedisResult<Vec<Value>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let evalsha = |group: &[usize]| {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(script.get_hash())
+                .arg(1)
+                .arg(&keys[group[0]])
+                .arg(args);
+            for &i in &group[1..] {
+                cmd.arg(&keys[i]);
+            }
+            cmd
+        };
+        let Some(base) = self.multiplexed() else {
+            let all: Vec<usize> = (0..keys.len()).collect();
+            let cmd = evalsha(&all);
+            let reply = match cmd
+                .query_async::<Value>(self)
+                .await
+                .and_then(Value::extract_error)
+            {
+                Err(e) if no_script(&e) => {
+                    script.prepare_invoke().load_async(self).await?;
+                    cmd.query_async::<Value>(self).await?.extract_error()?
+                }
+                reply => reply?,
+            };
+            return per_key(reply, keys.len());
+        };
+        let map = self.node_map(false).await?;
+        let mut at: HashMap<u32, usize> = HashMap::new();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let g = *at
+                .entry(map.node_of(slot(key.as_bytes())))
+                .or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+            groups[g].push(i);
+        }
+        let base = &base;
+        let sends = groups.iter().map(|group| {
+            let (mut conn, cmd) = (base.clone(), evalsha(group));
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                slot(keys[group[0]].as_bytes()),
+                SlotAddr::Master,
+            )));
+            async move {
+                let mut reply = conn
+                    .route_command(cmd.clone(), route.clone())
+                    .await
+                    .and_then(Value::extract_error);
+                if reply.as_ref().is_err_and(no_script) {
+                    script.prepare_invoke().load_async(&mut conn).await?;
+                    reply = conn
+                        .route_command(cmd, route)
+                        .await
+                        .and_then(Value::extract_error);
+                }
+                if let Ok(values) = reply.and_then(|v| per_key(v, group.len())) {
+                    return Ok::<_, redis::RedisError>((values, false));
+                }
+                let alone = group.iter().map(|&i| {
+                    let mut conn = base.clone();
+                    async move {
+                        let reply: Value = script
+                            .key(&keys[i])
+                            .arg(args)
+                            .invoke_async(&mut conn)
+                            .await?;
+                        Ok::<_, redis::RedisError>(per_key(reply, 1)?.remove(0))
+                    }
+                });
+                Ok((futures::future::try_join_all(alone).await?, true))
+            }
+        });
+        let replies = futures::future::try_join_all(sends).await?;
+        let mut out = vec![Value::Nil; keys.len()];
+        let mut resent = 0;
+        for (group, (values, alone)) in groups.iter().zip(replies) {
+            resent += if alone { group.len() } else { 0 };
+            for (&i, value) in group.iter().zip(values) {
+                out[i] = value;
+            }
+        }
+        if resent > 0 {
+            self.count_resent(resent as u64);
+            self.forget_nodes();
+        }
+        Ok(out)
+    }
+
     /// Sends items (`add` puts item `i`'s commands, all of slot `slots[i]`,
     /// into a pipeline and returns how many) as one pipeline per master:
     /// a node runs a pipeline's commands one at a time, so
@@ -369,25 +491,45 @@ impl Conn {
             }
             let retried =
                 futures::future::try_join_all(again.iter().map(|&k| alone(group[k]))).await?;
-            crate::metrics::REDIS_RESENT.inc_by(again.len() as u64);
+            let resent = again.len();
             for (k, values) in again.into_iter().zip(retried) {
                 out[k] = values;
             }
-            Ok::<_, redis::RedisError>((out, stale))
+            Ok::<_, redis::RedisError>((out, stale, resent))
         });
         let replies = futures::future::try_join_all(sends).await?;
         let mut out: Vec<Vec<Value>> = vec![Vec::new(); slots.len()];
         let mut stale = false;
-        for (group, (values, retried)) in groups.iter().zip(replies) {
+        let mut resent = 0;
+        for (group, (values, retried, again)) in groups.iter().zip(replies) {
             stale |= retried;
+            resent += again;
             for (&i, v) in group.iter().zip(values) {
                 out[i] = v;
             }
         }
+        self.count_resent(resent as u64);
         if stale {
             self.forget_nodes();
         }
         Ok(out)
+    }
+}
+
+/// Whether a call named a script the node does not hold.
+fn no_script(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// A script's reply of one value per key, for `n` keys.
+fn per_key(reply: Value, n: usize) -> RedisResult<Vec<Value>> {
+    match reply {
+        Value::Array(values) if values.len() == n => Ok(values),
+        other => Err(redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "a script answered other than one value per key",
+            format!("{other:?}"),
+        ))),
     }
 }
 
@@ -519,6 +661,15 @@ impl Topology {
             generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             drop(slot);
             nodes.forget();
+        }
+    }
+
+    /// Calls sent again one at a time after a node refused them (a slot
+    /// that moved, a failover); 0 on a single node.
+    pub(super) fn resent(&self) -> u64 {
+        match self {
+            Topology::Single(_) => 0,
+            Topology::Cluster { nodes, .. } => nodes.resent.load(Ordering::Relaxed),
         }
     }
 

@@ -128,6 +128,12 @@ impl RedisStore {
         self.round_trips.load(Ordering::Relaxed)
     }
 
+    /// Calls this store sent again one at a time after a cluster node
+    /// refused them (a slot that moved, a failover).
+    pub fn calls_resent(&self) -> u64 {
+        self.topology().resent()
+    }
+
     /// Whether this store runs on a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         self.topology().is_cluster()
@@ -266,9 +272,9 @@ impl RedisStore {
     }
 
     /// Reads `fetch` entries of each feed from `max` down (and the rest of
-    /// a run of equal scores the limit cuts), each floor with its range in
-    /// one [`scripts::RANGE`] call: all in one pipeline on a single node,
-    /// one pipeline per master on a cluster (one round trip).
+    /// a run of equal scores the limit cuts), each floor with its range at
+    /// one moment: one [`scripts::SOURCES`] call per node holding some
+    /// (one round trip, one call on a single node).
     pub async fn ranges(
         &self,
         keys: &[String],
@@ -278,21 +284,24 @@ impl RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let max_arg = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
-        let calls: Vec<_> = keys
-            .iter()
-            .map(|key| {
-                let mut call = scripts::RANGE.prepare_invoke();
-                call.key(key).arg(&max_arg).arg(fetch).arg(scripts::TIES);
-                (slot(key.as_bytes()), call)
-            })
-            .collect();
-        let replies: Vec<(Value, Value, Value)> = self
-            .with_conn(|mut c| async move { c.invoke_all(&scripts::RANGE, &calls).await })
+        let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+        let args = [max, fetch.to_string(), scripts::TIES.to_string()];
+        let replies = self
+            .with_conn(
+                |mut c| async move { c.invoke_by_node(&scripts::SOURCES, keys, &args).await },
+            )
             .await?;
         keys.iter()
             .zip(&replies)
-            .map(|(key, (floor, cut, entries))| source_of(key, floor, cut, entries))
+            .map(|(key, reply)| match reply {
+                Value::Array(parts) if parts.len() == 3 => {
+                    source_of(key, &parts[0], &parts[1], &parts[2])
+                }
+                other => Err(AppError::internal(
+                    format!("reading {key}"),
+                    Message(format!("{other:?}")),
+                )),
+            })
             .collect()
     }
 
@@ -735,8 +744,8 @@ impl RedisStore {
     }
 }
 
-/// One feed's floor (its sentinel), cut and entries (packed), as read
-/// together (clause 6).
+/// One feed's floor (its sentinel), cut and entries (packed: a list, or
+/// one string of 9-byte entries end to end), as read together (clause 6).
 pub(super) fn source_of(
     key: &str,
     floor: &Value,
@@ -751,18 +760,27 @@ pub(super) fn source_of(
         Some("-inf") => None,
         Some(text) => Some(parse_score(text)?),
     };
-    let raw: Vec<Vec<u8>> = redis::from_redis_value_ref(entries).map_err(bad)?;
-    let entries = raw
-        .iter()
-        .map(|bytes| {
-            layout::unpack(bytes).ok_or_else(|| {
-                AppError::internal(
-                    format!("reading {key}"),
-                    Message(format!("{} bytes are not an entry", bytes.len())),
-                )
-            })
+    let unpack = |bytes: &[u8]| {
+        layout::unpack(bytes).ok_or_else(|| {
+            AppError::internal(
+                format!("reading {key}"),
+                Message(format!("{} bytes are not an entry", bytes.len())),
+            )
         })
-        .collect::<AppResult<Vec<Entry>>>()?;
+    };
+    let entries = match entries {
+        // Entries of 9 bytes each, end to end.
+        Value::BulkString(packed) if packed.len() % 9 == 0 => packed
+            .chunks(9)
+            .map(unpack)
+            .collect::<AppResult<Vec<Entry>>>()?,
+        list => {
+            let raw: Vec<Vec<u8>> = redis::from_redis_value_ref(list).map_err(bad)?;
+            raw.iter()
+                .map(|b| unpack(b))
+                .collect::<AppResult<Vec<Entry>>>()?
+        }
+    };
     let cut: String = redis::from_redis_value_ref(cut).map_err(bad)?;
     let cut = match cut.as_str() {
         "" => None,

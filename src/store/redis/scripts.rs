@@ -2,7 +2,7 @@
 //!
 //! The Lua is in `lua/`: a file per script and per part they share. A
 //! script is its shared parts, then its own file, with the constants it
-//! names (`EPOCH_MS`, `OUTBOX_CHUNK`) filled in.
+//! names (`EPOCH_MS`) filled in.
 //!
 //! # The layout of a feed list
 //!
@@ -52,8 +52,8 @@
 //!    read, else the lowest score read), drops entries below it, removes
 //!    the TTL and trims. FILL completes only a list still building: one that
 //!    vanished or whose build was abandoned is left as it is.
-//! 6. **Read**: the floor and a range are read at one moment (one [`RANGE`]
-//!    or [`READ`] call), so the floor a reader sees describes the range it
+//! 6. **Read**: the floor and a range are read at one moment (one [`SOURCES`]
+//!    call reads them for every source a node holds), so the floor a reader sees describes the range it
 //!    read. Each source's length is read once per page (`LLEN`), its floor
 //!    once (`LINDEX -1`); the place of a cursor is found by halving
 //!    (`LINDEX`), and entries come by `LRANGE`.
@@ -95,10 +95,10 @@
 //!    `b` body, `t` time, and `d` = 1 once deleted. A tombstone is written
 //!    whether or not the rest is there; a fill from PostgreSQL adds only
 //!    the fields missing. A post without `a` is unknown: read PostgreSQL.
-//! 10. **The warm read** ([`READ`]) reads, in one call, the reader's state,
-//!     the inbox, the outbox of every pulled author it follows, and for
-//!     every entry of the page its author, tombstone and whether it is
-//!     followed.
+//! 10. **The warm read** (`warm.rs`) reads, in four round trips of plain
+//!     reads, the reader's state, which of its authors are pulled or
+//!     hidden, the inbox and the outbox of every pulled author it follows,
+//!     and for every entry of the page its author and tombstone.
 //! 11. **Idle readers expire.** A reader's inbox and its copy of whom it
 //!     follows get, when built and again on its reads (at most once per
 //!     mark interval, [`TOUCH`]), the admin's idle TTL; an outbox and the
@@ -135,31 +135,43 @@ pub static PUSH: LazyLock<Script> =
 
 /// Entries of one score a source read takes beyond its limit, at the most,
 /// to settle a page boundary that falls in a run of equal scores (see
-/// [`RANGE`]). A longer run costs a second, wider read.
+/// [`SOURCES`]). A longer run costs a second, wider read.
 pub const TIES: usize = 256;
 
 /// Shared Lua: one source's read (clause 6).
 const SOURCE: &str = include_str!("lua/source.lua");
 
-/// RANGE: KEYS[1] a feed list; ARGV[1] the highest score to read (`+inf`
+/// SOURCES: KEYS[1] a feed list; ARGV[1] the highest score to read (`+inf`
 /// for all), ARGV[2] how many entries (`fetch`), ARGV[3] how many more
-/// entries of one score to read at the most (`ties`). Returns the floor (`nil` if the key is missing),
-/// the *cut*, and the entries from ARGV[1] down (packed), all read at one
-/// moment (clause 6):
+/// entries of one score to read at the most (`ties`), ARGV[4..] more feed
+/// lists, of any slots the node of KEYS[1] serves (`allow-cross-slot-keys`:
+/// a cluster routes a call by its declared keys, which must share a slot,
+/// and lets the script reach the node's other keys). Returns, for each
+/// list in order, its floor (`nil` if the key is missing), the *cut*, and
+/// its entries from ARGV[1] down, all read
+/// at one moment (clause 6):
 /// - `fetch + 1` entries at the most;
 /// - when the limit stops the read inside a run of equal scores (its last
 ///   two entries share the score `s`), also the rest of that run, up to
 ///   `ties` more;
 /// - the cut is `""` if the read reached the end; else the score above
 ///   which the read holds every entry: `s - 1` when it took the whole run
-///   of `s` (scores are whole milliseconds), `s` otherwise.
+///   of `s` (scores are whole milliseconds), `s` otherwise;
+/// - the entries packed end to end in one string when each takes 9 bytes,
+///   else as a list (so a reply holds three values per key, not one per
+///   entry).
 ///
 /// So a page whose boundary falls in a run of equal scores is settled by
 /// that run alone, not by reading every source again with a wider window.
-/// One slot, so the calls of many slots may share a pipeline to their
-/// master.
-pub static RANGE: LazyLock<Script> =
-    LazyLock::new(|| script(&[LAYOUT, SOURCE, include_str!("lua/range.lua")]));
+/// It reads only: a page reads all its sources a node holds in one call.
+pub static SOURCES: LazyLock<Script> = LazyLock::new(|| {
+    script(&[
+        "#!lua flags=no-writes,allow-cross-slot-keys\n",
+        LAYOUT,
+        SOURCE,
+        include_str!("lua/sources.lua"),
+    ])
+});
 
 /// BEGIN: KEYS[1] feed list; ARGV[1] TTL in seconds. Creates a missing key
 /// in the building state (clause 5); returns 1 if this caller builds it.
@@ -177,11 +189,7 @@ pub static FILL: LazyLock<Script> =
 /// names filled in.
 fn script(parts: &[&str]) -> Script {
     let text = parts.concat();
-    Script::new(
-        &text
-            .replace("EPOCH_MS", &EPOCH_MS.to_string())
-            .replace("OUTBOX_CHUNK", &OUTBOX_CHUNK.to_string()),
-    )
+    Script::new(&text.replace("EPOCH_MS", &EPOCH_MS.to_string()))
 }
 
 /// Shared Lua of the reader state (clauses 7 and 8).
@@ -263,47 +271,3 @@ pub static BEGIN_HIDDEN: LazyLock<Script> =
 /// build (clause 12); 0 if the set is no longer building.
 pub static FILL_HIDDEN: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("lua/fill_hidden.lua")]));
-
-/// Entries the first read of a pulled outbox takes in a warm read ([`READ`]);
-/// the merge reads more of it (twice as many each time) only while its
-/// entries are still the newest.
-pub const OUTBOX_CHUNK: usize = 4;
-
-/// READ: KEYS[1] `following:{r}`, KEYS[2] the first source (the inbox, or
-/// for an author's page its outbox), KEYS[3] `pulled`, KEYS[4]
-/// `followees:{r}`, KEYS[5] `pulled_authors`, KEYS[6] `hidden`; ARGV[1]
-/// key prefix,
-/// ARGV[2] max (`+inf` or a score), ARGV[3] entries the page reads
-/// (`fetch`), ARGV[4] `home` or `author`, ARGV[5] `ties` (as [`RANGE`]),
-/// ARGV[6] the reader, ARGV[7] `1` if its home shows its own posts (its
-/// own outbox is then pulled while it is, and its posts are followed).
-/// Clauses 10 and 12. Returns `{status}` when the reader state or the
-/// hidden accounts are missing or being built (`missing:following`,
-/// `building:pulled`, `missing:hidden`, ...), else `{'ok', sources, meta}`.
-///
-/// The sources are the first, then the outbox of each pulled author the
-/// reader follows (one `SINTER` of the two SETs of names: Redis walks the
-/// smaller, and only the authors both hold come back, so a page never
-/// walks every big-V there is). Their lengths and floors are read
-/// first; one missing or building ends the read there (the engine rebuilds
-/// it or answers from PostgreSQL). Then the script merges them newest
-/// first, in feed order, reading each lazily from `max` down: the first
-/// source `fetch + 1` entries first, an outbox [`OUTBOX_CHUNK`], each read
-/// twice as many as the one before (a pulled outbox rarely holds much of a
-/// page). The merge stops at the highest floor, or once it holds `fetch`
-/// distinct entries and the rest of the last one's score (the page's part,
-/// `page_part` in `types/source.rs`; a run of equal scores at the boundary
-/// is read through, so it costs no second read), or when a source has
-/// given `fetch + 1 + ties` entries (then nothing at or below its last
-/// score is kept).
-///
-/// Each source is returned as `{author or '', floor or '', cut,
-/// entries}`: the entries of the part it gave (packed), and its cut: `''`
-/// if it was read to its end, else the score above which it gave every
-/// entry. Only the part's posts are looked up: meta is a flat list of id,
-/// author (`''` if the post is not cached), `1` if deleted (else `''`), 1
-/// if its author is followed (else 0, from `followees:{r}`; 0 for a hidden
-/// account's post on any page). So the reads, the lookups and the
-/// reply follow the page, not sources × window.
-pub static READ: LazyLock<Script> =
-    LazyLock::new(|| script(&[LAYOUT, include_str!("lua/read.lua")]));

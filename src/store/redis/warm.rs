@@ -1,14 +1,13 @@
-//! The warm read of a page (clause 10 of scripts.rs): on one node the READ
-//! script, in one call; on a cluster, where a script reaches only the keys
-//! of its slot, the same reads in four round trips, each costing what the
-//! reader and the page hold, never what the system holds.
+//! The warm read of a page (clause 10 of scripts.rs): four round trips of
+//! plain reads on any topology, each costing what the reader and the page
+//! hold, never what the system holds; the merge is the service's.
 
 use std::collections::{HashMap, HashSet};
 
 use redis::Value;
 
-use super::{scripts, source_of, RedisStore};
-use crate::error::{AppError, AppResult, Message};
+use super::RedisStore;
+use crate::error::{AppError, AppResult};
 use crate::types::{page_reads, EntryMeta, Range, Scope, StateKey, WarmRead};
 
 /// Members a SMISMEMBER names at the most (a longer list is asked in
@@ -51,78 +50,17 @@ fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppErro
 }
 
 impl RedisStore {
-    /// The warm read of a page of `scope` (clause 10): a home's first
-    /// source is its reader's inbox, an author's page's its outbox.
+    /// The warm read of a page of `scope` (clause 10), in four round trips,
+    /// whatever the topology (on a cluster, each is one pipeline per master
+    /// it touches), none reading a key every page reads in full: (1) whom
+    /// the reader follows, from its copy; (2) which of them are pulled or
+    /// hidden, asked of the shared keys by name; (3) the first source (a
+    /// home's inbox, an author's outbox) and the pulled outboxes; (4) the
+    /// authors and tombstones of the page's posts. The pulled authors are
+    /// read before the inbox: a delivery done before that read is in the
+    /// inbox read after it, and a post still in flight keeps its author's
+    /// outbox pulled. An author's page asks (2) and (3) at once.
     pub async fn warm_read(
-        &self,
-        scope: Scope,
-        max: Option<i64>,
-        fetch: usize,
-    ) -> AppResult<WarmRead> {
-        if self.is_cluster() {
-            return self.warm_read_by_slot(scope, max, fetch).await;
-        }
-        let (first, following, followees, reader, own) = match scope {
-            Scope::Home { reader, own } => (
-                self.keys.inbox(reader),
-                self.keys.following(reader),
-                self.keys.followees(reader),
-                reader.to_string(),
-                own,
-            ),
-            Scope::Author(author) => {
-                let unused = format!("{}unused", self.keys.prefix());
-                (
-                    self.keys.outbox(author),
-                    unused.clone(),
-                    unused,
-                    String::new(),
-                    false,
-                )
-            }
-        };
-        let (pulled, pulled_authors) = (self.keys.pulled(), self.keys.pulled_authors());
-        let hidden = self.keys.hidden();
-        let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
-        let prefix = self.keys.prefix().to_string();
-        let mode = match scope {
-            Scope::Home { .. } => "home",
-            Scope::Author(_) => "author",
-        };
-        let first = &first;
-        let reply: Value = self
-            .with_conn(|mut c| async move {
-                scripts::READ
-                    .key(&following)
-                    .key(first)
-                    .key(&pulled)
-                    .key(&followees)
-                    .key(&pulled_authors)
-                    .key(&hidden)
-                    .arg(&prefix)
-                    .arg(&max)
-                    .arg(fetch)
-                    .arg(mode)
-                    .arg(scripts::TIES)
-                    .arg(&reader)
-                    .arg(if own { "1" } else { "0" })
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        parse_read(reply, first)
-    }
-
-    /// The warm read on a cluster, in four round trips, none reading a key
-    /// every page reads in full: (1) whom the reader follows, from its
-    /// copy; (2) which of them are pulled or hidden, asked of the shared
-    /// keys by name; (3) the first source and the pulled outboxes, one
-    /// pipeline per master; (4) the authors and tombstones of the page's
-    /// posts. The pulled authors are read before the inbox: a delivery done
-    /// before that read is in the inbox read after it, and a post still in
-    /// flight keeps its author's outbox pulled. An author's page asks (2)
-    /// and (3) at once.
-    async fn warm_read_by_slot(
         &self,
         scope: Scope,
         max: Option<i64>,
@@ -324,7 +262,7 @@ impl RedisStore {
     }
 }
 
-/// As READ: the sources cut down to what the page can use
+/// The sources cut down to what the page can use
 /// ([`page_reads`]), whose posts alone are looked up (none while a source
 /// is not there). Returns their ids, in feed order.
 fn page_ids(sources: &mut [(Option<i64>, Range)], fetch: usize) -> Vec<i64> {
@@ -348,72 +286,4 @@ fn author_of(field: Option<String>) -> AppResult<Option<i64>> {
         .map(|a| a.parse::<i64>())
         .transpose()
         .map_err(bad("a post's author"))
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::Int(i) => Some(i.to_string()),
-        _ => None,
-    }
-}
-
-fn items(v: Value, what: &str) -> AppResult<Vec<Value>> {
-    match v {
-        Value::Array(items) => Ok(items),
-        other => Err(bad::<Message>(what)(Message(format!("{other:?}")))),
-    }
-}
-
-/// Parses a READ reply (clause 10).
-fn parse_read(reply: Value, first: &str) -> AppResult<WarmRead> {
-    let mut parts = items(reply, "a warm read")?.into_iter();
-    let status = parts.next().and_then(|v| text(&v)).unwrap_or_default();
-    let state = |what: &str| match what {
-        "following" => Ok(StateKey::Following),
-        "pulled" => Ok(StateKey::Pulled),
-        "hidden" => Ok(StateKey::Hidden),
-        other => Err(bad::<Message>("a warm read")(Message(other.to_string()))),
-    };
-    if let Some(what) = status.strip_prefix("missing:") {
-        return Ok(WarmRead::Missing(state(what)?));
-    }
-    if let Some(what) = status.strip_prefix("building:") {
-        return Ok(WarmRead::Building(state(what)?));
-    }
-    let (Some(sources), Some(meta)) = (parts.next(), parts.next()) else {
-        return Err(bad::<Message>("a warm read")(Message(status)));
-    };
-    let mut out = Vec::new();
-    for source in items(sources, "a warm read's sources")? {
-        let [author, floor, cut, entries] = &items(source, "a warm read's source")?[..] else {
-            return Err(bad::<Message>("a warm read's source")(Message(
-                "not four fields".into(),
-            )));
-        };
-        let author = author_of(text(author))?;
-        out.push((author, source_of(first, floor, cut, entries)?));
-    }
-    let meta_list = items(meta, "a warm read's posts")?;
-    let mut meta = HashMap::with_capacity(meta_list.len() / 4);
-    for chunk in meta_list.chunks(4) {
-        let [id, author, deleted, followed] = chunk else {
-            break;
-        };
-        let id: i64 = text(id)
-            .unwrap_or_default()
-            .parse()
-            .map_err(bad("a post id"))?;
-        let author = author_of(text(author))?;
-        meta.insert(
-            id,
-            EntryMeta {
-                author,
-                deleted: text(deleted).as_deref() == Some("1"),
-                followed: text(followed).as_deref() == Some("1"),
-            },
-        );
-    }
-    Ok(WarmRead::Read { sources: out, meta })
 }

@@ -23,9 +23,6 @@ local function id_of(e)
   if g then v = (v * 256 + f) * 256 + g end
   return v
 end
-local function id_text(e)
-  return string.format('%d', id_of(e))
-end
 -- Equal scores go by the ids' decimal bytes, descending. An id's place
 -- there as numbers: its digits read as a 15-digit fraction, then how many
 -- digits it has (a prefix comes first): `tie_after` of two such keys is
