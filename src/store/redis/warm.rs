@@ -1,6 +1,6 @@
-//! The warm read of a page (clause 10 of scripts.rs): four round trips of
-//! plain reads on any topology, each costing what the reader and the page
-//! hold, never what the system holds; the merge is the service's.
+//! The warm read of a page (clause 10 of scripts.rs): the same four round
+//! trips on any topology, each costing what the reader and the page hold,
+//! never what the system holds; the merge is the service's.
 
 use std::collections::{HashMap, HashSet};
 
@@ -50,16 +50,17 @@ fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppErro
 }
 
 impl RedisStore {
-    /// The warm read of a page of `scope` (clause 10), in four round trips,
-    /// whatever the topology (on a cluster, each is one pipeline per master
-    /// it touches), none reading a key every page reads in full: (1) whom
-    /// the reader follows, from its copy; (2) which of them are pulled or
-    /// hidden, asked of the shared keys by name; (3) the first source (a
-    /// home's inbox, an author's outbox) and the pulled outboxes; (4) the
-    /// authors and tombstones of the page's posts. The pulled authors are
-    /// read before the inbox: a delivery done before that read is in the
-    /// inbox read after it, and a post still in flight keeps its author's
-    /// outbox pulled. An author's page asks (2) and (3) at once.
+    /// The warm read of a page of `scope` (clause 10), in four round trips
+    /// whatever the topology (on a cluster, each is one call or pipeline
+    /// per master it touches), none reading a key every page reads in
+    /// full: (1) whom the reader follows, from its copy; (2) which of them
+    /// are pulled or hidden, asked of the shared keys by name; (3) the
+    /// first source (a home's inbox, an author's outbox) and the pulled
+    /// outboxes; (4) the authors and tombstones of the page's posts. The
+    /// pulled authors are read before the inbox: a delivery done before
+    /// that read is in the inbox read after it, and a post still in flight
+    /// keeps its author's outbox pulled. An author's page asks (2) and (3)
+    /// at once.
     pub async fn warm_read(
         &self,
         scope: Scope,
