@@ -352,7 +352,7 @@ impl Conn {
                 .await
                 .and_then(Value::extract_error)
             {
-                Err(e) if no_script(&e) => {
+                Err(e) if super::unknown_script(&e) => {
                     script.prepare_invoke().load_async(self).await?;
                     cmd.query_async::<Value>(self).await?.extract_error()?
                 }
@@ -361,17 +361,7 @@ impl Conn {
             return per_key(reply, keys.len());
         };
         let map = self.node_map(false).await?;
-        let mut at: HashMap<u32, usize> = HashMap::new();
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            let g = *at
-                .entry(map.node_of(slot(key.as_bytes())))
-                .or_insert_with(|| {
-                    groups.push(Vec::new());
-                    groups.len() - 1
-                });
-            groups[g].push(i);
-        }
+        let groups = grouped(keys.len(), |i| map.node_of(slot(keys[i].as_bytes())));
         let base = &base;
         let sends = groups.iter().map(|group| {
             let (mut conn, cmd) = (base.clone(), evalsha(group));
@@ -384,7 +374,7 @@ impl Conn {
                     .route_command(cmd.clone(), route.clone())
                     .await
                     .and_then(Value::extract_error);
-                if reply.as_ref().is_err_and(no_script) {
+                if reply.as_ref().is_err_and(super::unknown_script) {
                     script.prepare_invoke().load_async(&mut conn).await?;
                     reply = conn
                         .route_command(cmd, route)
@@ -450,15 +440,7 @@ impl Conn {
         Fut: Future<Output = RedisResult<Vec<Value>>>,
     {
         let map = self.node_map(false).await?;
-        let mut at: HashMap<u32, usize> = HashMap::new();
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        for (i, &slot) in slots.iter().enumerate() {
-            let g = *at.entry(map.node_of(slot)).or_insert_with(|| {
-                groups.push(Vec::new());
-                groups.len() - 1
-            });
-            groups[g].push(i);
-        }
+        let groups = grouped(slots.len(), |i| map.node_of(slots[i]));
         let (add, alone) = (&add, &alone);
         let sends = groups.iter().map(|group| async move {
             let mut pipe = redis::pipe();
@@ -516,9 +498,19 @@ impl Conn {
     }
 }
 
-/// Whether a call named a script the node does not hold.
-fn no_script(e: &redis::RedisError) -> bool {
-    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+/// Items `0..n` in groups of equal `key`, each group in the items' order,
+/// the groups in order of first appearance.
+fn grouped<K: std::hash::Hash + Eq>(n: usize, key: impl Fn(usize) -> K) -> Vec<Vec<usize>> {
+    let mut at: HashMap<K, usize> = HashMap::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for i in 0..n {
+        let g = *at.entry(key(i)).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(i);
+    }
+    groups
 }
 
 /// A script's reply of one value per key, for `n` keys.
@@ -698,16 +690,7 @@ impl Topology {
         if !self.is_cluster() {
             return vec![(0..keys.len()).collect()];
         }
-        let mut at: HashMap<u16, usize> = HashMap::new();
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            let g = *at.entry(slot(key.as_ref().as_bytes())).or_insert_with(|| {
-                groups.push(Vec::new());
-                groups.len() - 1
-            });
-            groups[g].push(i);
-        }
-        groups
+        grouped(keys.len(), |i| slot(keys[i].as_ref().as_bytes()))
     }
 }
 
