@@ -37,7 +37,8 @@
 //! a fixed number of cases from a fixed seed (`MODEL_SEED` picks
 //! another, `MODEL_CASES` another count); `MODEL_SOAK_SECS=1200`
 //! runs cases from fresh seeds for that long instead; `MODEL_TRACE=1` prints
-//! every operation, page checked and stream event.
+//! every operation, page checked and stream event, and `MODEL_WATCH=u`
+//! user `u`'s inbox after every operation.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -2389,6 +2390,15 @@ impl World {
         Ok(())
     }
 
+    /// Prints user `u`'s inbox as Redis holds it after operation `i`.
+    async fn watch(&self, i: usize, u: usize) -> Outcome {
+        let mut conn = self.redis.connection().await.map_err(|e| e.chain())?;
+        let key = self.redis.keys().inbox(self.model.ids[u]);
+        let list = crate::helpers::feed_list(&mut conn, &key).await;
+        eprintln!("WATCH inbox of {u} after op {i}: {list:?}");
+        Ok(())
+    }
+
     /// Every inbox and outbox in Redis keeps its contract once the jobs are
     /// done: nothing below its floor, and above it every entry it should
     /// hold (an outbox: its author's posts; an inbox: the posts of every
@@ -2458,8 +2468,8 @@ impl World {
                     };
                     if owed && (p.score as f64) > floor && !held.contains(&p.id) {
                         return Err(format!(
-                            "{key} (floor {floor}) lacks post {} (at {}) of user {}",
-                            p.id, p.score, p.author
+                            "{key} (floor {floor}) lacks post {} (at {}) of user {}; it holds {:?}",
+                            p.id, p.score, p.author, held
                         ));
                     }
                 }
@@ -2494,6 +2504,9 @@ async fn run_case(settings: &Settings, case: &Case) -> Outcome {
             .map_err(|e| format!("at op {i} {op:?}: {e}"))?;
         world.note_deferred();
         world.note_listener();
+        if let Some(u) = env_u64("MODEL_WATCH") {
+            world.watch(i, u as usize % USERS).await?;
+        }
     }
     let size = SIZES[case.ops.len() % SIZES.len()];
     world

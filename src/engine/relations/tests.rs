@@ -621,3 +621,28 @@ fn a_follow_of_many_follows_whom_it_may_and_names_the_rest() {
         assert!(world.records().jobs.is_empty());
     });
 }
+
+#[test]
+fn a_user_unfollowing_itself_keeps_its_own_posts_and_changes_nothing() {
+    let world = World::new();
+    let own = vec![
+        Entry {
+            score: 4001,
+            id: 104,
+        },
+        Entry {
+            score: 3001,
+            id: 103,
+        },
+    ];
+    world.cache.lock().unwrap().inboxes.insert(1, own.clone());
+    let e = edges(&world);
+    run(async {
+        e.unfollow(1, 1).await.unwrap();
+        assert_eq!(world.cache.lock().unwrap().inboxes[&1], own);
+        assert_eq!(world.copy_writes.load(Ordering::Relaxed), 0);
+        assert!(world.records().jobs.is_empty());
+        assert!(world.hints().is_empty());
+        assert!(matches!(e.unfollow(9, 9).await, Err(AppError::NotFound(_))));
+    });
+}
