@@ -29,7 +29,7 @@ impl Engine {
     /// An account that may act (post, follow, mute, block): 404 if there
     /// is none (or it is being deleted), 403 while it is suspended.
     pub async fn active_user(&self, id: i64) -> AppResult<User> {
-        super::active(id, self.inner.pg.user(id).await?)
+        super::active(id, self.inner.pg.users().user(id).await?)
     }
 
     /// Suspends (`suspend`) an account or lifts its suspension (admin;
@@ -43,7 +43,13 @@ impl Engine {
         } else {
             (AccountStatus::Suspended, AccountStatus::Active)
         };
-        match self.inner.pg.set_status(id, &[from], to, now_ms()).await? {
+        match self
+            .inner
+            .pg
+            .accounts()
+            .set_status(id, &[from], to, now_ms())
+            .await?
+        {
             Some(change) => {
                 self.hide_now(id, suspend, Some(change.job)).await?;
                 let hidden = match suspend {
@@ -67,9 +73,15 @@ impl Engine {
     /// task says how far it has got; a repeated call answers the same task.
     #[tracing::instrument(skip(self))]
     pub async fn delete_account(&self, id: i64) -> AppResult<Task> {
-        let (task, job) = match self.inner.pg.delete_account(id, now_ms()).await? {
+        let (task, job) = match self
+            .inner
+            .pg
+            .accounts()
+            .delete_account(id, now_ms())
+            .await?
+        {
             Some((task, job)) => (task, Some(job)),
-            None => match self.inner.pg.deletion_of(id).await? {
+            None => match self.inner.pg.accounts().deletion_of(id).await? {
                 Some(task) => (task, None),
                 None => return Err(AppError::NotFound(format!("user {id} does not exist"))),
             },
@@ -77,7 +89,7 @@ impl Engine {
         self.account_gone(id);
         // (A repeated call hides it again while its purge runs; once the
         // purge is over there is nothing left to hide.)
-        if job.is_some() || self.pg().hidden(id).await? {
+        if job.is_some() || self.pg().accounts().hidden(id).await? {
             self.hide_now(id, true, job).await?;
             self.hint(Signal::Hidden {
                 account: id,
@@ -103,7 +115,7 @@ impl Engine {
 
     /// A task, as its user or an admin (`viewer` `None`) sees it.
     pub async fn task(&self, viewer: Option<i64>, id: i64) -> AppResult<Task> {
-        match self.inner.pg.task(id).await? {
+        match self.inner.pg.accounts().task(id).await? {
             Some(task) if viewer.is_none_or(|v| v == task.user_id) => Ok(task),
             _ => Err(AppError::NotFound(format!("job {id} does not exist"))),
         }
@@ -120,7 +132,7 @@ impl Engine {
 
     /// A `hide` job: the hidden accounts take the account's status now.
     pub(crate) async fn hide_step(&self, account: i64) -> AppResult<()> {
-        let hide = self.pg().hidden(account).await?;
+        let hide = self.pg().accounts().hidden(account).await?;
         // A purged account is gone from the records: it is let go.
         self.redis().hidden_change(account, hide).await
     }
@@ -144,10 +156,11 @@ impl Engine {
         let cap = self.settings().inbox_max_len;
         let progress = async |n: usize| {
             self.pg()
+                .accounts()
                 .task_progress(task, n as i64, 0, TaskState::Running)
                 .await
         };
-        let followers = self.pg().edges_of(account, true, batch).await?;
+        let followers = self.pg().accounts().edges_of(account, true, batch).await?;
         if !followers.is_empty() {
             let unfollow = (Edge::Unfollow, false);
             let copies = futures::stream::iter(followers.iter().copied())
@@ -161,11 +174,15 @@ impl Engine {
             for copy in copies {
                 copy?;
             }
-            let n = self.pg().drop_followers(account, &followers).await?;
+            let n = self
+                .pg()
+                .accounts()
+                .drop_followers(account, &followers)
+                .await?;
             progress(n).await?;
             return Ok(false);
         }
-        let following = self.pg().edges_of(account, false, batch).await?;
+        let following = self.pg().accounts().edges_of(account, false, batch).await?;
         if !following.is_empty() {
             for &author in &following {
                 self.unfollow(account, author).await?;
@@ -173,12 +190,12 @@ impl Engine {
             progress(following.len()).await?;
             return Ok(false);
         }
-        let posts = self.pg().post_ids_of(account, batch).await?;
+        let posts = self.pg().accounts().post_ids_of(account, batch).await?;
         if !posts.is_empty() {
             let keys = self.redis().keys();
             let cached: Vec<String> = posts.iter().map(|id| keys.post(*id)).collect();
             self.redis().delete_many(&cached).await?;
-            let n = self.pg().drop_posts(account, &posts).await?;
+            let n = self.pg().accounts().drop_posts(account, &posts).await?;
             progress(n).await?;
             return Ok(false);
         }
@@ -196,7 +213,10 @@ impl Engine {
         self.redis()
             .pulled_change(account, PulledChange::Forget)
             .await?;
-        self.pg().finish_purge(account, job.id, task).await?;
+        self.pg()
+            .accounts()
+            .finish_purge(account, job.id, task)
+            .await?;
         if let Err(e) = self.redis().hidden_change(account, false).await {
             // Its id stays among the hidden: it names no post any more.
             tracing::warn!(error = %e.chain(), account, "a purged account stays among the hidden");
@@ -209,6 +229,7 @@ impl Engine {
     pub(crate) async fn newest_of(&self, account: i64) -> AppResult<Vec<Entry>> {
         let cap = self.settings().inbox_max_len;
         self.pg()
+            .posts()
             .entries(EntriesOf::Author(account), cap + (cap / 32).max(1))
             .await
     }

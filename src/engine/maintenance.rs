@@ -24,7 +24,7 @@ impl Engine {
     /// [`crate::store::pg::QUIET_INSTANCE`].
     pub async fn heartbeat_forever(&self) {
         loop {
-            if let Err(e) = self.inner.pg.heartbeat().await {
+            if let Err(e) = self.inner.pg.jobs().heartbeat().await {
                 tracing::debug!(error = %e.chain(), "could not record this instance's heartbeat");
             }
             tokio::time::sleep(HEARTBEAT).await;
@@ -46,6 +46,7 @@ impl Engine {
         let owed: std::collections::HashSet<i64> = self
             .inner
             .pg
+            .posts()
             .deliveries_of(&ids)
             .await?
             .into_iter()
@@ -88,7 +89,7 @@ impl Engine {
         let (pg, redis) = self.ready().await;
         metrics::store_answered("postgres", pg.is_ok());
         metrics::store_answered("redis", redis.is_ok());
-        match self.inner.pg.job_counts().await {
+        match self.inner.pg.jobs().job_counts().await {
             Ok((pending, running, dead)) => {
                 self.inner
                     .backlog
@@ -105,12 +106,12 @@ impl Engine {
     /// Forgets the publish keys past their day and the tasks past their
     /// week.
     async fn forget_old_records(&self) {
-        match self.inner.pg.forget_old_publish_keys().await {
+        match self.inner.pg.posts().forget_old_publish_keys().await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(keys = n, "forgot publish keys past their day"),
             Err(e) => tracing::debug!(error = %e.chain(), "could not forget old publish keys"),
         }
-        match self.inner.pg.forget_old_tasks().await {
+        match self.inner.pg.accounts().forget_old_tasks().await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(tasks = n, "forgot tasks past their week"),
             Err(e) => tracing::debug!(error = %e.chain(), "could not forget old tasks"),
@@ -135,9 +136,9 @@ impl Engine {
     /// once a minute: at a high publish rate the table and its indexes would
     /// swell in between.
     async fn keep_job_table_small(&self) {
-        match self.inner.pg.job_table_dead_rows().await {
+        match self.inner.pg.jobs().job_table_dead_rows().await {
             Ok(dead) if dead > JOBS_VACUUM_DEAD_ROWS => {
-                if let Err(e) = self.inner.pg.vacuum_jobs().await {
+                if let Err(e) = self.inner.pg.jobs().vacuum_jobs().await {
                     tracing::warn!(error = %e.chain(), "could not vacuum the fan-out jobs");
                 }
             }

@@ -71,7 +71,7 @@ impl Engine {
         if let Some(here) = self.inner.members.recall(id) {
             return here;
         }
-        match self.inner.pg.user(id).await {
+        match self.inner.pg.users().user(id).await {
             Ok(user) => {
                 let here = user.is_some_and(|u| u.status != AccountStatus::Deleted);
                 self.inner.members.note(id, here);

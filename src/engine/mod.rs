@@ -4,7 +4,7 @@
 //! The home feed of a reader is, by definition, every post (deleted ones
 //! hidden but counted) of the authors it follows, in feed order
 //! ([`crate::types::feed_order`]). PostgreSQL can always answer it
-//! ([`PgStore::feed`]); Redis answers it faster from the reader's inbox
+//! ([`crate::store::pg::PostRecords::feed`]); Redis answers it faster from the reader's inbox
 //! merged with the outboxes it must pull. A Redis answer is used only where
 //! every source is known to be complete (above its floor, within what was
 //! read); anywhere else the page comes from PostgreSQL with the same order
@@ -192,7 +192,7 @@ pub fn now_ms() -> i64 {
 
 impl Engine {
     pub async fn new(pg: PgStore, redis: RedisStore, tuning: EngineSettings) -> AppResult<Self> {
-        let live = pg.settings().await?;
+        let live = pg.users().settings().await?;
         let bulk_turns = tuning.fanout_workers.saturating_sub(1).max(1);
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -239,7 +239,7 @@ impl Engine {
     /// The admin settings as PostgreSQL holds them now (another instance
     /// may have changed them since this one loaded them).
     pub async fn stored_settings(&self) -> AppResult<FeedSettings> {
-        self.inner.pg.settings().await
+        self.inner.pg.users().settings().await
     }
 
     fn set_live(&self, new: FeedSettings) {
@@ -252,7 +252,7 @@ impl Engine {
     /// Reloads the admin settings from PostgreSQL (every instance does this
     /// periodically, so a change made through any instance is live on all).
     pub async fn refresh_settings(&self) -> AppResult<()> {
-        let fresh = self.inner.pg.settings().await?;
+        let fresh = self.inner.pg.users().settings().await?;
         self.set_live(fresh);
         Ok(())
     }
@@ -260,12 +260,12 @@ impl Engine {
     // ----- users -----
 
     pub async fn create_user(&self, username: &Username) -> AppResult<User> {
-        self.inner.pg.create_user(username.as_str()).await
+        self.inner.pg.users().create_user(username.as_str()).await
     }
 
     /// A user (an account being deleted is not found).
     pub async fn user(&self, id: i64) -> AppResult<User> {
-        existing(id, self.inner.pg.user(id).await?)
+        existing(id, self.inner.pg.users().user(id).await?)
     }
 
     // ----- shared by the parts -----
@@ -321,6 +321,7 @@ impl Engine {
         let (new, promoted, demoted) = self
             .inner
             .pg
+            .users()
             .update_settings(
                 |current| patch.apply(current).map_err(AppError::Unprocessable),
                 now_ms(),
@@ -349,7 +350,7 @@ impl Engine {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let done = self.inner.job_done.notified();
-            if self.inner.pg.pending_jobs().await? == 0 {
+            if self.inner.pg.jobs().pending_jobs().await? == 0 {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {

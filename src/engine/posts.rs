@@ -94,6 +94,7 @@ impl Engine {
         let published = self
             .inner
             .pg
+            .posts()
             .publish(
                 author,
                 (body, meta),
@@ -163,7 +164,13 @@ impl Engine {
         key: &IdempotencyKey,
         draft: (&str, Option<&str>),
     ) -> AppResult<Option<Publication>> {
-        let Some(post) = self.inner.pg.published_with(author, key.as_str()).await? else {
+        let Some(post) = self
+            .inner
+            .pg
+            .posts()
+            .published_with(author, key.as_str())
+            .await?
+        else {
             return Ok(None);
         };
         if (post.body.as_str(), post.meta.as_deref()) != draft {
@@ -195,6 +202,7 @@ impl Engine {
     pub async fn post(&self, id: i64) -> AppResult<Post> {
         self.inner
             .pg
+            .posts()
             .post(id)
             .await?
             .ok_or_else(|| AppError::NotFound(format!("post {id} does not exist")))
@@ -208,7 +216,13 @@ impl Engine {
     pub async fn delete_post(&self, id: i64, actor: Option<i64>) -> AppResult<()> {
         let ttl = self.tuning().post_cache_ttl_secs;
         let gone = || AppError::NotFound(format!("post {id} does not exist"));
-        match self.inner.pg.delete_post(id, actor, now_ms()).await? {
+        match self
+            .inner
+            .pg
+            .posts()
+            .delete_post(id, actor, now_ms())
+            .await?
+        {
             Deletion::NotFound => Err(gone()),
             Deletion::Forbidden => Err(AppError::Forbidden(format!(
                 "post {id} belongs to another user"

@@ -16,7 +16,7 @@ impl Engine {
         let mut wanted: Vec<i64> = ids.to_vec();
         wanted.sort_unstable();
         wanted.dedup();
-        let rows = self.inner.pg.accounts(&wanted).await?;
+        let rows = self.inner.pg.profiles().accounts(&wanted).await?;
         Ok(ids
             .iter()
             .filter_map(|id| rows.iter().find(|r| r.id == *id).cloned())
@@ -36,6 +36,7 @@ impl Engine {
         let id = self
             .inner
             .pg
+            .profiles()
             .account_id_by_name(username)
             .await?
             .ok_or_else(|| AppError::NotFound(format!("no account is named {username:?}")))?;
@@ -44,7 +45,7 @@ impl Engine {
 
     /// How `of` stands to each of `others` (at most [`MAX_PROFILES`]).
     pub async fn relationships(&self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
-        self.inner.pg.relationships(of, others).await
+        self.inner.pg.profiles().relationships(of, others).await
     }
 
     /// Up to `limit` of `owner`'s followers or followings within `range`
@@ -60,6 +61,7 @@ impl Engine {
         let ids = self
             .inner
             .pg
+            .profiles()
             .follow_list(owner, list, range, i64::from(limit))
             .await?;
         self.profiles(&ids).await
@@ -67,6 +69,6 @@ impl Engine {
 
     /// A post's time, deleted or not (none once purged).
     pub async fn post_time(&self, id: i64) -> AppResult<Option<i64>> {
-        self.inner.pg.post_time(id).await
+        self.inner.pg.profiles().post_time(id).await
     }
 }

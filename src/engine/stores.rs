@@ -61,19 +61,19 @@ pub trait Hints: Sync {
 
 impl Accounts for PgStore {
     async fn user(&self, id: i64) -> AppResult<Option<User>> {
-        PgStore::user(self, id).await
+        self.users().user(id).await
     }
 }
 
 impl FeedEntries for PgStore {
     async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
-        PgStore::entries(self, of, limit).await
+        self.posts().entries(of, limit).await
     }
 }
 
 impl Jobs for PgStore {
     async fn drop_job(&self, id: i64) -> AppResult<()> {
-        PgStore::drop_job(self, id).await
+        self.jobs().drop_job(id).await
     }
 }
 

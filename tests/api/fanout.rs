@@ -22,10 +22,15 @@ async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
     let first = Application::build(&settings).await.unwrap();
     let engine = first.engine().clone();
     let _cleanup = Cleanup::of(&settings);
-    let author = engine.pg().create_user("author").await.unwrap();
+    let author = engine.pg().users().create_user("author").await.unwrap();
     let mut followers = Vec::new();
     for i in 0..120 {
-        let f = engine.pg().create_user(&format!("f{i}")).await.unwrap();
+        let f = engine
+            .pg()
+            .users()
+            .create_user(&format!("f{i}"))
+            .await
+            .unwrap();
         engine.follow(f.id, author.id).await.unwrap();
         // Each follower has an inbox for the fan-out to fill.
         engine.home_page(f.id, PageRequest::first(5)).await.unwrap();
@@ -179,10 +184,10 @@ async fn with_fan_out_stalled_every_feed_is_still_complete() {
     let app = Application::build(&settings).await.unwrap();
     let engine = app.engine().clone();
     let _cleanup = Cleanup::of(&settings);
-    let star = engine.pg().create_user("star").await.unwrap();
+    let star = engine.pg().users().create_user("star").await.unwrap();
     let mut readers = Vec::new();
     for name in ["reader", "quiet", "fan"] {
-        let r = engine.pg().create_user(name).await.unwrap();
+        let r = engine.pg().users().create_user(name).await.unwrap();
         engine.follow(r.id, star.id).await.unwrap();
         engine.home_page(r.id, PageRequest::first(5)).await.unwrap();
         readers.push(r.id);
@@ -246,10 +251,16 @@ async fn run_all(engine: &Engine) {
 
 /// An author and `n` followers, each with an inbox; every job run.
 async fn author_with_followers(engine: &Engine, n: usize) -> (i64, Vec<i64>) {
-    let author = engine.pg().create_user("author").await.unwrap().id;
+    let author = engine.pg().users().create_user("author").await.unwrap().id;
     let mut followers = Vec::new();
     for i in 0..n {
-        let f = engine.pg().create_user(&format!("f{i}")).await.unwrap().id;
+        let f = engine
+            .pg()
+            .users()
+            .create_user(&format!("f{i}"))
+            .await
+            .unwrap()
+            .id;
         engine.follow(f, author).await.unwrap();
         home(engine, f).await;
         followers.push(f);
@@ -269,8 +280,8 @@ async fn home(engine: &Engine, reader: i64) -> Vec<i64> {
 #[tokio::test]
 async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() {
     let (engine, _settings, _cleanup) = idle_instance().await;
-    let author = engine.pg().create_user("author").await.unwrap().id;
-    let reader = engine.pg().create_user("reader").await.unwrap().id;
+    let author = engine.pg().users().create_user("author").await.unwrap().id;
+    let reader = engine.pg().users().create_user("reader").await.unwrap().id;
     let body = PostBody::parse("p").unwrap();
     let mut posts = Vec::new();
     for i in 0..3 {
@@ -302,7 +313,7 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
     assert_eq!(home(&engine, reader).await, posts, "pulled meanwhile");
     assert_eq!(engine.step(&mut removal, true).await.unwrap(), Step::Done);
     run_all(&engine).await;
-    assert_eq!(engine.pg().pending_jobs().await.unwrap(), 0);
+    assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 0);
     assert_eq!(home(&engine, reader).await, posts);
     let inbox = engine.redis().keys().inbox(reader);
     assert_eq!(members(&engine, &inbox).await.len(), 3, "{inbox}");
@@ -388,7 +399,7 @@ async fn a_job_whose_batches_keep_timing_out_counts_them_and_gives_up_losing_not
             .unwrap();
     }
     // It gave up: no job left, so nobody pulls the author any more...
-    assert_eq!(engine.pg().pending_jobs().await.unwrap(), 0);
+    assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 0);
     for r in &readers {
         // ...and every reader still gets the post.
         assert_eq!(home(&engine, *r).await, vec![post.id], "reader {r}");
@@ -550,7 +561,7 @@ async fn the_jobs_table_is_vacuumed_once_its_dead_rows_pile_up() {
 #[tokio::test]
 async fn a_big_v_with_thousands_of_active_fans_reads_them_in_pages_each_once() {
     let (engine, _settings, _cleanup) = idle_instance().await;
-    let star = engine.pg().create_user("star").await.unwrap().id;
+    let star = engine.pg().users().create_user("star").await.unwrap().id;
     let keys = engine.redis().keys().clone();
     let mut conn = redis_conn(&engine).await;
     // 11,000 fans seen lately (more than two pages of a Redis call) and
@@ -608,6 +619,7 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
     for i in 0..3 {
         let f = engine
             .pg()
+            .users()
             .create_user(&format!("late{i}"))
             .await
             .unwrap()
@@ -622,7 +634,7 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
         .await
         .unwrap();
     run_all(&engine).await;
-    assert_eq!(engine.pg().pending_jobs().await.unwrap(), 0);
+    assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 0);
     for f in &followers {
         let inbox = engine.redis().keys().inbox(*f);
         assert_eq!(

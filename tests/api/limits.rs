@@ -114,8 +114,8 @@ async fn toggling_a_follow_queues_at_most_one_job_for_the_pair() {
     let app = Application::build(&settings).await.unwrap();
     let _cleanup = Cleanup::of(&settings);
     let engine = app.engine().clone();
-    let a = engine.pg().create_user("a").await.unwrap().id;
-    let b = engine.pg().create_user("b").await.unwrap().id;
+    let a = engine.pg().users().create_user("a").await.unwrap().id;
+    let b = engine.pg().users().create_user("b").await.unwrap().id;
     // Redis refuses every call: each call's own cache update fails and its
     // job stays queued.
     engine
@@ -127,14 +127,14 @@ async fn toggling_a_follow_queues_at_most_one_job_for_the_pair() {
         assert!(engine.unfollow(a, b).await.is_err());
     }
     assert!(engine.follow(a, b).await.is_err());
-    assert_eq!(engine.pg().pending_jobs().await.unwrap(), 1);
+    assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 1);
     // One a worker holds is kept; the next replaces any untouched one.
     let held = engine.claim(0).await.unwrap().expect("the follow job");
     for _ in 0..10 {
         assert!(engine.unfollow(a, b).await.is_err());
         assert!(engine.follow(a, b).await.is_err());
     }
-    assert_eq!(engine.pg().pending_jobs().await.unwrap(), 2);
+    assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 2);
     drop(held);
 }
 

@@ -950,6 +950,7 @@ impl World {
             }
             let u = engine
                 .pg()
+                .users()
                 .create_user(&format!("u{i}"))
                 .await
                 .map_err(|e| e.chain())?;
@@ -1353,6 +1354,7 @@ impl World {
             Op::Beat { instance } => {
                 self.engines[instance as usize % 2]
                     .pg()
+                    .jobs()
                     .heartbeat()
                     .await
                     .map_err(|e| format!("heartbeat: {}", e.chain()))?;

@@ -192,7 +192,7 @@ impl Engine {
             match self.step(&mut lease, true).await {
                 Ok(Step::Done) => return,
                 Ok(Step::More) if stopping(shutdown) => {
-                    if let Err(e) = self.pg().release_job(&lease.job).await {
+                    if let Err(e) = self.pg().jobs().release_job(&lease.job).await {
                         // The lease expires and another worker resumes.
                         tracing::warn!(worker, error = %e.chain(), "could not release a fan-out job");
                     }
@@ -208,7 +208,7 @@ impl Engine {
                     // counted, for another instance to resume from the
                     // checkpoint at once.
                     tracing::warn!(worker, error = %e.chain(), "fan-out batch failed during shutdown");
-                    if let Err(e) = self.pg().release_job(&lease.job).await {
+                    if let Err(e) = self.pg().jobs().release_job(&lease.job).await {
                         tracing::warn!(worker, error = %e.chain(), "could not release a fan-out job");
                     }
                     return;
@@ -254,7 +254,7 @@ impl Engine {
     }
 
     /// Claims the oldest claimable job (`pick` 0; see
-    /// [`crate::store::pg::PgStore::claim_job`] for the others). A job of a
+    /// [`crate::store::pg::JobTable::claim_job`] for the others). A job of a
     /// kind this binary does not know, or lacking what its kind needs
     /// ([`Job::lacks`]), is parked as dead, with the reason, and the next
     /// one is claimed.
@@ -267,8 +267,8 @@ impl Engine {
     async fn claim_for(&self, pick: i64, bulk: bool) -> AppResult<Option<Lease>> {
         loop {
             let lease = self.lease_time();
-            let claimed = match self.pg().claim_job(lease, pick, false).await? {
-                None if bulk => self.pg().claim_job(lease, pick, true).await?,
+            let claimed = match self.pg().jobs().claim_job(lease, pick, false).await? {
+                None if bulk => self.pg().jobs().claim_job(lease, pick, true).await?,
                 other => other,
             };
             match claimed {
@@ -284,6 +284,7 @@ impl Engine {
                     let why = format!("{why}: parked as dead");
                     tracing::error!(job = id, "{why}");
                     self.pg()
+                        .jobs()
                         .fail_job(id, lease, &why, Duration::ZERO, true, true)
                         .await?;
                 }
@@ -332,7 +333,7 @@ impl Engine {
             Some(Plan::Follows { seq, targets }) => {
                 // Whom the reader mutes is read now, as a follow's job
                 // reads whether it is shown.
-                let muted = self.pg().muted_of(job.author_id, targets).await?;
+                let muted = self.pg().users().muted_of(job.author_id, targets).await?;
                 self.apply_follows(job.author_id, *seq, targets, &muted)
                     .await?;
                 true
@@ -343,6 +344,7 @@ impl Engine {
                 if !done && record {
                     // A long purge keeps its lease.
                     self.pg()
+                        .jobs()
                         .checkpoint_job(job, job.checkpoint + 1, self.lease_time())
                         .await?;
                     job.checkpoint += 1;
@@ -372,7 +374,7 @@ impl Engine {
     /// state of its own time after it.
     async fn edge_step(&self, follower: i64, author: i64, seq: i64, edge: Edge) -> AppResult<()> {
         let shown = match edge {
-            Edge::Follow | Edge::Unmute => self.pg().shown(follower, author).await?,
+            Edge::Follow | Edge::Unmute => self.pg().users().shown(follower, author).await?,
             Edge::Unfollow | Edge::Mute => false,
         };
         self.apply_edge(follower, author, seq, (edge, shown)).await
@@ -382,7 +384,7 @@ impl Engine {
     /// its author perhaps no longer pulled, and waiters told.
     async fn finish(&self, job: &Job, mark: WriteMark) -> AppResult<()> {
         self.redis().replicated(mark).await?;
-        self.pg().finish_job(job.id, job.lease).await?;
+        self.pg().jobs().finish_job(job.id, job.lease).await?;
         let lag_ms = now_ms() - job.created_at_ms;
         if job.kind() == JobKind::Deliver {
             crate::metrics::FANOUT_LAG.observe(lag_ms.max(0) as f64 / 1000.0);
@@ -451,7 +453,7 @@ impl Engine {
                 Ok(()) => {
                     tracing::warn!(job = job.id, kind = %job.kind(), error = %error.chain(),
                         "fan-out job gave up: the inboxes it had not reached are rebuilt on their next read");
-                    match self.pg().finish_job(job.id, job.lease).await {
+                    match self.pg().jobs().finish_job(job.id, job.lease).await {
                         Ok(()) => {
                             self.settle_pulled(job).await;
                             self.inner.job_done.notify_waiters()
@@ -473,6 +475,7 @@ impl Engine {
         };
         if let Err(e) = self
             .pg()
+            .jobs()
             .fail_job(job.id, job.lease, &error.chain(), backoff, dead, counted)
             .await
         {
@@ -512,7 +515,10 @@ impl Engine {
             )),
             // An import that keeps failing ends; its task says how far it got.
             (_, &Work::Import { task }) => {
-                self.pg().task_progress(task, 0, 0, TaskState::Failed).await
+                self.pg()
+                    .accounts()
+                    .task_progress(task, 0, 0, TaskState::Failed)
+                    .await
             }
             // The reader's copy and inbox are rebuilt from PostgreSQL.
             (_, Work::Follows { .. }) => {
@@ -527,6 +533,7 @@ impl Engine {
                 loop {
                     let page = self
                         .pg()
+                        .jobs()
                         .inboxes_after(job.author_id, after, self.tuning().fanout_batch_size)
                         .await?;
                     let Some(&last) = page.last() else {

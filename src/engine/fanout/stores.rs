@@ -75,15 +75,15 @@ pub trait PushCache: Hints + Pulled + Replicas {
 
 impl PushRecords for PgStore {
     async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
-        PgStore::delivery(self, id).await
+        self.posts().delivery(id).await
     }
 
     async fn inboxes_after(&self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
-        PgStore::inboxes_after(self, author, after, limit).await
+        self.jobs().inboxes_after(author, after, limit).await
     }
 
     async fn checkpoint_job(&self, job: &Job, checkpoint: i64, lease: Duration) -> AppResult<()> {
-        PgStore::checkpoint_job(self, job, checkpoint, lease).await
+        self.jobs().checkpoint_job(job, checkpoint, lease).await
     }
 }
 

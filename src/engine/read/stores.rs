@@ -163,39 +163,39 @@ impl Records for PgStore {
         offset: u32,
         window: i64,
     ) -> AppResult<FeedRows> {
-        PgStore::feed(self, scope, max, offset, window).await
+        self.posts().feed(scope, max, offset, window).await
     }
 
     async fn feed_up(&self, scope: Scope, min: i64, window: i64) -> AppResult<FeedRows> {
-        PgStore::feed_up(self, scope, min, window).await
+        self.posts().feed_up(scope, min, window).await
     }
 
     async fn deleted_ahead(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
-        PgStore::deleted_ahead(self, scope, score, id).await
+        self.posts().deleted_ahead(scope, score, id).await
     }
 
     async fn count_from(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
-        PgStore::count_from(self, scope, score, id).await
+        self.posts().count_from(scope, score, id).await
     }
 
     async fn count_at(&self, scope: Scope, score: i64) -> AppResult<i64> {
-        PgStore::count_at(self, scope, score).await
+        self.posts().count_at(scope, score).await
     }
 
     async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedPost>> {
-        PgStore::hydrate(self, ids, scope).await
+        self.posts().hydrate(ids, scope).await
     }
 
     async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
-        PgStore::following_state(self, reader).await
+        self.posts().following_state(reader).await
     }
 
     async fn pulled_state(&self) -> AppResult<Vec<PulledAuthor>> {
-        PgStore::pulled_state(self).await
+        self.posts().pulled_state().await
     }
 
     async fn hidden_accounts(&self) -> AppResult<Vec<i64>> {
-        PgStore::hidden_accounts(self).await
+        self.users().hidden_accounts().await
     }
 }
 

@@ -117,6 +117,7 @@ impl Engine {
         let task = self
             .inner
             .pg
+            .accounts()
             .create_import(follower, targets, most, now_ms())
             .await?;
         self.inner.wake.notify_waiters();
@@ -127,7 +128,7 @@ impl Engine {
     /// queued or running (before their body is read).
     pub async fn import_room(&self, follower: i64) -> AppResult<()> {
         let most = self.tuning().imports_per_user;
-        self.inner.pg.import_room(follower, most).await
+        self.inner.pg.accounts().import_room(follower, most).await
     }
 
     /// One batch of an import: the next [`MAX_FOLLOW_MANY`] ids of its list
@@ -144,11 +145,13 @@ impl Engine {
         let batch = self
             .inner
             .pg
+            .accounts()
             .import_batch(task, from, MAX_FOLLOW_MANY as i64)
             .await?;
         if batch.is_empty() {
             self.inner
                 .pg
+                .accounts()
                 .task_progress(task, 0, 0, TaskState::Done)
                 .await?;
             return Ok(true);
@@ -159,6 +162,7 @@ impl Engine {
             _ => {
                 self.inner
                     .pg
+                    .accounts()
                     .task_progress(task, 0, 0, TaskState::Failed)
                     .await?;
                 return Ok(true);
@@ -172,6 +176,7 @@ impl Engine {
             let to = from + batch.len() as i64;
             self.inner
                 .pg
+                .accounts()
                 .task_progress(
                     task,
                     batch.len() as i64,
@@ -180,6 +185,7 @@ impl Engine {
                 )
                 .await?;
             self.pg()
+                .jobs()
                 .checkpoint_job(
                     job,
                     to,
@@ -212,7 +218,7 @@ impl Engine {
     /// `blocker` no longer blocks `target` (idempotent; no follow comes
     /// back).
     pub async fn unblock(&self, blocker: i64, target: i64) -> AppResult<()> {
-        self.inner.pg.unblock(blocker, target).await?;
+        self.inner.pg.users().unblock(blocker, target).await?;
         Ok(())
     }
 
@@ -221,7 +227,7 @@ impl Engine {
         if viewer == author {
             return Ok(false);
         }
-        self.inner.pg.blocked_between(viewer, author).await
+        self.inner.pg.users().blocked_between(viewer, author).await
     }
 
     /// A page of the users `owner` mutes or blocks, newest first by when,
@@ -238,7 +244,7 @@ impl Engine {
             let Some(at) = req.max else {
                 return Err(AppError::BadRequest("offset needs max".into()));
             };
-            let run = self.inner.pg.relations_at(owner, mutes, at).await?;
+            let run = self.inner.pg.users().relations_at(owner, mutes, at).await?;
             super::read::within_run(&req, run)?;
         }
         let mut window = i64::from(req.limit) + 1;
@@ -246,6 +252,7 @@ impl Engine {
             let rows = self
                 .inner
                 .pg
+                .users()
                 .relations(owner, mutes, req.max, req.offset, window)
                 .await?;
             let complete = (rows.len() as i64) < window + i64::from(req.offset);

@@ -110,7 +110,9 @@ pub trait EdgeCache: Hints + Pulled + Replicas {
 
 impl EdgeRecords for PgStore {
     async fn follow(&self, follower: i64, followee: i64, now_ms: i64) -> AppResult<EdgeChange> {
-        PgStore::follow(self, follower, followee, now_ms, policy::big_v_change).await
+        self.users()
+            .follow(follower, followee, now_ms, policy::big_v_change)
+            .await
     }
 
     async fn follow_many(
@@ -121,11 +123,15 @@ impl EdgeRecords for PgStore {
         now_ms: i64,
     ) -> AppResult<FollowedMany> {
         let rule = policy::big_v_change;
-        PgStore::follow_many(self, follower, targets, fit, now_ms, rule).await
+        self.users()
+            .follow_many(follower, targets, fit, now_ms, rule)
+            .await
     }
 
     async fn unfollow(&self, follower: i64, followee: i64, now_ms: i64) -> AppResult<EdgeChange> {
-        PgStore::unfollow(self, follower, followee, now_ms, policy::big_v_change).await
+        self.users()
+            .unfollow(follower, followee, now_ms, policy::big_v_change)
+            .await
     }
 
     async fn set_mute(
@@ -135,11 +141,13 @@ impl EdgeRecords for PgStore {
         mute: bool,
         now_ms: i64,
     ) -> AppResult<EdgeChange> {
-        PgStore::set_mute(self, reader, target, mute, now_ms).await
+        self.users().set_mute(reader, target, mute, now_ms).await
     }
 
     async fn block(&self, blocker: i64, target: i64, now_ms: i64) -> AppResult<Blocked> {
-        PgStore::block(self, blocker, target, now_ms, policy::big_v_change).await
+        self.users()
+            .block(blocker, target, now_ms, policy::big_v_change)
+            .await
     }
 
     async fn entries_of_many(
@@ -147,7 +155,7 @@ impl EdgeRecords for PgStore {
         authors: &[i64],
         limit: i64,
     ) -> AppResult<Vec<(i64, Vec<Entry>)>> {
-        PgStore::entries_of_many(self, authors, limit).await
+        self.posts().entries_of_many(authors, limit).await
     }
 }
 

@@ -274,7 +274,7 @@ impl Hub {
 
     /// The authors `reader`'s home shows, from the records.
     async fn authors_of(&self, reader: i64) -> AppResult<HashSet<i64>> {
-        let (_, followees) = self.engine.pg().following_state(reader).await?;
+        let (_, followees) = self.engine.pg().posts().following_state(reader).await?;
         let mut authors: HashSet<i64> = followees.into_iter().collect();
         if self.engine.settings().home_includes_own_posts {
             authors.insert(reader);
@@ -485,7 +485,7 @@ impl Hub {
         let own = self.engine.settings().home_includes_own_posts;
         let chunks = futures::stream::iter(readers.chunks(RELOAD_CHUNK).map(<[i64]>::to_vec))
             .map(|chunk| async move {
-                let read = self.engine.pg().followees_of_many(&chunk).await;
+                let read = self.engine.pg().posts().followees_of_many(&chunk).await;
                 (chunk, read)
             })
             .buffer_unordered(2);

@@ -11,6 +11,11 @@ use super::PgStore;
 use crate::error::{AppError, AppResult};
 use crate::types::{AccountStatus, JobKind, Task, TaskState, User};
 
+/// Suspended and deleted accounts, their purge, and tasks
+/// ([`PgStore::accounts`]).
+#[derive(Clone, Copy)]
+pub struct AccountRecords<'a>(pub(super) &'a PgStore);
+
 /// The columns of a [`TaskRow`].
 const TASK_COLUMNS: &str = "id, kind, user_id, state, total, done, skipped, \
      (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
@@ -28,7 +33,7 @@ pub struct StatusChange {
     pub job: i64,
 }
 
-impl PgStore {
+impl AccountRecords<'_> {
     /// Moves an account from one of `from` to `to`, with the `hide` job
     /// that tells Redis. `None`: no account in one of `from` with that id.
     pub async fn set_status(
@@ -39,7 +44,7 @@ impl PgStore {
         now_ms: i64,
     ) -> AppResult<Option<StatusChange>> {
         let from = from.to_vec();
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let user: Option<UserRow> =
                 diesel::update(users::table.find(id).filter(users::status.eq_any(&from)))
@@ -65,7 +70,7 @@ impl PgStore {
     /// either way and its posts count as the task's work. `None`: no such
     /// account, or deleted already.
     pub async fn delete_account(&self, id: i64, now_ms: i64) -> AppResult<Option<(Task, i64)>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let marked = diesel::update(
                 users::table
@@ -96,7 +101,7 @@ impl PgStore {
 
     /// The newest deletion task of an account (deleted already, or being).
     pub async fn deletion_of(&self, account: i64) -> AppResult<Option<Task>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let row: Option<TaskRow> = diesel::sql_query(format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE kind = 'delete_account' AND user_id = $1 \
              ORDER BY id DESC LIMIT 1"
@@ -121,7 +126,7 @@ impl PgStore {
         now_ms: i64,
     ) -> AppResult<Task> {
         let targets = targets.to_vec();
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let active: Option<i64> = users::table
                 .find(follower)
@@ -167,7 +172,7 @@ impl PgStore {
     /// Refuses (429) when `user` already has `most_open` imports queued or
     /// running: what the import route checks before it reads a body.
     pub async fn import_room(&self, user: i64, most_open: usize) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let open = open_imports(&mut conn, user).await?;
         if open >= most_open as i64 {
             return Err(too_many_imports(user, open));
@@ -184,7 +189,7 @@ impl PgStore {
         if from % IMPORT_CHUNK as i64 != 0 {
             return Ok(Vec::new());
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let chunk: Option<Vec<i64>> = import_chunks::table
             .find((task, from / IMPORT_CHUNK as i64))
             .select(import_chunks::ids)
@@ -212,7 +217,7 @@ impl PgStore {
 
     /// A task, if it is there (kept [`TASK_KEPT_DAYS`] after it ends).
     pub async fn task(&self, id: i64) -> AppResult<Option<Task>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let row: Option<TaskRow> =
             diesel::sql_query(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"))
                 .bind::<BigInt, _>(id)
@@ -231,7 +236,7 @@ impl PgStore {
         skipped: i64,
         state: TaskState,
     ) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let ended = matches!(state, TaskState::Done | TaskState::Failed);
         diesel::sql_query(
             "UPDATE tasks SET done = done + $2, skipped = skipped + $3, state = $4, \
@@ -258,7 +263,7 @@ impl PgStore {
 
     /// Forgets the tasks ended more than [`TASK_KEPT_DAYS`] ago.
     pub async fn forget_old_tasks(&self) -> AppResult<usize> {
-        let mut conn = self.uncounted_conn().await?;
+        let mut conn = self.0.uncounted_conn().await?;
         Ok(diesel::sql_query(format!(
             "DELETE FROM tasks WHERE finished_at < now() - interval '{TASK_KEPT_DAYS} days'"
         ))
@@ -269,7 +274,7 @@ impl PgStore {
     /// Whether an account's posts are hidden now: it is suspended, or
     /// being deleted (a purged account is gone: nothing to hide).
     pub async fn hidden(&self, id: i64) -> AppResult<bool> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let status: Option<AccountStatus> = users::table
             .find(id)
             .select(users::status)
@@ -285,7 +290,7 @@ impl PgStore {
     /// it follows, ascending.
     pub async fn edges_of(&self, account: i64, followers: bool, limit: i64) -> AppResult<Vec<i64>> {
         use super::schema::follows;
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(if followers {
             follows::table
                 .filter(follows::followee_id.eq(account))
@@ -308,7 +313,7 @@ impl PgStore {
     /// Removes `account`'s follows by `followers`, each follower's count
     /// with it, in one transaction. How many were there.
     pub async fn drop_followers(&self, account: i64, followers: &[i64]) -> AppResult<usize> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(diesel::sql_query(
             "WITH gone AS (DELETE FROM follows WHERE followee_id = $1 AND follower_id = ANY($2) \
                 RETURNING follower_id) \
@@ -324,7 +329,7 @@ impl PgStore {
     /// The first `limit` of `account`'s posts (live or deleted).
     pub async fn post_ids_of(&self, account: i64, limit: i64) -> AppResult<Vec<i64>> {
         use super::schema::posts;
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(posts::table
             .filter(posts::author_id.eq(account))
             .order(posts::id)
@@ -336,7 +341,7 @@ impl PgStore {
 
     /// Deletes posts of `account`, and their deliveries still queued.
     pub async fn drop_posts(&self, account: i64, ids: &[i64]) -> AppResult<usize> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         diesel::sql_query("DELETE FROM fanout_jobs WHERE kind = 'deliver' AND post_id = ANY($1)")
             .bind::<Array<BigInt>, _>(ids)
             .execute(&mut conn)
@@ -353,7 +358,7 @@ impl PgStore {
     /// The end of a purge: the account's row (its mutes, blocks and keys
     /// with it) and every other job about it go, and its task is done.
     pub async fn finish_purge(&self, account: i64, purge_job: i64, task: i64) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             diesel::sql_query(
                 "DELETE FROM fanout_jobs WHERE (author_id = $1 OR follower_id = $1) AND id <> $2",

@@ -22,6 +22,10 @@ use crate::types::{
     PulledAuthor, Scope,
 };
 
+/// Posts and the feed queries ([`PgStore::posts`]).
+#[derive(Clone, Copy)]
+pub struct PostRecords<'a>(pub(super) &'a PgStore);
+
 /// The columns of a [`FeedRow`]: a deleted post's body and meta are not read.
 macro_rules! feed_columns {
     () => {
@@ -110,7 +114,7 @@ pub enum Deletion {
     Forbidden,
 }
 
-impl PgStore {
+impl PostRecords<'_> {
     /// Commits a post and its `deliver` job in one statement (one round
     /// trip, one transaction). Under the author's row lock the post records
     /// whether it is pulled (the author is big-V) or pushed; what that means
@@ -126,7 +130,7 @@ impl PgStore {
         now_ms: i64,
     ) -> AppResult<Published> {
         let (body, meta) = draft;
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         const END: &str = " FROM p) \
              SELECT p.id, p.author_id, a.username, p.body, p.created_at_ms, p.meta FROM p, a";
         let (parts, mut binds): (&'static [&'static str], Vec<Bind>) = match key {
@@ -183,6 +187,8 @@ impl PgStore {
             Some(post) => Published::New(post.into()),
             None if key.is_some()
                 && self
+                    .0
+                    .users()
                     .user(author)
                     .await?
                     .is_some_and(|u| u.status == AccountStatus::Active) =>
@@ -197,7 +203,7 @@ impl PgStore {
     /// [`PUBLISH_KEY_HOURS`] hours, deleted since or not; forgets the key if
     /// it is older.
     pub async fn published_with(&self, author: i64, key: &str) -> AppResult<Option<Post>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let row: Option<PostRow> = diesel::sql_query(format!(
             "WITH old AS (DELETE FROM publish_keys WHERE author_id = $1 AND key = $2 \
                  AND created_at <= now() - interval '{PUBLISH_KEY_HOURS} hours') \
@@ -219,7 +225,7 @@ impl PgStore {
     /// Forgets the publish keys older than [`PUBLISH_KEY_HOURS`]; how many.
     pub async fn forget_old_publish_keys(&self) -> AppResult<usize> {
         // Bookkeeping of the process, not a query of a request: uncounted.
-        let mut conn = self.uncounted_conn().await?;
+        let mut conn = self.0.uncounted_conn().await?;
         Ok(diesel::sql_query(format!(
             "DELETE FROM publish_keys WHERE created_at <= now() - interval '{PUBLISH_KEY_HOURS} hours'"
         ))
@@ -229,7 +235,7 @@ impl PgStore {
 
     /// A live post of an active account.
     pub async fn post(&self, id: i64) -> AppResult<Option<Post>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let row: Option<PostRow> = diesel::sql_query(
             "SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
                 p.meta \
@@ -247,7 +253,7 @@ impl PgStore {
     /// too: they keep their place in feeds), whether it is pulled, and its
     /// author's big-V state now.
     pub async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let row: Option<DeliveryRow> = diesel::sql_query(
             "SELECT p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
                 p.deleted_at IS NOT NULL AS deleted, p.meta, p.pulled, u.big_v, u.big_v_epoch \
@@ -269,7 +275,7 @@ impl PgStore {
         actor: Option<i64>,
         now_ms: i64,
     ) -> AppResult<Deletion> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let row: Option<(i64, i64, bool)> = posts::table
                 .find(id)
@@ -320,7 +326,7 @@ impl PgStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let rows: Vec<FeedRow> = match scope {
             Scope::Home { reader, own } => {
                 Prepared::<FeedRowSql>::new(
@@ -380,7 +386,7 @@ impl PgStore {
         offset: u32,
         window: i64,
     ) -> AppResult<FeedRows> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let top = max.unwrap_or(i64::MAX);
         let rows: Vec<FeedRow> = match scope {
             Scope::Home { reader, own } => {
@@ -495,7 +501,7 @@ impl PgStore {
     /// cursor counts them), read oldest first. `complete`: the rows reach
     /// the top of the feed.
     pub async fn feed_up(&self, scope: Scope, min: i64, window: i64) -> AppResult<FeedRows> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let mut rows: Vec<FeedRow> = match scope {
             Scope::Home { reader, own } => {
                 Prepared::<FeedRowSql>::new(
@@ -586,7 +592,7 @@ impl PgStore {
     /// `score` and come before post `id` in feed order (their members'
     /// bytes are greater): the hidden entries a cursor at `id` has passed.
     pub async fn deleted_ahead(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p \
              WHERE p.created_at_ms = $2 AND p.deleted_at IS NOT NULL \
@@ -608,7 +614,7 @@ impl PgStore {
     /// come at or after post `id` in feed order (their members' bytes are
     /// not greater): the run of `score` from that post down.
     pub async fn count_from(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 \
              AND p.id::text COLLATE \"C\" <= $3::text COLLATE \"C\" AND p.author_id IN (",
@@ -627,7 +633,7 @@ impl PgStore {
 
     /// How many entries of `scope`'s feed are scored exactly `score`.
     pub async fn count_at(&self, scope: Scope, score: i64) -> AppResult<i64> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 AND p.author_id IN (",
             scope_authors!("$1", "$3", "$4"),
@@ -646,7 +652,7 @@ impl PgStore {
     /// an inbox or outbox rebuild fills in, what a follow or a backfill
     /// pushes.
     pub async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let (sql, who) = match of {
             // An inbox holds the posts pushed to its reader: of the authors
             // it follows, and its own.
@@ -703,7 +709,7 @@ impl PgStore {
             #[diesel(sql_type = BigInt)]
             created_at_ms: i64,
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let rows: Vec<Row> = diesel::sql_query(format!(
             "SELECT p.author_id, p.id, p.created_at_ms FROM unnest($1::bigint[]) a(id) \
              CROSS JOIN LATERAL (SELECT p.author_id, p.id, p.created_at_ms FROM posts p \
@@ -730,7 +736,7 @@ impl PgStore {
     /// its follow sequence number, read in one snapshot (to build the Redis
     /// copy). Not found for no account, or one being deleted.
     pub async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let rows: Vec<(i64, Option<i64>)> =
             Prepared::<(BigInt, diesel::sql_types::Nullable<BigInt>)>::new(
                 &[
@@ -766,7 +772,7 @@ impl PgStore {
             #[diesel(sql_type = BigInt)]
             followee_id: i64,
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let edges: Vec<Edge> = diesel::sql_query(
             "SELECT f.follower_id, f.followee_id FROM follows f \
              WHERE f.follower_id = ANY($1) AND NOT EXISTS ( \
@@ -789,7 +795,7 @@ impl PgStore {
         if posts.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let rows: Vec<Count> = diesel::sql_query(
             "SELECT post_id AS n FROM fanout_jobs WHERE kind = 'deliver' AND post_id = ANY($1)",
         )
@@ -804,7 +810,7 @@ impl PgStore {
     /// being settled (a backfill, with its epoch), and the posts whose
     /// delivery is in flight.
     pub async fn pulled_state(&self) -> AppResult<Vec<PulledAuthor>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let rows: Vec<PulledRow> = diesel::sql_query(
             "SELECT id AS author, big_v_epoch AS epoch, NULL::bigint AS post FROM users WHERE big_v \
              UNION ALL \

@@ -15,6 +15,11 @@ use super::PgStore;
 use crate::error::{AppError, AppResult, Message};
 use crate::types::{Job, JobKind, Payload, Work};
 
+/// The fan-out jobs table and the instances' heartbeats
+/// ([`PgStore::jobs`]).
+#[derive(Clone, Copy)]
+pub struct JobTable<'a>(pub(super) &'a PgStore);
+
 /// A claimed job as stored, or why it cannot be run.
 pub enum Claimed {
     Job(Job),
@@ -72,18 +77,18 @@ pub const HEARTBEAT: Duration = Duration::from_millis(200);
 /// (without counting an attempt) whatever their leases say.
 pub const QUIET_INSTANCE: Duration = Duration::from_millis(1200);
 
-impl PgStore {
+impl JobTable<'_> {
     /// Says this instance is alive (see [`QUIET_INSTANCE`]); forgets
     /// instances silent for a day.
     pub async fn heartbeat(&self) -> AppResult<()> {
         // Bookkeeping of the process, not a query of a request: uncounted.
-        let mut conn = self.uncounted_conn().await?;
+        let mut conn = self.0.uncounted_conn().await?;
         diesel::sql_query(
             "WITH gone AS (DELETE FROM instances WHERE seen_at < now() - interval '1 day') \
              INSERT INTO instances (id, seen_at) VALUES ($1, now()) \
              ON CONFLICT (id) DO UPDATE SET seen_at = now()",
         )
-        .bind::<BigInt, _>(self.instance)
+        .bind::<BigInt, _>(self.0.instance)
         .execute(&mut conn)
         .await?;
         Ok(())
@@ -104,7 +109,7 @@ impl PgStore {
         bulk: bool,
     ) -> AppResult<Option<Claimed>> {
         // Idle workers poll a few times a second: bookkeeping, uncounted.
-        let mut conn = self.uncounted_conn().await?;
+        let mut conn = self.0.uncounted_conn().await?;
         let (order, skip) = if pick < 0 {
             ("DESC", -pick - 1)
         } else {
@@ -128,7 +133,7 @@ impl PgStore {
         ))
         .bind::<BigInt, _>(lease.as_secs() as i64)
         .bind::<BigInt, _>(skip)
-        .bind::<BigInt, _>(self.instance)
+        .bind::<BigInt, _>(self.0.instance)
         .bind::<diesel::sql_types::Double, _>(QUIET_INSTANCE.as_secs_f64())
         .bind::<diesel::sql_types::Bool, _>(bulk)
         .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(
@@ -147,7 +152,7 @@ impl PgStore {
         checkpoint: i64,
         lease: Duration,
     ) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let n = diesel::sql_query(
             "UPDATE fanout_jobs SET checkpoint = $3, \
                 lease_until = now() + make_interval(secs => $4::float8) \
@@ -164,7 +169,7 @@ impl PgStore {
 
     /// Deletes a finished job, if its lease is still this holder's.
     pub async fn finish_job(&self, id: i64, lease: i64) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let n = diesel::delete(
             fanout_jobs::table
                 .find(id)
@@ -187,7 +192,7 @@ impl PgStore {
         dead: bool,
         counted: bool,
     ) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         diesel::sql_query(
             "UPDATE fanout_jobs SET last_error = $3, dead = $4, instance = NULL, \
                 attempts = attempts - CASE WHEN $6 THEN 0 ELSE 1 END, \
@@ -208,7 +213,7 @@ impl PgStore {
     /// Deletes a job its requester has done itself, unless a worker has
     /// claimed it meanwhile (that worker then does it again: harmless).
     pub async fn drop_job(&self, id: i64) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         diesel::sql_query("DELETE FROM fanout_jobs WHERE id = $1 AND attempts = 0")
             .bind::<BigInt, _>(id)
             .execute(&mut conn)
@@ -218,7 +223,7 @@ impl PgStore {
 
     /// Lets another worker take a job at once (graceful shutdown).
     pub async fn release_job(&self, job: &Job) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         diesel::sql_query(
             "UPDATE fanout_jobs SET lease_until = '-infinity' WHERE id = $1 AND lease = $2",
         )
@@ -232,7 +237,7 @@ impl PgStore {
     /// Jobs (pending, running, dead): pending waits for a worker; running is
     /// leased (or waiting out a retry backoff).
     pub async fn job_counts(&self) -> AppResult<(i64, i64, i64)> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let row: JobCounts = diesel::sql_query(
             "SELECT count(*) FILTER (WHERE NOT dead AND lease_until <= now()) AS pending, \
                     count(*) FILTER (WHERE NOT dead AND lease_until > now()) AS running, \
@@ -246,7 +251,7 @@ impl PgStore {
     /// Dead row versions in the jobs table, as PostgreSQL's statistics count
     /// them (jobs are inserted and deleted at the publish rate).
     pub async fn job_table_dead_rows(&self) -> AppResult<i64> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let row: DeadRows = diesel::sql_query(
             "SELECT COALESCE((SELECT n_dead_tup FROM pg_stat_user_tables \
                               WHERE relid = 'fanout_jobs'::regclass), 0) AS dead",
@@ -260,7 +265,7 @@ impl PgStore {
     /// autovacuum, or another instance's vacuum).
     pub async fn vacuum_jobs(&self) -> AppResult<()> {
         use diesel_async::SimpleAsyncConnection;
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.batch_execute("VACUUM (SKIP_LOCKED) fanout_jobs")
             .await?;
         Ok(())
@@ -268,7 +273,7 @@ impl PgStore {
 
     /// Jobs not yet done and not dead.
     pub async fn pending_jobs(&self) -> AppResult<i64> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(fanout_jobs::table
             .filter(fanout_jobs::dead.eq(false))
             .count()
@@ -285,7 +290,7 @@ impl PgStore {
             #[diesel(sql_type = BigInt)]
             id: i64,
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let rows: Vec<Id> = diesel::sql_query(
             "SELECT id FROM ((SELECT follower_id AS id FROM follows \
                  WHERE followee_id = $1 AND follower_id > $2 ORDER BY follower_id LIMIT $3) \

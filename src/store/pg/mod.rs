@@ -33,14 +33,14 @@ use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use crate::error::AppResult;
 use crate::settings::DatabaseSettings;
 
-pub use accounts::{StatusChange, TASK_KEPT_DAYS};
-pub use feed::{Deletion, Published, PUBLISH_KEY_HOURS};
-pub use jobs::Claimed;
+pub use accounts::{AccountRecords, StatusChange, TASK_KEPT_DAYS};
+pub use feed::{Deletion, PostRecords, Published, PUBLISH_KEY_HOURS};
+pub use jobs::{Claimed, JobTable};
 pub use pool::{
     drop_database, ensure_database, run_migrations, split_database_url, with_database, MIGRATIONS,
 };
-pub use profiles::{AccountRow, FollowList, IdRange, RelationshipRow};
-pub use users::{BigVRule, Blocked, EdgeChange, FollowedMany};
+pub use profiles::{AccountRow, FollowList, IdRange, ProfileRecords, RelationshipRow};
+pub use users::{BigVRule, Blocked, EdgeChange, FollowedMany, UserRecords};
 
 /// Ordering of every feed query: the order Redis gives (score, member bytes).
 const FEED_ORDER: &str = r#"ORDER BY p.created_at_ms DESC, p.id::text COLLATE "C" DESC"#;
@@ -69,6 +69,31 @@ impl PgStore {
             checkouts: Arc::new(AtomicU64::new(0)),
             instance: rand_instance(),
         })
+    }
+
+    /// Users, follows, mutes, blocks and the admin settings.
+    pub fn users(&self) -> UserRecords<'_> {
+        UserRecords(self)
+    }
+
+    /// Posts and the feed queries.
+    pub fn posts(&self) -> PostRecords<'_> {
+        PostRecords(self)
+    }
+
+    /// The fan-out jobs table and the instances' heartbeats.
+    pub fn jobs(&self) -> JobTable<'_> {
+        JobTable(self)
+    }
+
+    /// Suspended and deleted accounts, their purge, and tasks.
+    pub fn accounts(&self) -> AccountRecords<'_> {
+        AccountRecords(self)
+    }
+
+    /// Accounts with their counts, relationships and follow lists.
+    pub fn profiles(&self) -> ProfileRecords<'_> {
+        ProfileRecords(self)
     }
 
     /// This instance's id, as its heartbeats and leases name it.

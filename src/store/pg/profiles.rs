@@ -10,6 +10,11 @@ use super::PgStore;
 use crate::error::AppResult;
 use crate::types::AccountStatus;
 
+/// Accounts with their counts, relationships and follow lists
+/// ([`PgStore::profiles`]).
+#[derive(Clone, Copy)]
+pub struct ProfileRecords<'a>(pub(super) &'a PgStore);
+
 /// An account as a profile shows it.
 #[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
 pub struct AccountRow {
@@ -64,10 +69,10 @@ pub struct IdRange {
     pub closest: bool,
 }
 
-impl PgStore {
+impl ProfileRecords<'_> {
     /// The active accounts among `ids` (in no particular order).
     pub async fn accounts(&self, ids: &[i64]) -> AppResult<Vec<AccountRow>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(diesel::sql_query(
             "SELECT u.id, u.username, u.follower_count, u.following_count, \
                 (extract(epoch FROM u.created_at) * 1000)::bigint AS created_at_ms, \
@@ -85,7 +90,7 @@ impl PgStore {
     /// The active account named `username`.
     pub async fn account_id_by_name(&self, username: &str) -> AppResult<Option<i64>> {
         use super::schema::users;
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(users::table
             .filter(users::username.eq(username))
             .filter(users::status.eq(AccountStatus::Active))
@@ -97,7 +102,7 @@ impl PgStore {
 
     /// How `of` stands to each of `others`, in their order.
     pub async fn relationships(&self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         #[derive(QueryableByName)]
         struct Row {
             #[diesel(sql_type = BigInt)]
@@ -140,7 +145,7 @@ impl PgStore {
             FollowList::Following => ("follower_id", "followee_id"),
         };
         let order = if range.closest { "ASC" } else { "DESC" };
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         #[derive(QueryableByName)]
         struct Row {
             #[diesel(sql_type = BigInt)]
@@ -167,7 +172,7 @@ impl PgStore {
     /// A post's time, deleted or not (gone once purged).
     pub async fn post_time(&self, id: i64) -> AppResult<Option<i64>> {
         use super::schema::posts;
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(posts::table
             .find(id)
             .select(posts::created_at_ms)

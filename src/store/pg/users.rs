@@ -13,6 +13,11 @@ use crate::error::{AppError, AppResult};
 use crate::types::{AccountStatus, FeedSettings, User};
 use crate::types::{BigVChange, JobKind};
 
+/// Users, follows, mutes, blocks and the admin settings
+/// ([`PgStore::users`]).
+#[derive(Clone, Copy)]
+pub struct UserRecords<'a>(pub(super) &'a PgStore);
+
 /// The engine's big-V rule, asked under the followee's row lock: given its
 /// new follower count, whether it is big-V now, and the live settings.
 pub trait BigVRule: FnOnce(i64, bool, &FeedSettings) -> Option<BigVChange> + Send {}
@@ -65,9 +70,9 @@ pub struct Blocked {
     pub unfollowed: Vec<(i64, i64, EdgeChange)>,
 }
 
-impl PgStore {
+impl UserRecords<'_> {
     pub async fn create_user(&self, username: &str) -> AppResult<User> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let inserted = diesel::insert_into(users::table)
             .values(NewUser { username })
             .on_conflict_do_nothing()
@@ -81,7 +86,7 @@ impl PgStore {
     }
 
     pub async fn user(&self, id: i64) -> AppResult<Option<User>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(users::table
             .find(id)
             .select(UserRow::as_select())
@@ -102,7 +107,7 @@ impl PgStore {
         now_ms: i64,
         rule: impl BigVRule,
     ) -> AppResult<EdgeChange> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             lock_pair(conn, follower, followee).await?;
             if blocked_between(conn, follower, followee).await? {
@@ -129,7 +134,7 @@ impl PgStore {
         rule: impl BigVRule + Copy,
     ) -> AppResult<FollowedMany> {
         let targets = targets.to_vec();
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             // Every row touched, locked in id order (as a follow locks its
             // pair): no deadlock with a follow or a block.
@@ -275,7 +280,7 @@ impl PgStore {
 
     /// Of `authors`, those `reader` mutes.
     pub async fn muted_of(&self, reader: i64, authors: &[i64]) -> AppResult<Vec<i64>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(mutes::table
             .filter(mutes::muter_id.eq(reader))
             .filter(mutes::muted_id.eq_any(authors))
@@ -294,7 +299,7 @@ impl PgStore {
         now_ms: i64,
         rule: impl BigVRule,
     ) -> AppResult<EdgeChange> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             change_edge(conn, follower, followee, false, now_ms, rule).await
         })
@@ -311,7 +316,7 @@ impl PgStore {
         mute: bool,
         now_ms: i64,
     ) -> AppResult<EdgeChange> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             if mute {
                 lock_pair(conn, reader, target).await?;
@@ -370,7 +375,7 @@ impl PgStore {
         now_ms: i64,
         rule: impl BigVRule + Copy,
     ) -> AppResult<Blocked> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             lock_pair(conn, blocker, target).await?;
             let new = diesel::insert_into(blocks::table)
@@ -398,7 +403,7 @@ impl PgStore {
     /// `blocker` no longer blocks `target` (idempotent; no follow comes
     /// back). Whether a block was there.
     pub async fn unblock(&self, blocker: i64, target: i64) -> AppResult<bool> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(diesel::delete(blocks::table.find((blocker, target)))
             .execute(&mut conn)
             .await?
@@ -408,7 +413,7 @@ impl PgStore {
     /// The accounts whose posts are in no feed: suspended, or being
     /// deleted (to build the Redis copy).
     pub async fn hidden_accounts(&self) -> AppResult<Vec<i64>> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(users::table
             .filter(users::status.ne(AccountStatus::Active))
             .select(users::id)
@@ -418,13 +423,13 @@ impl PgStore {
 
     /// Whether either of two users blocks the other.
     pub async fn blocked_between(&self, a: i64, b: i64) -> AppResult<bool> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         blocked_between(&mut conn, a, b).await
     }
 
     /// Whether `reader`'s home shows `author`'s posts: followed, not muted.
     pub async fn shown(&self, reader: i64, author: i64) -> AppResult<bool> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         Ok(follows_now(&mut conn, reader, author).await?
             && mutes::table
                 .find((reader, author))
@@ -451,7 +456,7 @@ impl PgStore {
             #[diesel(embed)]
             user: UserRow,
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let sql = if mutes {
             concat!(
                 "SELECT r.created_at_ms AS at, u.* FROM mutes r JOIN users u ON u.id = r.muted_id \
@@ -476,7 +481,7 @@ impl PgStore {
 
     /// How many of `owner`'s mutes (or blocks) were made at `at`.
     pub async fn relations_at(&self, owner: i64, mutes: bool, at: i64) -> AppResult<i64> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let sql = if mutes {
             "SELECT count(*) AS n FROM mutes WHERE muter_id = $1 AND created_at_ms = $2"
         } else {
@@ -493,7 +498,7 @@ impl PgStore {
     // ----- settings -----
 
     pub async fn settings(&self) -> AppResult<FeedSettings> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let row = settings::table
             .select(SettingsRow::as_select())
             .first(&mut conn)
@@ -513,7 +518,7 @@ impl PgStore {
         change: impl FnOnce(&FeedSettings) -> AppResult<FeedSettings> + Send,
         now_ms: i64,
     ) -> AppResult<(FeedSettings, Vec<(i64, i64)>, usize)> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let current = settings::table
                 .select(SettingsRow::as_select())
