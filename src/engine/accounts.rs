@@ -126,15 +126,17 @@ impl Engine {
     /// a worker and the call answers 503.
     async fn hide_now(&self, account: i64, hide: bool, job: Option<i64>) -> AppResult<()> {
         let queued = "the account's status is recorded; hiding its posts is queued";
-        self.write_through(job, queued, || self.redis().hidden_change(account, hide))
-            .await
+        self.write_through(job, queued, || {
+            self.redis().state().hidden_change(account, hide)
+        })
+        .await
     }
 
     /// A `hide` job: the hidden accounts take the account's status now.
     pub(crate) async fn hide_step(&self, account: i64) -> AppResult<()> {
         let hide = self.pg().accounts().hidden(account).await?;
         // A purged account is gone from the records: it is let go.
-        self.redis().hidden_change(account, hide).await
+        self.redis().state().hidden_change(account, hide).await
     }
 
     /// One batch of a deleted account's purge, in this order: its
@@ -166,6 +168,7 @@ impl Engine {
             let copies = futures::stream::iter(followers.iter().copied())
                 .map(|f| {
                     self.redis()
+                        .state()
                         .set_follow(f, account, PURGED_SEQ, unfollow, cap, None, newest)
                 })
                 .buffer_unordered(PURGE_CONCURRENCY)
@@ -211,13 +214,14 @@ impl Engine {
             ])
             .await?;
         self.redis()
+            .state()
             .pulled_change(account, PulledChange::Forget)
             .await?;
         self.pg()
             .accounts()
             .finish_purge(account, job.id, task)
             .await?;
-        if let Err(e) = self.redis().hidden_change(account, false).await {
+        if let Err(e) = self.redis().state().hidden_change(account, false).await {
             // Its id stays among the hidden: it names no post any more.
             tracing::warn!(error = %e.chain(), account, "a purged account stays among the hidden");
         }

@@ -38,7 +38,7 @@ impl Engine {
     /// was committed before (publish commits, then marks), so no job then
     /// means done. Returns how many it cleared.
     pub async fn sweep_pulled(&self) -> AppResult<usize> {
-        let held = self.inner.redis.pulled_in_flight().await?;
+        let held = self.inner.redis.state().pulled_in_flight().await?;
         let ids: Vec<i64> = held
             .iter()
             .flat_map(|(_, ids)| ids.iter().copied())
@@ -56,6 +56,7 @@ impl Engine {
             for id in ids.into_iter().filter(|id| !owed.contains(id)) {
                 self.inner
                     .redis
+                    .state()
                     .pulled_change(author, PulledChange::Done(id))
                     .await?;
                 cleared += 1;

@@ -333,6 +333,7 @@ impl Engine {
             if let Err(e) = self
                 .inner
                 .redis
+                .state()
                 .pulled_change(author, PulledChange::Promote(epoch))
                 .await
             {

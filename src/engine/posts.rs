@@ -134,7 +134,11 @@ impl Engine {
         let ttl = self.tuning().post_cache_ttl_secs;
         let cache = || async {
             let mark = self.inner.redis.write_mark();
-            self.inner.redis.publish(&cached, post.id, cap, ttl).await?;
+            self.inner
+                .redis
+                .posts()
+                .publish(&cached, post.id, cap, ttl)
+                .await?;
             self.inner.redis.replicated(mark).await
         };
         if let Err(e) = retried(cache).await {
@@ -231,7 +235,7 @@ impl Engine {
                 // A repeated call: the post is gone whatever Redis says. The
                 // tombstone is rewritten if it can be; if it cannot, the
                 // first call's retract job still writes it.
-                if let Err(e) = self.inner.redis.tombstone(id, ttl).await {
+                if let Err(e) = self.inner.redis.posts().tombstone(id, ttl).await {
                     tracing::debug!(error = %e.chain(), "could not rewrite a tombstone");
                 }
                 Err(gone())
@@ -248,8 +252,10 @@ impl Engine {
                 })
                 .await;
                 let queued = "the post is deleted; hiding it everywhere is queued";
-                self.write_through(Some(job), queued, || self.inner.redis.tombstone(id, ttl))
-                    .await
+                self.write_through(Some(job), queued, || {
+                    self.inner.redis.posts().tombstone(id, ttl)
+                })
+                .await
             }
         }
     }

@@ -89,7 +89,7 @@ impl Replicas for RedisStore {
 
 impl Pulled for RedisStore {
     async fn pulled_change(&self, author: i64, change: PulledChange) -> AppResult<()> {
-        RedisStore::pulled_change(self, author, change).await
+        self.state().pulled_change(author, change).await
     }
 }
 

@@ -660,15 +660,16 @@ async fn a_delivery_left_among_the_pulled_authors_is_swept_once_done() {
     // A `done` that failed leaves the delivery behind: every reader of the
     // author would pull its outbox for good.
     redis
+        .state()
         .pulled_change(author.id, PulledChange::Add(post.id))
         .await
         .unwrap();
     assert_eq!(
-        redis.pulled_in_flight().await.unwrap(),
+        redis.state().pulled_in_flight().await.unwrap(),
         vec![(author.id, vec![post.id])]
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !redis.pulled_in_flight().await.unwrap().is_empty() {
+    while !redis.state().pulled_in_flight().await.unwrap().is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the delivery stays pulled"

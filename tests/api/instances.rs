@@ -230,7 +230,7 @@ async fn replication_is_never_confirmed_across_a_replaced_connection() {
     let app = crate::helpers::spawn_app().await;
     let redis = app.engine.redis();
     let mark = redis.write_mark();
-    redis.tombstone(1, 60).await.unwrap();
+    redis.posts().tombstone(1, 60).await.unwrap();
     // A reply is lost meanwhile: on a cluster the process's connection is
     // replaced, and a `WAIT` on the new one knows nothing of the write.
     redis.faults().arm(1, Fault::LoseReply);
@@ -249,6 +249,6 @@ async fn replication_is_never_confirmed_across_a_replaced_connection() {
     }
     // Redone after the swap, the write is confirmed.
     let mark = redis.write_mark();
-    redis.tombstone(1, 60).await.unwrap();
+    redis.posts().tombstone(1, 60).await.unwrap();
     redis.replicated(mark).await.unwrap();
 }

@@ -116,12 +116,13 @@ impl Zsets {
     /// (each with a big-V epoch), as a warm read needs them.
     async fn reader_state(&self, reader: i64, follows: &[i64], pulled: &[i64]) {
         use feed_service::types::PulledAuthor;
-        assert!(self.store.begin_following(reader).await.unwrap());
+        assert!(self.store.state().begin_following(reader).await.unwrap());
         self.store
+            .state()
             .fill_following(reader, 1, follows, 3600)
             .await
             .unwrap();
-        assert!(self.store.begin_pulled().await.unwrap());
+        assert!(self.store.state().begin_pulled().await.unwrap());
         let pulled: Vec<PulledAuthor> = pulled
             .iter()
             .map(|&author| PulledAuthor {
@@ -130,9 +131,9 @@ impl Zsets {
                 in_flight: vec![],
             })
             .collect();
-        self.store.fill_pulled(&pulled).await.unwrap();
-        if self.store.begin_hidden().await.unwrap() {
-            assert!(self.store.fill_hidden(&[]).await.unwrap());
+        self.store.state().fill_pulled(&pulled).await.unwrap();
+        if self.store.state().begin_hidden().await.unwrap() {
+            assert!(self.store.state().fill_hidden(&[]).await.unwrap());
         }
     }
 
@@ -474,6 +475,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // Missing: a change does nothing to the copy (it is rebuilt later)...
     assert!(!z
         .store
+        .state()
         .set_follow(
             reader,
             1,
@@ -489,9 +491,10 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // ...but the inbox gets the posts.
     assert_eq!(z.ids(&inbox).await, vec![30]);
     // Built at sequence 4, following 1 and 2.
-    assert!(z.store.begin_following(reader).await.unwrap());
+    assert!(z.store.state().begin_following(reader).await.unwrap());
     assert!(z
         .store
+        .state()
         .fill_following(reader, 4, &[1, 2], 3600)
         .await
         .unwrap());
@@ -499,7 +502,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // A change no newer than the build, or than the field, is ignored;
     // newer ones apply, in whatever order they come.
     let set = |author, seq, follow| {
-        z.store.set_follow(
+        z.store.state().set_follow(
             reader,
             author,
             seq,
@@ -523,6 +526,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // An unfollow that applies takes the author's posts out of the inbox;
     // one that does not, leaves them.
     z.store
+        .state()
         .set_follow(
             reader,
             3,
@@ -538,6 +542,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     z.push(&inbox, &entries(&[(3, 30)]), 10, None).await;
     assert!(!z
         .store
+        .state()
         .set_follow(
             reader,
             3,
@@ -555,6 +560,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     z.push(&inbox, &entries(&[(4, 20)]), 10, None).await;
     assert!(z
         .store
+        .state()
         .set_follow(reader, 2, 13, (Edge::Mute, false), 10, None, &[])
         .await
         .unwrap());
@@ -563,6 +569,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     assert_eq!(z.ids(&inbox).await, vec![30, 20]);
     assert!(z
         .store
+        .state()
         .set_follow(reader, 2, 14, (Edge::Unmute, true), 10, None, &[])
         .await
         .unwrap());
@@ -574,29 +581,33 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     z.store.delete(&followees).await.unwrap();
     assert!(!z
         .store
+        .state()
         .set_follow(reader, 4, 12, (Edge::Follow, true), 10, None, &[])
         .await
         .unwrap());
     assert!(z.hash(&following).await.is_empty());
-    assert!(z.store.begin_following(reader).await.unwrap());
+    assert!(z.store.state().begin_following(reader).await.unwrap());
     assert!(z
         .store
+        .state()
         .fill_following(reader, 12, &[2, 4], 3600)
         .await
         .unwrap());
     z.store.delete(&followees).await.unwrap();
-    assert!(z.store.begin_following(reader).await.unwrap());
+    assert!(z.store.state().begin_following(reader).await.unwrap());
     assert_eq!(z.hash(&following).await[""], "b");
     assert_eq!(z.names(&followees).await, ["0"]);
     // A change during a build abandons it; the fill then finds nothing.
     z.store.delete(&following).await.unwrap();
-    assert!(z.store.begin_following(reader).await.unwrap());
+    assert!(z.store.state().begin_following(reader).await.unwrap());
     z.store
+        .state()
         .set_follow(reader, 1, 11, (Edge::Follow, true), 10, None, &[])
         .await
         .unwrap();
     assert!(!z
         .store
+        .state()
         .fill_following(reader, 10, &[2], 3600)
         .await
         .unwrap());
@@ -613,17 +624,20 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     let names = z.store.keys().pulled_authors();
     // Missing: changes do nothing (the copy is rebuilt later).
     z.store
+        .state()
         .pulled_change(5, PulledChange::Add(50))
         .await
         .unwrap();
     assert!(z.hash(&pulled).await.is_empty());
     // During a build changes land, and the fill merges.
-    assert!(z.store.begin_pulled().await.unwrap());
+    assert!(z.store.state().begin_pulled().await.unwrap());
     z.store
+        .state()
         .pulled_change(5, PulledChange::Add(51))
         .await
         .unwrap();
     z.store
+        .state()
         .pulled_change(6, PulledChange::Promote(3))
         .await
         .unwrap();
@@ -646,7 +660,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
             in_flight: vec![],
         },
     ];
-    assert!(z.store.fill_pulled(&fill).await.unwrap());
+    assert!(z.store.state().fill_pulled(&fill).await.unwrap());
     let h = z.hash(&pulled).await;
     assert_eq!(
         (
@@ -660,37 +674,44 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     assert_eq!(z.names(&names).await, ["0", "5", "6", "7"]);
     // Its demotion settles epoch 0 like any other.
     z.store
+        .state()
         .pulled_change(7, PulledChange::Demoted(0))
         .await
         .unwrap();
     assert!(!z.hash(&pulled).await.contains_key("7"));
     // A delivery done; the last one removes an author that is not big-V.
     z.store
+        .state()
         .pulled_change(5, PulledChange::Done(50))
         .await
         .unwrap();
     assert_eq!(z.hash(&pulled).await["5"], ";51");
     z.store
+        .state()
         .pulled_change(5, PulledChange::Done(51))
         .await
         .unwrap();
     assert!(!z.hash(&pulled).await.contains_key("5"));
     // A demotion settles only the epoch it ended: not a newer promotion's.
     z.store
+        .state()
         .pulled_change(6, PulledChange::Add(60))
         .await
         .unwrap();
     z.store
+        .state()
         .pulled_change(6, PulledChange::Demoted(2))
         .await
         .unwrap();
     assert_eq!(z.hash(&pulled).await["6"], "3;60");
     z.store
+        .state()
         .pulled_change(6, PulledChange::Demoted(3))
         .await
         .unwrap();
     assert_eq!(z.hash(&pulled).await["6"], ";60");
     z.store
+        .state()
         .pulled_change(6, PulledChange::Done(60))
         .await
         .unwrap();
@@ -699,11 +720,12 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     // Half a state is no state: a change drops the rest.
     z.store.delete(&names).await.unwrap();
     z.store
+        .state()
         .pulled_change(8, PulledChange::Promote(4))
         .await
         .unwrap();
     assert!(z.hash(&pulled).await.is_empty());
-    assert!(z.store.begin_pulled().await.unwrap());
+    assert!(z.store.state().begin_pulled().await.unwrap());
 }
 
 #[tokio::test]
@@ -723,32 +745,48 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     let inbox = keys.inbox(9);
     let read = z.store.warm_read(HOME_9, None, 5).await.unwrap();
     assert_eq!(read, WarmRead::Missing(StateKey::Following));
-    assert!(z.store.begin_following(9).await.unwrap());
-    z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
+    assert!(z.store.state().begin_following(9).await.unwrap());
+    z.store
+        .state()
+        .fill_following(9, 1, &[1, 2], 3600)
+        .await
+        .unwrap();
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled)
     );
-    assert!(z.store.begin_pulled().await.unwrap());
-    z.store.fill_pulled(&[]).await.unwrap();
+    assert!(z.store.state().begin_pulled().await.unwrap());
+    z.store.state().fill_pulled(&[]).await.unwrap();
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Hidden)
     );
-    assert!(z.store.begin_hidden().await.unwrap());
+    assert!(z.store.state().begin_hidden().await.unwrap());
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Building(StateKey::Hidden)
     );
-    assert!(z.store.fill_hidden(&[]).await.unwrap());
+    assert!(z.store.state().fill_hidden(&[]).await.unwrap());
     // Author 2 publishes (its outbox exists): the post is cached, pulled.
     z.built(&keys.outbox(2), 10, None, &[]).await;
-    z.store.publish(&post(2, 20), 200, 10, 60).await.unwrap();
+    z.store
+        .posts()
+        .publish(&post(2, 20), 200, 10, 60)
+        .await
+        .unwrap();
     // Author 3, not followed, publishes too; and 1's post is in the inbox.
     z.built(&keys.outbox(3), 10, None, &[]).await;
-    z.store.publish(&post(3, 30), 300, 10, 60).await.unwrap();
+    z.store
+        .posts()
+        .publish(&post(3, 30), 300, 10, 60)
+        .await
+        .unwrap();
     z.built(&inbox, 10, None, &entries(&[(10, 100)])).await;
-    z.store.fill_posts(&[(100, post(1, 10))], 60).await.unwrap();
+    z.store
+        .posts()
+        .fill(&[(100, post(1, 10))], 60)
+        .await
+        .unwrap();
     let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, None, 5).await.unwrap() else {
         panic!("a warm read");
     };
@@ -759,7 +797,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     assert!(meta[&100].followed && !meta[&100].deleted);
     assert!(meta[&200].followed);
     // A tombstone is seen; an entry whose post is not cached is unknown.
-    z.store.tombstone(100, 60).await.unwrap();
+    z.store.posts().tombstone(100, 60).await.unwrap();
     z.push(&inbox, &entries(&[(11, 101)]), 10, None).await;
     let WarmRead::Read { meta, .. } = z.store.warm_read(HOME_9, None, 5).await.unwrap() else {
         panic!("a warm read");
@@ -769,7 +807,11 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     // The reader's own post (9 publishes; the delivery is in flight): with
     // `own`, its outbox is pulled and its post followed; without, neither.
     z.built(&keys.outbox(9), 10, None, &[]).await;
-    z.store.publish(&post(9, 40), 400, 10, 60).await.unwrap();
+    z.store
+        .posts()
+        .publish(&post(9, 40), 400, 10, 60)
+        .await
+        .unwrap();
     z.push(&inbox, &entries(&[(40, 400)]), 10, None).await;
     let own = Scope::Home {
         reader: 9,
@@ -797,16 +839,24 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         WarmRead::Missing(StateKey::Following)
     );
     z.store.delete(&keys.pulled_authors()).await.unwrap();
-    assert!(z.store.begin_following(9).await.unwrap());
-    z.store.fill_following(9, 1, &[1, 2], 3600).await.unwrap();
+    assert!(z.store.state().begin_following(9).await.unwrap());
+    z.store
+        .state()
+        .fill_following(9, 1, &[1, 2], 3600)
+        .await
+        .unwrap();
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled)
     );
     // A fill from PostgreSQL adds only what is missing (the tombstone stays).
-    z.store.fill_posts(&[(100, post(1, 10))], 60).await.unwrap();
+    z.store
+        .posts()
+        .fill(&[(100, post(1, 10))], 60)
+        .await
+        .unwrap();
     assert_eq!(z.hash(&keys.post(100)).await["d"], "1");
-    let cached = z.store.posts(&[100, 200, 999]).await.unwrap();
+    let cached = z.store.posts().cached(&[100, 200, 999]).await.unwrap();
     assert!(cached[&100].deleted && !cached[&200].deleted);
     assert!(!cached.contains_key(&999));
     let ttl: i64 = redis::cmd("TTL")
@@ -948,8 +998,13 @@ async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
         .await
         .unwrap());
     z.built(&outbox, 10, None, &entries(&[(1, 1)])).await;
-    assert!(z.store.begin_following(7).await.unwrap());
-    assert!(z.store.fill_following(7, 1, &[2], 3_600).await.unwrap());
+    assert!(z.store.state().begin_following(7).await.unwrap());
+    assert!(z
+        .store
+        .state()
+        .fill_following(7, 1, &[2], 3_600)
+        .await
+        .unwrap());
     assert!((3_500..=3_600).contains(&z.ttl(&inbox).await));
     assert!((3_500..=3_600).contains(&z.ttl(&following).await));
     assert_eq!(z.ttl(&outbox).await, -1);
@@ -1019,10 +1074,18 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     // Reader 9 follows 1 (pushed) and 2 (a pulled big-V).
     z.reader_state(9, &[1, 2], &[2]).await;
     z.built(&keys.outbox(2), 10, None, &[]).await;
-    z.store.publish(&post(2, 20), 200, 10, 60).await.unwrap();
+    z.store
+        .posts()
+        .publish(&post(2, 20), 200, 10, 60)
+        .await
+        .unwrap();
     z.built(&keys.inbox(9), 10, None, &entries(&[(10, 100)]))
         .await;
-    z.store.fill_posts(&[(100, post(1, 10))], 60).await.unwrap();
+    z.store
+        .posts()
+        .fill(&[(100, post(1, 10))], 60)
+        .await
+        .unwrap();
     let read =
         async |z: &Zsets, scope: Scope| match z.store.warm_read(scope, None, 5).await.unwrap() {
             WarmRead::Read { sources, meta } => (
@@ -1040,13 +1103,13 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     );
     // Both hidden: no outbox of 2 is read, no post of either is followed,
     // on a home and on an author's page.
-    z.store.hidden_change(1, true).await.unwrap();
-    z.store.hidden_change(2, true).await.unwrap();
+    z.store.state().hidden_change(1, true).await.unwrap();
+    z.store.state().hidden_change(2, true).await.unwrap();
     assert_eq!(read(&z, HOME_9).await, (vec![None], [].into()));
     assert_eq!(read(&z, Scope::Author(2)).await, (vec![None], [].into()));
     // Shown again.
-    z.store.hidden_change(1, false).await.unwrap();
-    z.store.hidden_change(2, false).await.unwrap();
+    z.store.state().hidden_change(1, false).await.unwrap();
+    z.store.state().hidden_change(2, false).await.unwrap();
     assert_eq!(
         read(&z, HOME_9).await,
         (vec![None, Some(2)], [100, 200].into())
@@ -1057,15 +1120,15 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
         z.store.warm_read(Scope::Author(2), None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Hidden)
     );
-    assert!(z.store.begin_hidden().await.unwrap());
-    assert!(!z.store.begin_hidden().await.unwrap());
-    z.store.hidden_change(1, true).await.unwrap();
-    assert!(!z.store.fill_hidden(&[2]).await.unwrap());
+    assert!(z.store.state().begin_hidden().await.unwrap());
+    assert!(!z.store.state().begin_hidden().await.unwrap());
+    z.store.state().hidden_change(1, true).await.unwrap();
+    assert!(!z.store.state().fill_hidden(&[2]).await.unwrap());
     assert!(z.names(&hidden).await.is_empty());
     // A build completes with its ids; it has no TTL once built.
-    assert!(z.store.begin_hidden().await.unwrap());
+    assert!(z.store.state().begin_hidden().await.unwrap());
     assert!((1..=30).contains(&z.ttl(&hidden).await));
-    assert!(z.store.fill_hidden(&[1]).await.unwrap());
+    assert!(z.store.state().fill_hidden(&[1]).await.unwrap());
     assert_eq!(z.names(&hidden).await, ["0", "1"]);
     assert_eq!(z.ttl(&hidden).await, -1);
     assert_eq!(read(&z, HOME_9).await.1, [200].into());

@@ -353,7 +353,7 @@ impl Engine {
             }
             Some(&Plan::Retract { post }) => {
                 let ttl = self.tuning().post_cache_ttl_secs;
-                self.redis().tombstone(post, ttl).await?;
+                self.redis().posts().tombstone(post, ttl).await?;
                 true
             }
             Some(Plan::Push { entries, cut, to }) => {
@@ -404,7 +404,12 @@ impl Engine {
             Work::Backfill { epoch } => PulledChange::Demoted(epoch),
             _ => return,
         };
-        if let Err(e) = self.redis().pulled_change(job.author_id, change).await {
+        if let Err(e) = self
+            .redis()
+            .state()
+            .pulled_change(job.author_id, change)
+            .await
+        {
             tracing::warn!(job = job.id, error = %e.chain(), "could not update the pulled authors");
         }
     }

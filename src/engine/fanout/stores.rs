@@ -95,11 +95,11 @@ impl PushCache for RedisStore {
         outbox_cap: i64,
         ttl_secs: u64,
     ) -> AppResult<bool> {
-        RedisStore::publish(self, post, id, outbox_cap, ttl_secs).await
+        self.posts().publish(post, id, outbox_cap, ttl_secs).await
     }
 
     async fn tombstone(&self, id: i64, ttl_secs: u64) -> AppResult<()> {
-        RedisStore::tombstone(self, id, ttl_secs).await
+        self.posts().tombstone(id, ttl_secs).await
     }
 
     async fn take_back(&self, author: i64, post: i64) -> AppResult<()> {

@@ -205,18 +205,18 @@ impl Cache for RedisStore {
     }
 
     async fn posts(&self, ids: &[i64]) -> AppResult<HashMap<i64, CachedPost>> {
-        RedisStore::posts(self, ids).await
+        self.posts().cached(ids).await
     }
 
     async fn fill_posts(&self, posts: &[(i64, CachedPost)], ttl_secs: u64) -> AppResult<()> {
-        RedisStore::fill_posts(self, posts, ttl_secs).await
+        self.posts().fill(posts, ttl_secs).await
     }
 
     async fn begin(&self, part: Part) -> AppResult<bool> {
         match part {
-            Part::Following(reader) => self.begin_following(reader).await,
-            Part::Pulled => self.begin_pulled().await,
-            Part::Hidden => self.begin_hidden().await,
+            Part::Following(reader) => self.state().begin_following(reader).await,
+            Part::Pulled => self.state().begin_pulled().await,
+            Part::Hidden => self.state().begin_hidden().await,
             Part::List(list) => self.begin_build(&self.list_key(list)).await,
         }
     }
@@ -239,15 +239,17 @@ impl Cache for RedisStore {
         followees: &[i64],
         idle_ttl_secs: u64,
     ) -> AppResult<bool> {
-        RedisStore::fill_following(self, reader, seq, followees, idle_ttl_secs).await
+        self.state()
+            .fill_following(reader, seq, followees, idle_ttl_secs)
+            .await
     }
 
     async fn fill_pulled(&self, authors: &[PulledAuthor]) -> AppResult<bool> {
-        RedisStore::fill_pulled(self, authors).await
+        self.state().fill_pulled(authors).await
     }
 
     async fn fill_hidden(&self, accounts: &[i64]) -> AppResult<bool> {
-        RedisStore::fill_hidden(self, accounts).await
+        self.state().fill_hidden(accounts).await
     }
 
     async fn fill_list(&self, list: FeedList, fill: ListFill<'_>) -> AppResult<bool> {

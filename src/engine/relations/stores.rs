@@ -161,7 +161,7 @@ impl EdgeRecords for PgStore {
 
 impl EdgeCache for RedisStore {
     async fn followed_in_copy(&self, reader: i64, author: i64) -> AppResult<Option<bool>> {
-        RedisStore::followed_in_copy(self, reader, author).await
+        self.state().followed_in_copy(reader, author).await
     }
 
     async fn set_follow(
@@ -174,7 +174,9 @@ impl EdgeCache for RedisStore {
         cut: Option<i64>,
         entries: &[Entry],
     ) -> AppResult<bool> {
-        RedisStore::set_follow(self, reader, author, seq, change, cap, cut, entries).await
+        self.state()
+            .set_follow(reader, author, seq, change, cap, cut, entries)
+            .await
     }
 
     async fn follow_many(
@@ -185,7 +187,9 @@ impl EdgeCache for RedisStore {
         cap_cut: (i64, Option<i64>),
         entries: &[Entry],
     ) -> AppResult<i64> {
-        RedisStore::follow_many(self, reader, seq, authors, cap_cut, entries).await
+        self.state()
+            .follow_many(reader, seq, authors, cap_cut, entries)
+            .await
     }
 
     async fn forget_active_fan(&self, author: i64, reader: i64) -> AppResult<()> {

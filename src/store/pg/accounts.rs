@@ -37,7 +37,7 @@ impl AccountRecords<'_> {
     /// Moves an account from one of `from` to `to`, with the `hide` job
     /// that tells Redis. `None`: no account in one of `from` with that id.
     pub async fn set_status(
-        &self,
+        self,
         id: i64,
         from: &[AccountStatus],
         to: AccountStatus,
@@ -69,7 +69,7 @@ impl AccountRecords<'_> {
     /// job and the `purge` job and task that remove the rest: its follows
     /// either way and its posts count as the task's work. `None`: no such
     /// account, or deleted already.
-    pub async fn delete_account(&self, id: i64, now_ms: i64) -> AppResult<Option<(Task, i64)>> {
+    pub async fn delete_account(self, id: i64, now_ms: i64) -> AppResult<Option<(Task, i64)>> {
         let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let marked = diesel::update(
@@ -100,7 +100,7 @@ impl AccountRecords<'_> {
     }
 
     /// The newest deletion task of an account (deleted already, or being).
-    pub async fn deletion_of(&self, account: i64) -> AppResult<Option<Task>> {
+    pub async fn deletion_of(self, account: i64) -> AppResult<Option<Task>> {
         let mut conn = self.0.conn().await?;
         let row: Option<TaskRow> = diesel::sql_query(format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE kind = 'delete_account' AND user_id = $1 \
@@ -119,7 +119,7 @@ impl AccountRecords<'_> {
     /// follower's row is locked while they are counted, so that concurrent
     /// imports cannot pass the cap together (429).
     pub async fn create_import(
-        &self,
+        self,
         follower: i64,
         targets: &[i64],
         most_open: usize,
@@ -171,7 +171,7 @@ impl AccountRecords<'_> {
 
     /// Refuses (429) when `user` already has `most_open` imports queued or
     /// running: what the import route checks before it reads a body.
-    pub async fn import_room(&self, user: i64, most_open: usize) -> AppResult<()> {
+    pub async fn import_room(self, user: i64, most_open: usize) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         let open = open_imports(&mut conn, user).await?;
         if open >= most_open as i64 {
@@ -184,7 +184,7 @@ impl AccountRecords<'_> {
     /// Every chunk but the last is full, so a `from` that is not a multiple
     /// of [`IMPORT_CHUNK`] is past the end. (A task an older release
     /// queued keeps its list whole: sliced.)
-    pub async fn import_batch(&self, task: i64, from: i64, limit: i64) -> AppResult<Vec<i64>> {
+    pub async fn import_batch(self, task: i64, from: i64, limit: i64) -> AppResult<Vec<i64>> {
         use super::schema::import_chunks;
         if from % IMPORT_CHUNK as i64 != 0 {
             return Ok(Vec::new());
@@ -216,7 +216,7 @@ impl AccountRecords<'_> {
     }
 
     /// A task, if it is there (kept [`TASK_KEPT_DAYS`] after it ends).
-    pub async fn task(&self, id: i64) -> AppResult<Option<Task>> {
+    pub async fn task(self, id: i64) -> AppResult<Option<Task>> {
         let mut conn = self.0.conn().await?;
         let row: Option<TaskRow> =
             diesel::sql_query(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"))
@@ -230,7 +230,7 @@ impl AccountRecords<'_> {
     /// Records a task's progress: `done` and `skipped` more units, and its
     /// state (`running`, or `done` / `failed` with its end).
     pub async fn task_progress(
-        &self,
+        self,
         id: i64,
         done: i64,
         skipped: i64,
@@ -262,7 +262,7 @@ impl AccountRecords<'_> {
     }
 
     /// Forgets the tasks ended more than [`TASK_KEPT_DAYS`] ago.
-    pub async fn forget_old_tasks(&self) -> AppResult<usize> {
+    pub async fn forget_old_tasks(self) -> AppResult<usize> {
         let mut conn = self.0.uncounted_conn().await?;
         Ok(diesel::sql_query(format!(
             "DELETE FROM tasks WHERE finished_at < now() - interval '{TASK_KEPT_DAYS} days'"
@@ -273,7 +273,7 @@ impl AccountRecords<'_> {
 
     /// Whether an account's posts are hidden now: it is suspended, or
     /// being deleted (a purged account is gone: nothing to hide).
-    pub async fn hidden(&self, id: i64) -> AppResult<bool> {
+    pub async fn hidden(self, id: i64) -> AppResult<bool> {
         let mut conn = self.0.conn().await?;
         let status: Option<AccountStatus> = users::table
             .find(id)
@@ -288,7 +288,7 @@ impl AccountRecords<'_> {
 
     /// The first `limit` of `account`'s followers (`followers`) or of whom
     /// it follows, ascending.
-    pub async fn edges_of(&self, account: i64, followers: bool, limit: i64) -> AppResult<Vec<i64>> {
+    pub async fn edges_of(self, account: i64, followers: bool, limit: i64) -> AppResult<Vec<i64>> {
         use super::schema::follows;
         let mut conn = self.0.conn().await?;
         Ok(if followers {
@@ -312,7 +312,7 @@ impl AccountRecords<'_> {
 
     /// Removes `account`'s follows by `followers`, each follower's count
     /// with it, in one transaction. How many were there.
-    pub async fn drop_followers(&self, account: i64, followers: &[i64]) -> AppResult<usize> {
+    pub async fn drop_followers(self, account: i64, followers: &[i64]) -> AppResult<usize> {
         let mut conn = self.0.conn().await?;
         Ok(diesel::sql_query(
             "WITH gone AS (DELETE FROM follows WHERE followee_id = $1 AND follower_id = ANY($2) \
@@ -327,7 +327,7 @@ impl AccountRecords<'_> {
     }
 
     /// The first `limit` of `account`'s posts (live or deleted).
-    pub async fn post_ids_of(&self, account: i64, limit: i64) -> AppResult<Vec<i64>> {
+    pub async fn post_ids_of(self, account: i64, limit: i64) -> AppResult<Vec<i64>> {
         use super::schema::posts;
         let mut conn = self.0.conn().await?;
         Ok(posts::table
@@ -340,7 +340,7 @@ impl AccountRecords<'_> {
     }
 
     /// Deletes posts of `account`, and their deliveries still queued.
-    pub async fn drop_posts(&self, account: i64, ids: &[i64]) -> AppResult<usize> {
+    pub async fn drop_posts(self, account: i64, ids: &[i64]) -> AppResult<usize> {
         let mut conn = self.0.conn().await?;
         diesel::sql_query("DELETE FROM fanout_jobs WHERE kind = 'deliver' AND post_id = ANY($1)")
             .bind::<Array<BigInt>, _>(ids)
@@ -357,7 +357,7 @@ impl AccountRecords<'_> {
 
     /// The end of a purge: the account's row (its mutes, blocks and keys
     /// with it) and every other job about it go, and its task is done.
-    pub async fn finish_purge(&self, account: i64, purge_job: i64, task: i64) -> AppResult<()> {
+    pub async fn finish_purge(self, account: i64, purge_job: i64, task: i64) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             diesel::sql_query(

@@ -122,7 +122,7 @@ impl PostRecords<'_> {
     /// with the post, and if the author holds it already (a retry running
     /// at the same time) nothing is inserted: [`Published::KeyTaken`].
     pub async fn publish(
-        &self,
+        self,
         author: i64,
         draft: (&str, Option<&str>),
         key: Option<&str>,
@@ -202,7 +202,7 @@ impl PostRecords<'_> {
     /// The post `author` published with `key` in the last
     /// [`PUBLISH_KEY_HOURS`] hours, deleted since or not; forgets the key if
     /// it is older.
-    pub async fn published_with(&self, author: i64, key: &str) -> AppResult<Option<Post>> {
+    pub async fn published_with(self, author: i64, key: &str) -> AppResult<Option<Post>> {
         let mut conn = self.0.conn().await?;
         let row: Option<PostRow> = diesel::sql_query(format!(
             "WITH old AS (DELETE FROM publish_keys WHERE author_id = $1 AND key = $2 \
@@ -223,7 +223,7 @@ impl PostRecords<'_> {
     }
 
     /// Forgets the publish keys older than [`PUBLISH_KEY_HOURS`]; how many.
-    pub async fn forget_old_publish_keys(&self) -> AppResult<usize> {
+    pub async fn forget_old_publish_keys(self) -> AppResult<usize> {
         // Bookkeeping of the process, not a query of a request: uncounted.
         let mut conn = self.0.uncounted_conn().await?;
         Ok(diesel::sql_query(format!(
@@ -234,7 +234,7 @@ impl PostRecords<'_> {
     }
 
     /// A live post of an active account.
-    pub async fn post(&self, id: i64) -> AppResult<Option<Post>> {
+    pub async fn post(self, id: i64) -> AppResult<Option<Post>> {
         let mut conn = self.0.conn().await?;
         let row: Option<PostRow> = diesel::sql_query(
             "SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
@@ -252,7 +252,7 @@ impl PostRecords<'_> {
     /// What delivering a post needs: the post (deleted ones are delivered
     /// too: they keep their place in feeds), whether it is pulled, and its
     /// author's big-V state now.
-    pub async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
+    pub async fn delivery(self, id: i64) -> AppResult<Option<Delivery>> {
         let mut conn = self.0.conn().await?;
         let row: Option<DeliveryRow> = diesel::sql_query(
             "SELECT p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
@@ -270,7 +270,7 @@ impl PostRecords<'_> {
     /// tombstone into the post cache. Its entries stay in inboxes and
     /// outboxes: reads hide it, and the cursor keeps counting it.
     pub async fn delete_post(
-        &self,
+        self,
         id: i64,
         actor: Option<i64>,
         now_ms: i64,
@@ -322,7 +322,7 @@ impl PostRecords<'_> {
     /// The entries among `ids` that belong to `scope`'s feed (a post of an
     /// author the reader follows, or its own with `own`; or of the author),
     /// live or deleted.
-    pub async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedPost>> {
+    pub async fn hydrate(self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedPost>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -380,7 +380,7 @@ impl PostRecords<'_> {
     /// (the cursor counts the deleted ones it needs with
     /// [`Self::deleted_ahead`]).
     pub async fn feed(
-        &self,
+        self,
         scope: Scope,
         max: Option<i64>,
         offset: u32,
@@ -500,7 +500,7 @@ impl PostRecords<'_> {
     /// entries above it where the feed has them (deleted ones too: the
     /// cursor counts them), read oldest first. `complete`: the rows reach
     /// the top of the feed.
-    pub async fn feed_up(&self, scope: Scope, min: i64, window: i64) -> AppResult<FeedRows> {
+    pub async fn feed_up(self, scope: Scope, min: i64, window: i64) -> AppResult<FeedRows> {
         let mut conn = self.0.conn().await?;
         let mut rows: Vec<FeedRow> = match scope {
             Scope::Home { reader, own } => {
@@ -591,7 +591,7 @@ impl PostRecords<'_> {
     /// How many deleted entries of `scope`'s feed are scored exactly
     /// `score` and come before post `id` in feed order (their members'
     /// bytes are greater): the hidden entries a cursor at `id` has passed.
-    pub async fn deleted_ahead(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+    pub async fn deleted_ahead(self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p \
@@ -613,7 +613,7 @@ impl PostRecords<'_> {
     /// How many entries of `scope`'s feed are scored exactly `score` and
     /// come at or after post `id` in feed order (their members' bytes are
     /// not greater): the run of `score` from that post down.
-    pub async fn count_from(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+    pub async fn count_from(self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 \
@@ -632,7 +632,7 @@ impl PostRecords<'_> {
     }
 
     /// How many entries of `scope`'s feed are scored exactly `score`.
-    pub async fn count_at(&self, scope: Scope, score: i64) -> AppResult<i64> {
+    pub async fn count_at(self, scope: Scope, score: i64) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 AND p.author_id IN (",
@@ -651,7 +651,7 @@ impl PostRecords<'_> {
     /// The newest `limit` entries of a feed (deleted posts included): what
     /// an inbox or outbox rebuild fills in, what a follow or a backfill
     /// pushes.
-    pub async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
+    pub async fn entries(self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
         let mut conn = self.0.conn().await?;
         let (sql, who) = match of {
             // An inbox holds the posts pushed to its reader: of the authors
@@ -696,7 +696,7 @@ impl PostRecords<'_> {
     /// The newest `limit` entries of each of `authors` (deleted posts
     /// included), by author: what a follow of many copies.
     pub async fn entries_of_many(
-        &self,
+        self,
         authors: &[i64],
         limit: i64,
     ) -> AppResult<Vec<(i64, Vec<Entry>)>> {
@@ -735,7 +735,7 @@ impl PostRecords<'_> {
     /// Whom `reader`'s home shows (whom it follows and has not muted) and
     /// its follow sequence number, read in one snapshot (to build the Redis
     /// copy). Not found for no account, or one being deleted.
-    pub async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
+    pub async fn following_state(self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
         let mut conn = self.0.conn().await?;
         let rows: Vec<(i64, Option<i64>)> =
             Prepared::<(BigInt, diesel::sql_types::Nullable<BigInt>)>::new(
@@ -762,7 +762,7 @@ impl PostRecords<'_> {
     /// authors but themselves): one query for many readers. Readers that
     /// follow nobody (or are no account) are absent.
     pub async fn followees_of_many(
-        &self,
+        self,
         readers: &[i64],
     ) -> AppResult<std::collections::HashMap<i64, Vec<i64>>> {
         #[derive(QueryableByName)]
@@ -791,7 +791,7 @@ impl PostRecords<'_> {
 
     /// Which of `posts` still have a delivery job (done or not yet, dead
     /// included: its post is still owed to the inboxes).
-    pub async fn deliveries_of(&self, posts: &[i64]) -> AppResult<Vec<i64>> {
+    pub async fn deliveries_of(self, posts: &[i64]) -> AppResult<Vec<i64>> {
         if posts.is_empty() {
             return Ok(Vec::new());
         }
@@ -809,7 +809,7 @@ impl PostRecords<'_> {
     /// Redis copy): big-Vs with their epoch, authors whose big-V time is
     /// being settled (a backfill, with its epoch), and the posts whose
     /// delivery is in flight.
-    pub async fn pulled_state(&self) -> AppResult<Vec<PulledAuthor>> {
+    pub async fn pulled_state(self) -> AppResult<Vec<PulledAuthor>> {
         let mut conn = self.0.conn().await?;
         let rows: Vec<PulledRow> = diesel::sql_query(
             "SELECT id AS author, big_v_epoch AS epoch, NULL::bigint AS post FROM users WHERE big_v \

@@ -80,7 +80,7 @@ pub const QUIET_INSTANCE: Duration = Duration::from_millis(1200);
 impl JobTable<'_> {
     /// Says this instance is alive (see [`QUIET_INSTANCE`]); forgets
     /// instances silent for a day.
-    pub async fn heartbeat(&self) -> AppResult<()> {
+    pub async fn heartbeat(self) -> AppResult<()> {
         // Bookkeeping of the process, not a query of a request: uncounted.
         let mut conn = self.0.uncounted_conn().await?;
         diesel::sql_query(
@@ -103,7 +103,7 @@ impl JobTable<'_> {
     /// `follow` never runs before an earlier `unfollow` of the same pair has
     /// finished.
     pub async fn claim_job(
-        &self,
+        self,
         lease: Duration,
         pick: i64,
         bulk: bool,
@@ -147,7 +147,7 @@ impl JobTable<'_> {
 
     /// Records progress and renews the lease, if it is still this holder's.
     pub async fn checkpoint_job(
-        &self,
+        self,
         job: &Job,
         checkpoint: i64,
         lease: Duration,
@@ -168,7 +168,7 @@ impl JobTable<'_> {
     }
 
     /// Deletes a finished job, if its lease is still this holder's.
-    pub async fn finish_job(&self, id: i64, lease: i64) -> AppResult<()> {
+    pub async fn finish_job(self, id: i64, lease: i64) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         let n = diesel::delete(
             fanout_jobs::table
@@ -184,7 +184,7 @@ impl JobTable<'_> {
     /// operator. A failure that is not `counted` (a store unavailable) gives
     /// the attempt back.
     pub async fn fail_job(
-        &self,
+        self,
         id: i64,
         lease: i64,
         error: &str,
@@ -212,7 +212,7 @@ impl JobTable<'_> {
 
     /// Deletes a job its requester has done itself, unless a worker has
     /// claimed it meanwhile (that worker then does it again: harmless).
-    pub async fn drop_job(&self, id: i64) -> AppResult<()> {
+    pub async fn drop_job(self, id: i64) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         diesel::sql_query("DELETE FROM fanout_jobs WHERE id = $1 AND attempts = 0")
             .bind::<BigInt, _>(id)
@@ -222,7 +222,7 @@ impl JobTable<'_> {
     }
 
     /// Lets another worker take a job at once (graceful shutdown).
-    pub async fn release_job(&self, job: &Job) -> AppResult<()> {
+    pub async fn release_job(self, job: &Job) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         diesel::sql_query(
             "UPDATE fanout_jobs SET lease_until = '-infinity' WHERE id = $1 AND lease = $2",
@@ -236,7 +236,7 @@ impl JobTable<'_> {
 
     /// Jobs (pending, running, dead): pending waits for a worker; running is
     /// leased (or waiting out a retry backoff).
-    pub async fn job_counts(&self) -> AppResult<(i64, i64, i64)> {
+    pub async fn job_counts(self) -> AppResult<(i64, i64, i64)> {
         let mut conn = self.0.conn().await?;
         let row: JobCounts = diesel::sql_query(
             "SELECT count(*) FILTER (WHERE NOT dead AND lease_until <= now()) AS pending, \
@@ -250,7 +250,7 @@ impl JobTable<'_> {
 
     /// Dead row versions in the jobs table, as PostgreSQL's statistics count
     /// them (jobs are inserted and deleted at the publish rate).
-    pub async fn job_table_dead_rows(&self) -> AppResult<i64> {
+    pub async fn job_table_dead_rows(self) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let row: DeadRows = diesel::sql_query(
             "SELECT COALESCE((SELECT n_dead_tup FROM pg_stat_user_tables \
@@ -263,7 +263,7 @@ impl JobTable<'_> {
 
     /// Vacuums the jobs table, unless another session holds it (an
     /// autovacuum, or another instance's vacuum).
-    pub async fn vacuum_jobs(&self) -> AppResult<()> {
+    pub async fn vacuum_jobs(self) -> AppResult<()> {
         use diesel_async::SimpleAsyncConnection;
         let mut conn = self.0.conn().await?;
         conn.batch_execute("VACUUM (SKIP_LOCKED) fanout_jobs")
@@ -272,7 +272,7 @@ impl JobTable<'_> {
     }
 
     /// Jobs not yet done and not dead.
-    pub async fn pending_jobs(&self) -> AppResult<i64> {
+    pub async fn pending_jobs(self) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         Ok(fanout_jobs::table
             .filter(fanout_jobs::dead.eq(false))
@@ -284,7 +284,7 @@ impl JobTable<'_> {
     /// A page of the inboxes an author's posts go to, after `after`,
     /// ascending (keyset): its followers', and its own (a reader's home
     /// holds its own posts).
-    pub async fn inboxes_after(&self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
+    pub async fn inboxes_after(self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
         #[derive(QueryableByName)]
         struct Id {
             #[diesel(sql_type = BigInt)]

@@ -71,7 +71,7 @@ pub struct IdRange {
 
 impl ProfileRecords<'_> {
     /// The active accounts among `ids` (in no particular order).
-    pub async fn accounts(&self, ids: &[i64]) -> AppResult<Vec<AccountRow>> {
+    pub async fn accounts(self, ids: &[i64]) -> AppResult<Vec<AccountRow>> {
         let mut conn = self.0.conn().await?;
         Ok(diesel::sql_query(
             "SELECT u.id, u.username, u.follower_count, u.following_count, \
@@ -88,7 +88,7 @@ impl ProfileRecords<'_> {
     }
 
     /// The active account named `username`.
-    pub async fn account_id_by_name(&self, username: &str) -> AppResult<Option<i64>> {
+    pub async fn account_id_by_name(self, username: &str) -> AppResult<Option<i64>> {
         use super::schema::users;
         let mut conn = self.0.conn().await?;
         Ok(users::table
@@ -101,7 +101,7 @@ impl ProfileRecords<'_> {
     }
 
     /// How `of` stands to each of `others`, in their order.
-    pub async fn relationships(&self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
+    pub async fn relationships(self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
         let mut conn = self.0.conn().await?;
         #[derive(QueryableByName)]
         struct Row {
@@ -134,7 +134,7 @@ impl ProfileRecords<'_> {
     /// Up to `limit` active users of `owner`'s followers or followings with
     /// ids in `range`, highest id first.
     pub async fn follow_list(
-        &self,
+        self,
         owner: i64,
         list: FollowList,
         range: IdRange,
@@ -170,7 +170,7 @@ impl ProfileRecords<'_> {
     }
 
     /// A post's time, deleted or not (gone once purged).
-    pub async fn post_time(&self, id: i64) -> AppResult<Option<i64>> {
+    pub async fn post_time(self, id: i64) -> AppResult<Option<i64>> {
         use super::schema::posts;
         let mut conn = self.0.conn().await?;
         Ok(posts::table

@@ -71,7 +71,7 @@ pub struct Blocked {
 }
 
 impl UserRecords<'_> {
-    pub async fn create_user(&self, username: &str) -> AppResult<User> {
+    pub async fn create_user(self, username: &str) -> AppResult<User> {
         let mut conn = self.0.conn().await?;
         let inserted = diesel::insert_into(users::table)
             .values(NewUser { username })
@@ -85,7 +85,7 @@ impl UserRecords<'_> {
             .ok_or_else(|| AppError::Conflict(format!("username {username:?} is taken")))
     }
 
-    pub async fn user(&self, id: i64) -> AppResult<Option<User>> {
+    pub async fn user(self, id: i64) -> AppResult<Option<User>> {
         let mut conn = self.0.conn().await?;
         Ok(users::table
             .find(id)
@@ -101,7 +101,7 @@ impl UserRecords<'_> {
     /// records what `rule` decides for the followee, all in one
     /// transaction. Refused (422) while either blocks the other.
     pub async fn follow(
-        &self,
+        self,
         follower: i64,
         followee: i64,
         now_ms: i64,
@@ -126,7 +126,7 @@ impl UserRecords<'_> {
     /// each, and one `follows` job. Past `max_follows` the whole call is
     /// refused (422), or with `fit` the ones that do not fit are skipped.
     pub async fn follow_many(
-        &self,
+        self,
         follower: i64,
         targets: &[i64],
         fit: bool,
@@ -279,7 +279,7 @@ impl UserRecords<'_> {
     }
 
     /// Of `authors`, those `reader` mutes.
-    pub async fn muted_of(&self, reader: i64, authors: &[i64]) -> AppResult<Vec<i64>> {
+    pub async fn muted_of(self, reader: i64, authors: &[i64]) -> AppResult<Vec<i64>> {
         let mut conn = self.0.conn().await?;
         Ok(mutes::table
             .filter(mutes::muter_id.eq(reader))
@@ -293,7 +293,7 @@ impl UserRecords<'_> {
     /// follower's follow sequence number, queues the `unfollow` job and
     /// records what `rule` decides for the followee.
     pub async fn unfollow(
-        &self,
+        self,
         follower: i64,
         followee: i64,
         now_ms: i64,
@@ -310,7 +310,7 @@ impl UserRecords<'_> {
     /// records it, bumps the reader's follow sequence number and queues the
     /// job that applies it, in one transaction.
     pub async fn set_mute(
-        &self,
+        self,
         reader: i64,
         target: i64,
         mute: bool,
@@ -369,7 +369,7 @@ impl UserRecords<'_> {
     /// follower's sequence number, its job, the followee's big-V state),
     /// in one transaction.
     pub async fn block(
-        &self,
+        self,
         blocker: i64,
         target: i64,
         now_ms: i64,
@@ -402,7 +402,7 @@ impl UserRecords<'_> {
 
     /// `blocker` no longer blocks `target` (idempotent; no follow comes
     /// back). Whether a block was there.
-    pub async fn unblock(&self, blocker: i64, target: i64) -> AppResult<bool> {
+    pub async fn unblock(self, blocker: i64, target: i64) -> AppResult<bool> {
         let mut conn = self.0.conn().await?;
         Ok(diesel::delete(blocks::table.find((blocker, target)))
             .execute(&mut conn)
@@ -412,7 +412,7 @@ impl UserRecords<'_> {
 
     /// The accounts whose posts are in no feed: suspended, or being
     /// deleted (to build the Redis copy).
-    pub async fn hidden_accounts(&self) -> AppResult<Vec<i64>> {
+    pub async fn hidden_accounts(self) -> AppResult<Vec<i64>> {
         let mut conn = self.0.conn().await?;
         Ok(users::table
             .filter(users::status.ne(AccountStatus::Active))
@@ -422,13 +422,13 @@ impl UserRecords<'_> {
     }
 
     /// Whether either of two users blocks the other.
-    pub async fn blocked_between(&self, a: i64, b: i64) -> AppResult<bool> {
+    pub async fn blocked_between(self, a: i64, b: i64) -> AppResult<bool> {
         let mut conn = self.0.conn().await?;
         blocked_between(&mut conn, a, b).await
     }
 
     /// Whether `reader`'s home shows `author`'s posts: followed, not muted.
-    pub async fn shown(&self, reader: i64, author: i64) -> AppResult<bool> {
+    pub async fn shown(self, reader: i64, author: i64) -> AppResult<bool> {
         let mut conn = self.0.conn().await?;
         Ok(follows_now(&mut conn, reader, author).await?
             && mutes::table
@@ -442,7 +442,7 @@ impl UserRecords<'_> {
     /// A page of the users `owner` mutes (`mutes`) or blocks, newest first
     /// by when it did, with the feed's cursor over (time, user id).
     pub async fn relations(
-        &self,
+        self,
         owner: i64,
         mutes: bool,
         max: Option<i64>,
@@ -480,7 +480,7 @@ impl UserRecords<'_> {
     }
 
     /// How many of `owner`'s mutes (or blocks) were made at `at`.
-    pub async fn relations_at(&self, owner: i64, mutes: bool, at: i64) -> AppResult<i64> {
+    pub async fn relations_at(self, owner: i64, mutes: bool, at: i64) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let sql = if mutes {
             "SELECT count(*) AS n FROM mutes WHERE muter_id = $1 AND created_at_ms = $2"
@@ -497,7 +497,7 @@ impl UserRecords<'_> {
 
     // ----- settings -----
 
-    pub async fn settings(&self) -> AppResult<FeedSettings> {
+    pub async fn settings(self) -> AppResult<FeedSettings> {
         let mut conn = self.0.conn().await?;
         let row = settings::table
             .select(SettingsRow::as_select())
@@ -514,7 +514,7 @@ impl UserRecords<'_> {
     /// its backfill. Returns the new settings, the authors promoted (with
     /// their new epochs) and how many were demoted.
     pub async fn update_settings(
-        &self,
+        self,
         change: impl FnOnce(&FeedSettings) -> AppResult<FeedSettings> + Send,
         now_ms: i64,
     ) -> AppResult<(FeedSettings, Vec<(i64, i64)>, usize)> {

@@ -6,6 +6,7 @@ pub mod faults;
 pub mod hints;
 pub mod keys;
 pub mod layout;
+pub mod posts;
 pub mod pubsub;
 pub mod scripts;
 pub mod state;
@@ -96,6 +97,16 @@ impl RedisStore {
             round_trips: Arc::new(AtomicU64::new(0)),
             hints: pubsub::Source::of(settings),
         })
+    }
+
+    /// Whom readers follow, the pulled authors and the hidden accounts.
+    pub fn state(&self) -> state::ReaderState<'_> {
+        state::ReaderState(self)
+    }
+
+    /// Cached posts, and publishing one.
+    pub fn posts(&self) -> posts::Posts<'_> {
+        posts::Posts(self)
     }
 
     pub fn keys(&self) -> &Keys {
