@@ -4,7 +4,7 @@
 //! its id joins the hidden accounts, which every read checks (in Redis, and
 //! by its status in PostgreSQL), whatever the inboxes still hold. A deleted
 //! account's follows (either way), posts and Redis keys then go in the
-//! background, a batch at a time ([`Engine::purge_step`]), its progress a
+//! background, a batch at a time ([`AccountChanges::purge_step`]), its progress a
 //! task the caller can watch; last its row goes, and its id leaves the
 //! hidden accounts, with nothing left that names it.
 
@@ -25,11 +25,15 @@ const PURGED_SEQ: i64 = 1 << 53;
 /// Followers' copies a purge batch updates at once.
 const PURGE_CONCURRENCY: usize = 8;
 
-impl Engine {
+/// Suspensions and deletions of accounts, and their tasks ([`Engine::accounts`]).
+#[derive(Clone, Copy)]
+pub struct AccountChanges<'a>(pub(crate) &'a Engine);
+
+impl AccountChanges<'_> {
     /// An account that may act (post, follow, mute, block): 404 if there
     /// is none (or it is being deleted), 403 while it is suspended.
-    pub async fn active_user(&self, id: i64) -> AppResult<User> {
-        super::active(id, self.inner.pg.users().user(id).await?)
+    pub async fn active_user(self, id: i64) -> AppResult<User> {
+        super::active(id, self.0.inner.pg.users().user(id).await?)
     }
 
     /// Suspends (`suspend`) an account or lifts its suspension (admin;
@@ -37,13 +41,14 @@ impl Engine {
     /// they are back); if Redis cannot be written the call fails with 503
     /// and its `hide` job does it.
     #[tracing::instrument(skip(self))]
-    pub async fn suspend(&self, id: i64, suspend: bool) -> AppResult<User> {
+    pub async fn suspend(self, id: i64, suspend: bool) -> AppResult<User> {
         let (from, to) = if suspend {
             (AccountStatus::Active, AccountStatus::Suspended)
         } else {
             (AccountStatus::Suspended, AccountStatus::Active)
         };
         match self
+            .0
             .inner
             .pg
             .accounts()
@@ -56,15 +61,16 @@ impl Engine {
                     true => HiddenChange::Suspended,
                     false => HiddenChange::Restored,
                 };
-                self.hint(Signal::Hidden {
-                    account: id,
-                    change: hidden,
-                })
-                .await;
+                self.0
+                    .hint(Signal::Hidden {
+                        account: id,
+                        change: hidden,
+                    })
+                    .await;
                 Ok(change.user)
             }
             // Already so, or no such account (404).
-            None => self.user(id).await,
+            None => self.0.user(id).await,
         }
     }
 
@@ -72,8 +78,9 @@ impl Engine {
     /// every feed when this returns, the rest goes in the background. The
     /// task says how far it has got; a repeated call answers the same task.
     #[tracing::instrument(skip(self))]
-    pub async fn delete_account(&self, id: i64) -> AppResult<Task> {
+    pub async fn delete_account(self, id: i64) -> AppResult<Task> {
         let (task, job) = match self
+            .0
             .inner
             .pg
             .accounts()
@@ -81,41 +88,42 @@ impl Engine {
             .await?
         {
             Some((task, job)) => (task, Some(job)),
-            None => match self.inner.pg.accounts().deletion_of(id).await? {
+            None => match self.0.inner.pg.accounts().deletion_of(id).await? {
                 Some(task) => (task, None),
                 None => return Err(AppError::NotFound(format!("user {id} does not exist"))),
             },
         };
-        self.account_gone(id);
+        self.0.account_gone(id);
         // (A repeated call hides it again while its purge runs; once the
         // purge is over there is nothing left to hide.)
-        if job.is_some() || self.pg().accounts().hidden(id).await? {
+        if job.is_some() || self.0.pg().accounts().hidden(id).await? {
             self.hide_now(id, true, job).await?;
-            self.hint(Signal::Hidden {
-                account: id,
-                change: HiddenChange::Deleted,
-            })
-            .await;
+            self.0
+                .hint(Signal::Hidden {
+                    account: id,
+                    change: HiddenChange::Deleted,
+                })
+                .await;
         }
-        self.inner.wake.notify_waiters();
+        self.0.inner.wake.notify_waiters();
         // Its own reads stop: its copy and inbox go, and a rebuild of them
         // refuses a deleted account.
-        let keys = self.redis().keys();
+        let keys = self.0.redis().keys();
         let own = [
             keys.following(id),
             keys.followees(id),
             keys.inbox(id),
             keys.active_mark(id),
         ];
-        if let Err(e) = self.redis().delete_many(&own).await {
+        if let Err(e) = self.0.redis().delete_many(&own).await {
             tracing::debug!(error = %e.chain(), "a deleted account's keys wait for its purge");
         }
         Ok(task)
     }
 
     /// A task, as its user or an admin (`viewer` `None`) sees it.
-    pub async fn task(&self, viewer: Option<i64>, id: i64) -> AppResult<Task> {
-        match self.inner.pg.accounts().task(id).await? {
+    pub async fn task(self, viewer: Option<i64>, id: i64) -> AppResult<Task> {
+        match self.0.inner.pg.accounts().task(id).await? {
             Some(task) if viewer.is_none_or(|v| v == task.user_id) => Ok(task),
             _ => Err(AppError::NotFound(format!("job {id} does not exist"))),
         }
@@ -124,19 +132,20 @@ impl Engine {
     /// The hidden accounts take `account` (`hide`) or let it go, done by
     /// the requester; its job (if any) is dropped once done, else left to
     /// a worker and the call answers 503.
-    async fn hide_now(&self, account: i64, hide: bool, job: Option<i64>) -> AppResult<()> {
+    async fn hide_now(self, account: i64, hide: bool, job: Option<i64>) -> AppResult<()> {
         let queued = "the account's status is recorded; hiding its posts is queued";
-        self.write_through(job, queued, || {
-            self.redis().state().hidden_change(account, hide)
-        })
-        .await
+        self.0
+            .write_through(job, queued, || {
+                self.0.redis().state().hidden_change(account, hide)
+            })
+            .await
     }
 
     /// A `hide` job: the hidden accounts take the account's status now.
-    pub(crate) async fn hide_step(&self, account: i64) -> AppResult<()> {
-        let hide = self.pg().accounts().hidden(account).await?;
+    pub(crate) async fn hide_step(self, account: i64) -> AppResult<()> {
+        let hide = self.0.pg().accounts().hidden(account).await?;
         // A purged account is gone from the records: it is let go.
-        self.redis().state().hidden_change(account, hide).await
+        self.0.redis().state().hidden_change(account, hide).await
     }
 
     /// One batch of a deleted account's purge, in this order: its
@@ -148,26 +157,33 @@ impl Engine {
     /// (a crash before its checkpoint) finds nothing to do. True once the
     /// purge is over. `newest`: the account's newest posts, for inboxes.
     pub(crate) async fn purge_step(
-        &self,
+        self,
         job: &Job,
         task: i64,
         newest: &[Entry],
     ) -> AppResult<bool> {
         let account = job.author_id;
-        let batch = self.tuning().fanout_batch_size;
-        let cap = self.settings().inbox_max_len;
+        let batch = self.0.tuning().fanout_batch_size;
+        let cap = self.0.settings().inbox_max_len;
         let progress = async |n: usize| {
-            self.pg()
+            self.0
+                .pg()
                 .accounts()
                 .task_progress(task, n as i64, 0, TaskState::Running)
                 .await
         };
-        let followers = self.pg().accounts().edges_of(account, true, batch).await?;
+        let followers = self
+            .0
+            .pg()
+            .accounts()
+            .edges_of(account, true, batch)
+            .await?;
         if !followers.is_empty() {
             let unfollow = (Edge::Unfollow, false);
             let copies = futures::stream::iter(followers.iter().copied())
                 .map(|f| {
-                    self.redis()
+                    self.0
+                        .redis()
                         .state()
                         .set_follow(f, account, PURGED_SEQ, unfollow, cap, None, newest)
                 })
@@ -178,6 +194,7 @@ impl Engine {
                 copy?;
             }
             let n = self
+                .0
                 .pg()
                 .accounts()
                 .drop_followers(account, &followers)
@@ -185,25 +202,31 @@ impl Engine {
             progress(n).await?;
             return Ok(false);
         }
-        let following = self.pg().accounts().edges_of(account, false, batch).await?;
+        let following = self
+            .0
+            .pg()
+            .accounts()
+            .edges_of(account, false, batch)
+            .await?;
         if !following.is_empty() {
             for &author in &following {
-                self.unfollow(account, author).await?;
+                self.0.relations().unfollow(account, author).await?;
             }
             progress(following.len()).await?;
             return Ok(false);
         }
-        let posts = self.pg().accounts().post_ids_of(account, batch).await?;
+        let posts = self.0.pg().accounts().post_ids_of(account, batch).await?;
         if !posts.is_empty() {
-            let keys = self.redis().keys();
+            let keys = self.0.redis().keys();
             let cached: Vec<String> = posts.iter().map(|id| keys.post(*id)).collect();
-            self.redis().delete_many(&cached).await?;
-            let n = self.pg().accounts().drop_posts(account, &posts).await?;
+            self.0.redis().delete_many(&cached).await?;
+            let n = self.0.pg().accounts().drop_posts(account, &posts).await?;
             progress(n).await?;
             return Ok(false);
         }
-        let keys = self.redis().keys();
-        self.redis()
+        let keys = self.0.redis().keys();
+        self.0
+            .redis()
             .delete_many(&[
                 keys.inbox(account),
                 keys.following(account),
@@ -213,15 +236,17 @@ impl Engine {
                 keys.active_fans(account),
             ])
             .await?;
-        self.redis()
+        self.0
+            .redis()
             .state()
             .pulled_change(account, PulledChange::Forget)
             .await?;
-        self.pg()
+        self.0
+            .pg()
             .accounts()
             .finish_purge(account, job.id, task)
             .await?;
-        if let Err(e) = self.redis().state().hidden_change(account, false).await {
+        if let Err(e) = self.0.redis().state().hidden_change(account, false).await {
             // Its id stays among the hidden: it names no post any more.
             tracing::warn!(error = %e.chain(), account, "a purged account stays among the hidden");
         }
@@ -230,9 +255,10 @@ impl Engine {
 
     /// A deleted account's newest posts, which its followers' inboxes may
     /// hold (as many as an inbox holds, with its trimming slack).
-    pub(crate) async fn newest_of(&self, account: i64) -> AppResult<Vec<Entry>> {
-        let cap = self.settings().inbox_max_len;
-        self.pg()
+    pub(crate) async fn newest_of(self, account: i64) -> AppResult<Vec<Entry>> {
+        let cap = self.0.settings().inbox_max_len;
+        self.0
+            .pg()
             .posts()
             .entries(EntriesOf::Author(account), cap + (cap / 32).max(1))
             .await

@@ -6,7 +6,8 @@
 
 use std::cmp::Ordering;
 
-use super::{Engine, Page};
+use super::read::Reads;
+use super::Page;
 use crate::error::AppResult;
 use crate::types::Post;
 use crate::types::{feed_order, Cursor, Entry, PageRequest, Prev};
@@ -49,11 +50,11 @@ fn window(n: usize) -> u32 {
     (n.max(1) as u32).min(PageRequest::MAX_LIMIT)
 }
 
-impl Engine {
+impl Reads<'_> {
     /// Up to `limit` entries of `feed` strictly within `bounds`, newest
     /// first.
     pub async fn page_between(
-        &self,
+        self,
         feed: Feed,
         bounds: Bounds,
         limit: u32,
@@ -64,7 +65,7 @@ impl Engine {
         }
     }
 
-    async fn read(&self, feed: Feed, req: PageRequest) -> AppResult<Page> {
+    async fn read(self, feed: Feed, req: PageRequest) -> AppResult<Page> {
         match feed {
             Feed::Home(reader) => self.home_page(reader, req).await,
             Feed::Author { viewer, author } => self.author_page_seen_by(viewer, author, req).await,
@@ -73,7 +74,7 @@ impl Engine {
 
     /// Down from the newest entry, or from below `older_than`, to
     /// `newer_than` at most.
-    async fn down_from(&self, feed: Feed, bounds: Bounds, limit: u32) -> AppResult<Vec<Post>> {
+    async fn down_from(self, feed: Feed, bounds: Bounds, limit: u32) -> AppResult<Vec<Post>> {
         let want = limit as usize;
         let mut items = Vec::with_capacity(want);
         // Below a bound: from the top of its millisecond, one more entry
@@ -113,7 +114,7 @@ impl Engine {
 
     /// The entries right above `low` (up to `older_than`), newest first.
     async fn up_from(
-        &self,
+        self,
         feed: Feed,
         low: Entry,
         older_than: Option<Entry>,

@@ -212,6 +212,31 @@ impl Engine {
         })
     }
 
+    /// Follows, mutes, blocks and imports of follow lists.
+    pub fn relations(&self) -> relations::Relations<'_> {
+        relations::Relations(self)
+    }
+
+    /// Accounts as clients see them: profiles, relationships, follow lists.
+    pub fn profiles(&self) -> profiles::Profiles<'_> {
+        profiles::Profiles(self)
+    }
+
+    /// Suspensions and deletions of accounts, and their tasks.
+    pub fn accounts(&self) -> accounts::AccountChanges<'_> {
+        accounts::AccountChanges(self)
+    }
+
+    /// Publishing, reading and deleting a post.
+    pub fn posts(&self) -> posts::Posts<'_> {
+        posts::Posts(self)
+    }
+
+    /// Pages of a home or an author, from Redis or PostgreSQL.
+    pub fn reads(&self) -> read::Reads<'_> {
+        read::Reads(self)
+    }
+
     pub fn pg(&self) -> &PgStore {
         &self.inner.pg
     }

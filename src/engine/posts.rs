@@ -15,15 +15,19 @@ use crate::types::{CachedPost, Entry, Post};
 /// Seconds a publish refused for the backlog asks its client to wait.
 const BACKLOG_RETRY_SECS: u64 = 5;
 
-impl Engine {
-    pub async fn publish(&self, author: i64, body: &PostBody) -> AppResult<Post> {
+/// Publishing, reading and deleting a post ([`Engine::posts`]).
+#[derive(Clone, Copy)]
+pub struct Posts<'a>(pub(crate) &'a Engine);
+
+impl Posts<'_> {
+    pub async fn publish(self, author: i64, body: &PostBody) -> AppResult<Post> {
         self.publish_at(author, body, now_ms()).await
     }
 
     /// Publishes with a chosen timestamp (tests and seeding use it to make
     /// ties, or to stand for an instance whose clock lags).
     pub async fn publish_at(
-        &self,
+        self,
         author: i64,
         body: &PostBody,
         created_at_ms: i64,
@@ -40,7 +44,7 @@ impl Engine {
     /// became of the first call's answer; the same key with another body
     /// or meta is refused.
     pub async fn publish_keyed(
-        &self,
+        self,
         author: i64,
         draft: (&PostBody, Option<&PostMeta>),
         key: Option<&IdempotencyKey>,
@@ -56,7 +60,7 @@ impl Engine {
     /// shows once its delivery job has run: about a second.)
     #[tracing::instrument(skip(self, draft))]
     pub async fn publish_keyed_at(
-        &self,
+        self,
         author: i64,
         draft: (&PostBody, Option<&PostMeta>),
         key: Option<&IdempotencyKey>,
@@ -70,8 +74,8 @@ impl Engine {
             }
         }
         let (backlog, max) = (
-            self.inner.backlog.load(Ordering::Relaxed),
-            self.settings().max_fanout_backlog,
+            self.0.inner.backlog.load(Ordering::Relaxed),
+            self.0.settings().max_fanout_backlog,
         );
         if backlog >= max {
             return Err(AppError::Overloaded {
@@ -92,6 +96,7 @@ impl Engine {
             ));
         }
         let published = self
+            .0
             .inner
             .pg
             .posts()
@@ -107,7 +112,7 @@ impl Engine {
             (Published::New(post), _) => post,
             (Published::NoAuthor, _) => {
                 // No active author: none or deleted (404), or suspended (403).
-                self.active_user(author).await?;
+                self.0.accounts().active_user(author).await?;
                 return Err(AppError::NotFound(format!("user {author} does not exist")));
             }
             // A retry committed the key meanwhile: its post is the answer.
@@ -130,30 +135,32 @@ impl Engine {
             }
         };
         let cached = CachedPost::of(&post, false);
-        let cap = self.settings().outbox_max_len;
-        let ttl = self.tuning().post_cache_ttl_secs;
+        let cap = self.0.settings().outbox_max_len;
+        let ttl = self.0.tuning().post_cache_ttl_secs;
         let cache = || async {
-            let mark = self.inner.redis.write_mark();
-            self.inner
+            let mark = self.0.inner.redis.write_mark();
+            self.0
+                .inner
                 .redis
                 .posts()
                 .publish(&cached, post.id, cap, ttl)
                 .await?;
-            self.inner.redis.replicated(mark).await
+            self.0.inner.redis.replicated(mark).await
         };
         if let Err(e) = retried(cache).await {
-            self.deferred();
+            self.0.deferred();
             tracing::warn!(post = post.id, error = %e.chain(),
                 "post committed but not cached: it shows once its delivery job has run");
         }
-        self.remember(std::slice::from_ref(&post));
-        self.inner.wake.notify_waiters();
-        self.hint(Signal::Published {
-            author,
-            post: post.id,
-            score: post.created_at_ms,
-        })
-        .await;
+        self.0.remember(std::slice::from_ref(&post));
+        self.0.inner.wake.notify_waiters();
+        self.0
+            .hint(Signal::Published {
+                author,
+                post: post.id,
+                score: post.created_at_ms,
+            })
+            .await;
         Ok(Publication {
             post,
             replayed: false,
@@ -163,12 +170,13 @@ impl Engine {
     /// The post `author` published with `key` (deleted since or not), if
     /// it did in the last day; refused if `draft` is not that post's.
     async fn first_publish(
-        &self,
+        self,
         author: i64,
         key: &IdempotencyKey,
         draft: (&str, Option<&str>),
     ) -> AppResult<Option<Publication>> {
         let Some(post) = self
+            .0
             .inner
             .pg
             .posts()
@@ -193,18 +201,19 @@ impl Engine {
 
     /// A live post as `viewer` sees it (`None`: an admin): not found while
     /// its author and the viewer block one another.
-    pub async fn post_seen_by(&self, viewer: Option<i64>, id: i64) -> AppResult<Post> {
+    pub async fn post_seen_by(self, viewer: Option<i64>, id: i64) -> AppResult<Post> {
         let post = self.post(id).await?;
         match viewer {
-            Some(v) if self.apart(v, post.author_id).await? => {
+            Some(v) if self.0.relations().apart(v, post.author_id).await? => {
                 Err(AppError::NotFound(format!("post {id} does not exist")))
             }
             _ => Ok(post),
         }
     }
 
-    pub async fn post(&self, id: i64) -> AppResult<Post> {
-        self.inner
+    pub async fn post(self, id: i64) -> AppResult<Post> {
+        self.0
+            .inner
             .pg
             .posts()
             .post(id)
@@ -217,10 +226,11 @@ impl Engine {
     /// fails with 503 and its `retract` job does it (repeating the call is
     /// safe: it answers 404 once the post is gone everywhere).
     #[tracing::instrument(skip(self))]
-    pub async fn delete_post(&self, id: i64, actor: Option<i64>) -> AppResult<()> {
-        let ttl = self.tuning().post_cache_ttl_secs;
+    pub async fn delete_post(self, id: i64, actor: Option<i64>) -> AppResult<()> {
+        let ttl = self.0.tuning().post_cache_ttl_secs;
         let gone = || AppError::NotFound(format!("post {id} does not exist"));
         match self
+            .0
             .inner
             .pg
             .posts()
@@ -235,7 +245,7 @@ impl Engine {
                 // A repeated call: the post is gone whatever Redis says. The
                 // tombstone is rewritten if it can be; if it cannot, the
                 // first call's retract job still writes it.
-                if let Err(e) = self.inner.redis.posts().tombstone(id, ttl).await {
+                if let Err(e) = self.0.inner.redis.posts().tombstone(id, ttl).await {
                     tracing::debug!(error = %e.chain(), "could not rewrite a tombstone");
                 }
                 Err(gone())
@@ -245,17 +255,19 @@ impl Engine {
                 author_id,
                 created_at_ms,
             } => {
-                self.hint(Signal::Deleted {
-                    author: author_id,
-                    post: id,
-                    score: Some(created_at_ms),
-                })
-                .await;
+                self.0
+                    .hint(Signal::Deleted {
+                        author: author_id,
+                        post: id,
+                        score: Some(created_at_ms),
+                    })
+                    .await;
                 let queued = "the post is deleted; hiding it everywhere is queued";
-                self.write_through(Some(job), queued, || {
-                    self.inner.redis.posts().tombstone(id, ttl)
-                })
-                .await
+                self.0
+                    .write_through(Some(job), queued, || {
+                        self.0.inner.redis.posts().tombstone(id, ttl)
+                    })
+                    .await
             }
         }
     }

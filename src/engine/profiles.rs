@@ -9,14 +9,18 @@ use crate::store::pg::{AccountRow, FollowList, IdRange, RelationshipRow};
 /// Profiles one call reads at the most.
 pub const MAX_PROFILES: usize = 100;
 
-impl Engine {
+/// Accounts as clients see them: profiles, relationships, follow lists ([`Engine::profiles`]).
+#[derive(Clone, Copy)]
+pub struct Profiles<'a>(pub(crate) &'a Engine);
+
+impl Profiles<'_> {
     /// The active accounts among `ids`, in the order of `ids` (the others
     /// left out).
-    pub async fn profiles(&self, ids: &[i64]) -> AppResult<Vec<AccountRow>> {
+    pub async fn profiles(self, ids: &[i64]) -> AppResult<Vec<AccountRow>> {
         let mut wanted: Vec<i64> = ids.to_vec();
         wanted.sort_unstable();
         wanted.dedup();
-        let rows = self.inner.pg.profiles().accounts(&wanted).await?;
+        let rows = self.0.inner.pg.profiles().accounts(&wanted).await?;
         Ok(ids
             .iter()
             .filter_map(|id| rows.iter().find(|r| r.id == *id).cloned())
@@ -24,7 +28,7 @@ impl Engine {
     }
 
     /// One active account's profile (404 otherwise).
-    pub async fn profile(&self, id: i64) -> AppResult<AccountRow> {
+    pub async fn profile(self, id: i64) -> AppResult<AccountRow> {
         self.profiles(&[id])
             .await?
             .pop()
@@ -32,8 +36,9 @@ impl Engine {
     }
 
     /// The active account named `username` (404 otherwise).
-    pub async fn profile_named(&self, username: &str) -> AppResult<AccountRow> {
+    pub async fn profile_named(self, username: &str) -> AppResult<AccountRow> {
         let id = self
+            .0
             .inner
             .pg
             .profiles()
@@ -44,21 +49,22 @@ impl Engine {
     }
 
     /// How `of` stands to each of `others` (at most [`MAX_PROFILES`]).
-    pub async fn relationships(&self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
-        self.inner.pg.profiles().relationships(of, others).await
+    pub async fn relationships(self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
+        self.0.inner.pg.profiles().relationships(of, others).await
     }
 
     /// Up to `limit` of `owner`'s followers or followings within `range`
     /// (highest id first), as profiles.
     pub async fn follow_list(
-        &self,
+        self,
         owner: i64,
         list: FollowList,
         range: IdRange,
         limit: u32,
     ) -> AppResult<Vec<AccountRow>> {
-        self.user(owner).await?;
+        self.0.user(owner).await?;
         let ids = self
+            .0
             .inner
             .pg
             .profiles()
@@ -68,7 +74,7 @@ impl Engine {
     }
 
     /// A post's time, deleted or not (none once purged).
-    pub async fn post_time(&self, id: i64) -> AppResult<Option<i64>> {
-        self.inner.pg.profiles().post_time(id).await
+    pub async fn post_time(self, id: i64) -> AppResult<Option<i64>> {
+        self.0.inner.pg.profiles().post_time(id).await
     }
 }

@@ -67,7 +67,7 @@ pub async fn suspend(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
-    let user = engine.suspend(id, true).await?;
+    let user = engine.accounts().suspend(id, true).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
@@ -90,6 +90,6 @@ pub async fn unsuspend(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
-    let user = engine.suspend(id, false).await?;
+    let user = engine.accounts().suspend(id, false).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }

@@ -30,7 +30,7 @@ pub async fn home(
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, AppError> {
     let req = query.parse()?;
-    let page = engine.home_page(caller.id, req).await?;
+    let page = engine.reads().home_page(caller.id, req).await?;
     Ok(HttpResponse::Ok().json(PageView::from(&page)))
 }
 

@@ -29,6 +29,6 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "job id").map_err(AppError::BadRequest)?;
-    let task = engine.task(caller.viewer(), id).await?;
+    let task = engine.accounts().task(caller.viewer(), id).await?;
     Ok(HttpResponse::Ok().json(TaskView::from(&task)))
 }

@@ -79,6 +79,7 @@ pub async fn create(
         Some(v) => Some(PostMeta::parse(v).map_err(AppError::Unprocessable)?),
     };
     let published = engine
+        .posts()
         .publish_keyed(caller.id, (&text, meta.as_ref()), key.as_ref())
         .await?;
     let mut res = HttpResponse::Created();
@@ -105,7 +106,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "post id").map_err(AppError::BadRequest)?;
-    let post = engine.post_seen_by(caller.viewer(), id).await?;
+    let post = engine.posts().post_seen_by(caller.viewer(), id).await?;
     Ok(HttpResponse::Ok().json(PostView::from(&post)))
 }
 
@@ -129,6 +130,6 @@ pub async fn delete(
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "post id").map_err(AppError::BadRequest)?;
     let actor = (!caller.admin).then_some(caller.id);
-    engine.delete_post(id, actor).await?;
+    engine.posts().delete_post(id, actor).await?;
     Ok(HttpResponse::NoContent().finish())
 }

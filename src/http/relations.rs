@@ -43,7 +43,7 @@ pub async fn mute(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (user, target) = pair(&caller, &path)?;
-    engine.mute(user, target, true).await?;
+    engine.relations().mute(user, target, true).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -70,7 +70,7 @@ pub async fn unmute(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (user, target) = pair(&caller, &path)?;
-    engine.mute(user, target, false).await?;
+    engine.relations().mute(user, target, false).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -98,7 +98,7 @@ pub async fn block(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (user, target) = pair(&caller, &path)?;
-    engine.block(user, target).await?;
+    engine.relations().block(user, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -122,7 +122,7 @@ pub async fn unblock(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (user, target) = pair(&caller, &path)?;
-    engine.unblock(user, target).await?;
+    engine.relations().unblock(user, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -183,6 +183,6 @@ async fn list(
             "a list pages down from max: min is for feeds".into(),
         ));
     }
-    let page = engine.relations(user, which, req).await?;
+    let page = engine.relations().relations(user, which, req).await?;
     Ok(HttpResponse::Ok().json(UserPageView::from(&page)))
 }

@@ -99,7 +99,7 @@ pub async fn delete(
 ) -> Result<HttpResponse, AppError> {
     let user = id(&path, "user id")?;
     caller.may_act_for(user)?;
-    let task = engine.delete_account(user).await?;
+    let task = engine.accounts().delete_account(user).await?;
     Ok(HttpResponse::Accepted()
         .insert_header(("Location", format!("/api/v1/jobs/{}", task.id)))
         .json(TaskView::from(&task)))
@@ -136,7 +136,7 @@ pub async fn follow(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (follower, target) = edge(&caller, &path)?;
-    engine.follow(follower, target).await?;
+    engine.relations().follow(follower, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -175,7 +175,7 @@ pub async fn follow_many(
 ) -> Result<HttpResponse, AppError> {
     let follower = id(&path, "user id")?;
     caller.may_act_for(follower)?;
-    let followed = engine.follow_many(follower, &body.ids).await?;
+    let followed = engine.relations().follow_many(follower, &body.ids).await?;
     Ok(HttpResponse::Ok().json(FollowedView::from(&followed)))
 }
 
@@ -215,7 +215,7 @@ pub async fn import(
     let follower = id(&path, "user id")?;
     caller.may_act_for(follower)?;
     // Refused before a byte of the body is read.
-    engine.import_room(follower).await?;
+    engine.relations().import_room(follower).await?;
     let _reading = reading_import().await?;
     let body = read_body(payload, MAX_IMPORT_BYTES).await?;
     let ids = ImportIds::parse(&body)?;
@@ -226,7 +226,10 @@ pub async fn import(
             ids.total
         )));
     }
-    let task = engine.import_follows(follower, &ids.ids).await?;
+    let task = engine
+        .relations()
+        .import_follows(follower, &ids.ids)
+        .await?;
     Ok(HttpResponse::Accepted()
         .insert_header(("Location", format!("/api/v1/jobs/{}", task.id)))
         .json(TaskView::from(&task)))
@@ -347,7 +350,7 @@ pub async fn unfollow(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (follower, target) = edge(&caller, &path)?;
-    engine.unfollow(follower, target).await?;
+    engine.relations().unfollow(follower, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -373,6 +376,7 @@ pub async fn posts(
     let author = id(&path, "user id")?;
     let req = query.parse()?;
     let page = engine
+        .reads()
         .author_page_seen_by(caller.viewer(), author, req)
         .await?;
     Ok(HttpResponse::Ok().json(PageView::from(&page)))

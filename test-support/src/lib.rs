@@ -268,6 +268,7 @@ impl TestApp {
     /// Publishes through the store layer with a chosen timestamp.
     pub async fn publish_at(&self, author: &TestUser, body: &str, created_at_ms: i64) -> Post {
         self.engine
+            .posts()
             .publish_at(author.id, &PostBody::parse(body).unwrap(), created_at_ms)
             .await
             .expect("publish_at")

@@ -115,9 +115,21 @@ async fn a_follow_through_another_instance_uses_the_thresholds_just_set() {
     one.follow(&fans[0], &star).await;
     one.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
         .await;
-    two.engine().follow(fans[1].id, star.id).await.unwrap();
+    two.engine()
+        .relations()
+        .follow(fans[1].id, star.id)
+        .await
+        .unwrap();
     assert_eq!(one.user(star.id).await["big_v"], true);
-    two.engine().unfollow(fans[1].id, star.id).await.unwrap();
-    two.engine().unfollow(fans[0].id, star.id).await.unwrap();
+    two.engine()
+        .relations()
+        .unfollow(fans[1].id, star.id)
+        .await
+        .unwrap();
+    two.engine()
+        .relations()
+        .unfollow(fans[0].id, star.id)
+        .await
+        .unwrap();
     assert_eq!(one.user(star.id).await["big_v"], false);
 }

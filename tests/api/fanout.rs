@@ -31,12 +31,17 @@ async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
             .create_user(&format!("f{i}"))
             .await
             .unwrap();
-        engine.follow(f.id, author.id).await.unwrap();
+        engine.relations().follow(f.id, author.id).await.unwrap();
         // Each follower has an inbox for the fan-out to fill.
-        engine.home_page(f.id, PageRequest::first(5)).await.unwrap();
+        engine
+            .reads()
+            .home_page(f.id, PageRequest::first(5))
+            .await
+            .unwrap();
         followers.push(f.id);
     }
     let post = engine
+        .posts()
         .publish_at(author.id, &PostBody::parse("durable").unwrap(), T0 + 1_000)
         .await
         .unwrap();
@@ -69,6 +74,7 @@ async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
         let inbox = keys.inbox(*f);
         let page = second
             .engine
+            .reads()
             .home_page(*f, PageRequest::first(5))
             .await
             .unwrap();
@@ -125,6 +131,7 @@ async fn a_warm_page_makes_no_query_and_four_round_trips_whatever_the_follows() 
     for author in 4..26 {
         for i in 0..3 {
             app.engine
+                .posts()
                 .publish_at(author, &body, T0 + 5_000 + author * 10 + i)
                 .await
                 .unwrap();
@@ -144,14 +151,14 @@ async fn a_warm_page_makes_no_query_and_four_round_trips_whatever_the_follows() 
         let req = PageRequest::first(20);
         // Cold: the reader's state, inbox, outboxes and posts are cached,
         // the bodies of two pages in this instance's memory.
-        let cold = engine.home_page(reader, req).await.unwrap();
+        let cold = engine.reads().home_page(reader, req).await.unwrap();
         let next = PageRequest::after(cold.next.unwrap(), 20);
-        let cold_next = engine.home_page(reader, next).await.unwrap();
+        let cold_next = engine.reads().home_page(reader, next).await.unwrap();
         // The active-fan mark it spawned lands first (a round trip of its own).
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (sql, trips) = (engine.pg().queries(), engine.redis().round_trips());
         let resent = engine.redis().calls_resent();
-        let warm = engine.home_page(reader, req).await.unwrap();
+        let warm = engine.reads().home_page(reader, req).await.unwrap();
         assert_eq!(warm, cold, "reader {reader}");
         assert_eq!(warm.items.len(), 20);
         assert_eq!(
@@ -166,7 +173,7 @@ async fn a_warm_page_makes_no_query_and_four_round_trips_whatever_the_follows() 
         );
         // And the next page too.
         let (sql, trips) = (engine.pg().queries(), engine.redis().round_trips());
-        let page = engine.home_page(reader, next).await.unwrap();
+        let page = engine.reads().home_page(reader, next).await.unwrap();
         assert_eq!(page, cold_next, "reader {reader}");
         assert_eq!(page.items.len(), 20);
         assert_eq!(engine.pg().queries() - sql, 0);
@@ -188,8 +195,12 @@ async fn with_fan_out_stalled_every_feed_is_still_complete() {
     let mut readers = Vec::new();
     for name in ["reader", "quiet", "fan"] {
         let r = engine.pg().users().create_user(name).await.unwrap();
-        engine.follow(r.id, star.id).await.unwrap();
-        engine.home_page(r.id, PageRequest::first(5)).await.unwrap();
+        engine.relations().follow(r.id, star.id).await.unwrap();
+        engine
+            .reads()
+            .home_page(r.id, PageRequest::first(5))
+            .await
+            .unwrap();
         readers.push(r.id);
     }
     let body = PostBody::parse("p").unwrap();
@@ -198,6 +209,7 @@ async fn with_fan_out_stalled_every_feed_is_still_complete() {
     for i in 0..4 {
         posts.push(
             engine
+                .posts()
                 .publish_at(star.id, &body, T0 + 10_000 + i)
                 .await
                 .unwrap()
@@ -214,6 +226,7 @@ async fn with_fan_out_stalled_every_feed_is_still_complete() {
     for i in 4..8 {
         posts.push(
             engine
+                .posts()
                 .publish_at(star.id, &body, T0 + 10_000 + i)
                 .await
                 .unwrap()
@@ -225,7 +238,11 @@ async fn with_fan_out_stalled_every_feed_is_still_complete() {
     assert!(!engine.user(star.id).await.unwrap().big_v);
     posts.reverse();
     for r in &readers {
-        let page = engine.home_page(*r, PageRequest::first(20)).await.unwrap();
+        let page = engine
+            .reads()
+            .home_page(*r, PageRequest::first(20))
+            .await
+            .unwrap();
         assert_eq!(
             page.items.iter().map(|p| p.id).collect::<Vec<_>>(),
             posts,
@@ -261,7 +278,7 @@ async fn author_with_followers(engine: &Engine, n: usize) -> (i64, Vec<i64>) {
             .await
             .unwrap()
             .id;
-        engine.follow(f, author).await.unwrap();
+        engine.relations().follow(f, author).await.unwrap();
         home(engine, f).await;
         followers.push(f);
     }
@@ -271,6 +288,7 @@ async fn author_with_followers(engine: &Engine, n: usize) -> (i64, Vec<i64>) {
 
 async fn home(engine: &Engine, reader: i64) -> Vec<i64> {
     let page = engine
+        .reads()
         .home_page(reader, PageRequest::first(100))
         .await
         .unwrap();
@@ -287,6 +305,7 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
     for i in 0..3 {
         posts.push(
             engine
+                .posts()
                 .publish_at(author, &body, T0 + 1_000 + i)
                 .await
                 .unwrap()
@@ -294,7 +313,7 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
         );
     }
     posts.reverse();
-    engine.follow(reader, author).await.unwrap();
+    engine.relations().follow(reader, author).await.unwrap();
     home(&engine, reader).await; // the reader has an inbox
     run_all(&engine).await;
     // Unfollow while Redis refuses every call: the call fails (503), its
@@ -302,11 +321,11 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
     // still refusing: that job stays too.
     let faults = engine.redis().faults();
     faults.arm(1000, Fault::Refuse);
-    assert!(engine.unfollow(reader, author).await.is_err());
+    assert!(engine.relations().unfollow(reader, author).await.is_err());
     faults.disarm();
     let mut removal = engine.claim(0).await.unwrap().expect("the unfollow job");
     faults.arm(1000, Fault::Refuse);
-    assert!(engine.follow(reader, author).await.is_err());
+    assert!(engine.relations().follow(reader, author).await.is_err());
     faults.disarm();
     // Another worker may not run the follow before the unfollow is done.
     assert!(engine.claim(0).await.unwrap().is_none());
@@ -379,6 +398,7 @@ async fn a_job_whose_batches_keep_timing_out_counts_them_and_gives_up_losing_not
     let (engine, _settings, _cleanup) = idle_instance().await;
     let (author, readers) = author_with_followers(&engine, 4).await;
     let post = engine
+        .posts()
         .publish_at(author, &PostBody::parse("slow").unwrap(), T0 + 9_000)
         .await
         .unwrap();
@@ -607,6 +627,7 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
     let _cleanup = Cleanup::of(&settings);
     let (author, mut followers) = author_with_followers(&engine, 230).await;
     let post = engine
+        .posts()
         .publish_at(author, &PostBody::parse("p").unwrap(), T0 + 9_000)
         .await
         .unwrap();
@@ -624,7 +645,7 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
             .await
             .unwrap()
             .id;
-        engine.follow(f, author).await.unwrap();
+        engine.relations().follow(f, author).await.unwrap();
         home(&engine, f).await;
         followers.push(f);
     }

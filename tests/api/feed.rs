@@ -517,7 +517,8 @@ async fn an_idle_reader_s_inbox_expires_and_is_rebuilt_complete_on_return() {
 /// A page read straight from PostgreSQL, as a cold or Redis-less read gets it.
 async fn pg_page(app: &TestApp, reader: &TestUser, req: PageRequest) -> Page {
     app.engine
-        .page_from_pg(app.engine.home_scope(reader.id), &req)
+        .reads()
+        .page_from_pg(app.engine.reads().home_scope(reader.id), &req)
         .await
         .expect("a page from PostgreSQL")
 }
@@ -542,6 +543,7 @@ async fn pages_from_postgresql_step_over_deleted_posts_with_redis_s_cursors() {
     let posts = tied_posts(&app, &authors, 60, BASE).await;
     for p in run.iter().chain(posts.iter().step_by(3)) {
         app.engine
+            .posts()
             .delete_post(p.id, Some(p.author_id))
             .await
             .expect("delete");
@@ -561,7 +563,7 @@ async fn pages_from_postgresql_step_over_deleted_posts_with_redis_s_cursors() {
         let mut seen = Vec::new();
         loop {
             let from_pg = pg_page(&app, &reader, req).await;
-            let from_redis = app.engine.home_page(reader.id, req).await.unwrap();
+            let from_redis = app.engine.reads().home_page(reader.id, req).await.unwrap();
             assert_eq!(
                 (ids(&from_pg.items), from_pg.next),
                 (ids(&from_redis.items), from_redis.next),

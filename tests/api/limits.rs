@@ -123,16 +123,16 @@ async fn toggling_a_follow_queues_at_most_one_job_for_the_pair() {
         .faults()
         .arm(100_000, feed_service::store::redis::Fault::Refuse);
     for _ in 0..10 {
-        assert!(engine.follow(a, b).await.is_err());
-        assert!(engine.unfollow(a, b).await.is_err());
+        assert!(engine.relations().follow(a, b).await.is_err());
+        assert!(engine.relations().unfollow(a, b).await.is_err());
     }
-    assert!(engine.follow(a, b).await.is_err());
+    assert!(engine.relations().follow(a, b).await.is_err());
     assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 1);
     // One a worker holds is kept; the next replaces any untouched one.
     let held = engine.claim(0).await.unwrap().expect("the follow job");
     for _ in 0..10 {
-        assert!(engine.unfollow(a, b).await.is_err());
-        assert!(engine.follow(a, b).await.is_err());
+        assert!(engine.relations().unfollow(a, b).await.is_err());
+        assert!(engine.relations().follow(a, b).await.is_err());
     }
     assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 2);
     drop(held);
@@ -164,7 +164,7 @@ async fn a_page_deep_in_a_run_of_equal_scores_costs_what_a_first_page_does() {
                 Stats::get(&stats.entries_read),
                 Stats::get(&stats.rows_read),
             );
-            let page = engine.home_page(reader.id, req).await.unwrap();
+            let page = engine.reads().home_page(reader.id, req).await.unwrap();
             assert_eq!(page.items.len(), 100);
             Stats::get(&stats.entries_read) - e0 + Stats::get(&stats.rows_read) - r0
         }

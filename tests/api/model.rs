@@ -1023,6 +1023,7 @@ impl World {
                     let deferred_before = self.deferred_total();
                     let published = self
                         .engine()
+                        .posts()
                         .publish_keyed_at(self.model.ids[a], (&body, None), Some(&key), score)
                         .await;
                     let deferred = self.deferred_total() > deferred_before;
@@ -1116,7 +1117,7 @@ impl World {
                 }
                 let i = pick as usize % self.model.posts.len();
                 let id = self.model.posts[i].id;
-                let result = self.engine().delete_post(id, None).await;
+                let result = self.engine().posts().delete_post(id, None).await;
                 // A deleted account's posts are gone with it.
                 let gone = self.model.gone.contains(&self.model.posts[i].author);
                 match (self.model.posts[i].deleted || gone, result) {
@@ -1147,6 +1148,7 @@ impl World {
                 // Another clock: a retry is a new request.
                 let answer = self
                     .engine()
+                    .posts()
                     .publish_keyed_at(
                         self.model.ids[first.author],
                         (&body, None),
@@ -1448,6 +1450,7 @@ impl World {
         let (a, b) = (who as usize % USERS, whom as usize % USERS);
         let result = self
             .engine()
+            .relations()
             .follow(self.model.ids[a], self.model.ids[b])
             .await;
         let m = &self.model;
@@ -1490,6 +1493,7 @@ impl World {
         let (a, b) = (who as usize % USERS, whom as usize % USERS);
         let result = self
             .engine()
+            .relations()
             .mute(self.model.ids[a], self.model.ids[b], on)
             .await;
         let m = &self.model;
@@ -1536,13 +1540,14 @@ impl World {
         let (ia, ib) = (self.model.ids[a], self.model.ids[b]);
         if !on {
             self.engine()
+                .relations()
                 .unblock(ia, ib)
                 .await
                 .map_err(|e| format!("unblock: {}", e.chain()))?;
             self.model.blocks.remove(&(a, b));
             return Ok(());
         }
-        let result = self.engine().block(ia, ib).await;
+        let result = self.engine().relations().block(ia, ib).await;
         let m = &self.model;
         let refused = if a == b {
             Some("unprocessable")
@@ -1809,7 +1814,11 @@ impl World {
         let a = who as usize % USERS;
         let targets: Vec<usize> = whom.iter().map(|w| *w as usize % USERS).collect();
         let ids: Vec<i64> = targets.iter().map(|t| self.model.ids[*t]).collect();
-        let result = self.engine().follow_many(self.model.ids[a], &ids).await;
+        let result = self
+            .engine()
+            .relations()
+            .follow_many(self.model.ids[a], &ids)
+            .await;
         let m = &self.model;
         let refused = if m.gone.contains(&a) {
             Some("not_found")
@@ -1877,7 +1886,11 @@ impl World {
 
     async fn suspend(&mut self, who: u8, on: bool) -> Outcome {
         let u = who as usize % USERS;
-        let result = self.engine().suspend(self.model.ids[u], on).await;
+        let result = self
+            .engine()
+            .accounts()
+            .suspend(self.model.ids[u], on)
+            .await;
         if self.model.gone.contains(&u) {
             return match result {
                 Err(AppError::NotFound(_)) => Ok(()),
@@ -1927,7 +1940,11 @@ impl World {
     /// then runs (drained here) and removes its follows either way.
     async fn remove(&mut self, who: u8) -> Outcome {
         let u = who as usize % USERS;
-        let result = self.engine().delete_account(self.model.ids[u]).await;
+        let result = self
+            .engine()
+            .accounts()
+            .delete_account(self.model.ids[u])
+            .await;
         match result {
             Ok(_) | Err(AppError::Unavailable { what: "Redis", .. }) => {}
             Err(e) => return Err(format!("delete account: {}", e.chain())),
@@ -1975,6 +1992,7 @@ impl World {
         let (a, b) = (who as usize % USERS, whom as usize % USERS);
         let result = self
             .engine()
+            .relations()
             .unfollow(self.model.ids[a], self.model.ids[b])
             .await;
         committed(result).map_err(|e| format!("unfollow: {}", e.chain()))?;
@@ -2027,6 +2045,7 @@ impl World {
         };
         let got: Vec<i64> = self
             .engine()
+            .reads()
             .page_between(EngineFeed::Home(self.model.ids[r]), bounds, size)
             .await
             .map_err(|e| format!("page of {r}'s home within {bounds:?}: {}", e.chain()))?
@@ -2101,18 +2120,24 @@ impl World {
         .map_err(|e| format!("a cursor the service gave is refused: {e}"))?;
         let page = match (feed, cold) {
             (Feed::Home(reader), false) => {
-                self.engine().home_page(self.model.ids[reader], req).await
+                self.engine()
+                    .reads()
+                    .home_page(self.model.ids[reader], req)
+                    .await
             }
             (Feed::Author(author), false) => {
-                self.engine().author_page(self.model.ids[author], req).await
+                self.engine()
+                    .reads()
+                    .author_page(self.model.ids[author], req)
+                    .await
             }
             (Feed::Home(reader), true) => {
-                let scope = self.engine().home_scope(self.model.ids[reader]);
-                self.engine().page_from_pg(scope, &req).await
+                let scope = self.engine().reads().home_scope(self.model.ids[reader]);
+                self.engine().reads().page_from_pg(scope, &req).await
             }
             (Feed::Author(author), true) => {
                 let scope = Scope::Author(self.model.ids[author]);
-                self.engine().page_from_pg(scope, &req).await
+                self.engine().reads().page_from_pg(scope, &req).await
             }
         };
         let Page {

@@ -130,7 +130,12 @@ async fn only_post_times_a_feed_entry_holds_are_recorded() {
     let alice = app.create_user("alice").await;
     // The engine refuses a time before 2020 (a clock gone wrong)...
     let body = feed_service::domain::PostBody::parse("old").unwrap();
-    assert!(app.engine.publish_at(alice.id, &body, 5_000).await.is_err());
+    assert!(app
+        .engine
+        .posts()
+        .publish_at(alice.id, &body, 5_000)
+        .await
+        .is_err());
     // ...and so do the records, whoever writes them.
     let mut conn = AsyncPgConnection::establish(app.database_url())
         .await

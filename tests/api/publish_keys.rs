@@ -260,7 +260,11 @@ async fn meta_comes_back_from_every_read_path() {
     );
     let page = app
         .engine
-        .page_from_pg(app.engine.home_scope(bob.id), &PageRequest::first(10))
+        .reads()
+        .page_from_pg(
+            app.engine.reads().home_scope(bob.id),
+            &PageRequest::first(10),
+        )
         .await
         .unwrap();
     let from_pg: Vec<Option<String>> = page.items.into_iter().map(|p| p.meta).collect();

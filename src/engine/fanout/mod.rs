@@ -327,20 +327,21 @@ impl Engine {
                 true
             }
             Some(Plan::Hide) => {
-                self.hide_step(job.author_id).await?;
+                self.accounts().hide_step(job.author_id).await?;
                 true
             }
             Some(Plan::Follows { seq, targets }) => {
                 // Whom the reader mutes is read now, as a follow's job
                 // reads whether it is shown.
                 let muted = self.pg().users().muted_of(job.author_id, targets).await?;
-                self.apply_follows(job.author_id, *seq, targets, &muted)
+                self.relations()
+                    .apply_follows(job.author_id, *seq, targets, &muted)
                     .await?;
                 true
             }
-            Some(&Plan::Import { task }) => self.import_step(job, task, record).await?,
+            Some(&Plan::Import { task }) => self.relations().import_step(job, task, record).await?,
             Some(Plan::Purge { task, newest }) => {
-                let done = self.purge_step(job, *task, newest).await?;
+                let done = self.accounts().purge_step(job, *task, newest).await?;
                 if !done && record {
                     // A long purge keeps its lease.
                     self.pg()
@@ -377,7 +378,9 @@ impl Engine {
             Edge::Follow | Edge::Unmute => self.pg().users().shown(follower, author).await?,
             Edge::Unfollow | Edge::Mute => false,
         };
-        self.apply_edge(follower, author, seq, (edge, shown)).await
+        self.relations()
+            .apply_edge(follower, author, seq, (edge, shown))
+            .await
     }
 
     /// A job's end: its writes replicated, its row gone, its lag observed,
@@ -429,7 +432,7 @@ impl Engine {
             Work::Hide => Plan::Hide,
             &Work::Purge { task } => Plan::Purge {
                 task,
-                newest: self.newest_of(author).await?,
+                newest: self.accounts().newest_of(author).await?,
             },
             &Work::Import { task } => Plan::Import { task },
             Work::Follows { seq, targets } => Plan::Follows {

@@ -19,10 +19,14 @@ use crate::types::{PageRequest, Prev, Scope};
 pub(super) use reader::within_run;
 use reader::Reader;
 
-impl Engine {
+/// Pages of a home or an author, from Redis or PostgreSQL ([`Engine::reads`]).
+#[derive(Clone, Copy)]
+pub struct Reads<'a>(pub(crate) &'a Engine);
+
+impl Reads<'_> {
     /// A page of `reader`'s home feed.
     #[tracing::instrument(skip(self))]
-    pub async fn home_page(&self, reader: i64, req: PageRequest) -> AppResult<Page> {
+    pub async fn home_page(self, reader: i64, req: PageRequest) -> AppResult<Page> {
         let note = |reader, big_vs| self.note_active(reader, big_vs);
         self.reader(&note).page(self.home_scope(reader), req).await
     }
@@ -32,16 +36,16 @@ impl Engine {
     /// (a PostgreSQL query; while PostgreSQL is down the page is served
     /// unchecked, as warm pages are).
     pub async fn author_page_seen_by(
-        &self,
+        self,
         viewer: Option<i64>,
         author: i64,
         req: PageRequest,
     ) -> AppResult<Page> {
         if let Some(viewer) = viewer {
-            match self.apart(viewer, author).await {
+            match self.0.relations().apart(viewer, author).await {
                 Ok(false) => {}
                 Ok(true) => {
-                    self.user(author).await?;
+                    self.0.user(author).await?;
                     return Ok(Page {
                         items: Vec::new(),
                         next: None,
@@ -61,24 +65,24 @@ impl Engine {
     }
 
     /// A reader's home feed as the settings define it now.
-    pub fn home_scope(&self, reader: i64) -> Scope {
+    pub fn home_scope(self, reader: i64) -> Scope {
         Scope::Home {
             reader,
-            own: self.settings().home_includes_own_posts,
+            own: self.0.settings().home_includes_own_posts,
         }
     }
 
     /// A page of `author`'s own posts. (An author that does not exist has
     /// no outbox: the cold path answers 404.)
     #[tracing::instrument(skip(self))]
-    pub async fn author_page(&self, author: i64, req: PageRequest) -> AppResult<Page> {
+    pub async fn author_page(self, author: i64, req: PageRequest) -> AppResult<Page> {
         self.reader(&|_, _| {})
             .page(Scope::Author(author), req)
             .await
     }
 
     /// The page straight from PostgreSQL.
-    pub async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
+    pub async fn page_from_pg(self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
         self.reader(&|_, _| {}).page_from_pg(scope, req).await
     }
 
@@ -89,12 +93,12 @@ impl Engine {
         pulled: &'a (dyn Fn(i64, Vec<i64>) + Sync),
     ) -> Reader<'a, PgStore, RedisStore> {
         Reader {
-            records: &self.inner.pg,
-            cache: &self.inner.redis,
-            stats: &self.inner.stats,
-            settings: self.settings(),
-            post_cache_ttl_secs: self.inner.tuning.post_cache_ttl_secs,
-            bodies: &self.inner.bodies,
+            records: &self.0.inner.pg,
+            cache: &self.0.inner.redis,
+            stats: &self.0.inner.stats,
+            settings: self.0.settings(),
+            post_cache_ttl_secs: self.0.inner.tuning.post_cache_ttl_secs,
+            bodies: &self.0.inner.bodies,
             pulled,
         }
     }
@@ -102,16 +106,16 @@ impl Engine {
     /// Notes a read, at most once per interval and off the request's path:
     /// the reader's keys get the idle TTL again, and it is recorded as an
     /// active fan of the big-Vs it follows.
-    fn note_active(&self, reader: i64, big_vs: Vec<i64>) {
-        let interval = self.inner.tuning.active_mark_interval_secs;
-        let live = self.settings();
+    fn note_active(self, reader: i64, big_vs: Vec<i64>) {
+        let interval = self.0.inner.tuning.active_mark_interval_secs;
+        let live = self.0.settings();
         let ttls = (
             live.inbox_idle_ttl_secs as u64,
             live.active_window_secs as u64,
         );
         let now = now_ms();
         {
-            let mut marked = match self.inner.marked.lock() {
+            let mut marked = match self.0.inner.marked.lock() {
                 Ok(m) => m,
                 Err(poisoned) => poisoned.into_inner(),
             };
@@ -126,7 +130,7 @@ impl Engine {
             }
             marked.insert(reader, now);
         }
-        let engine = self.clone();
+        let engine = self.0.clone();
         tokio::spawn(async move {
             if let Err(e) = engine
                 .inner

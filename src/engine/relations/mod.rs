@@ -62,10 +62,14 @@ pub enum Relation {
     Blocks,
 }
 
-impl Engine {
+/// Follows, mutes, blocks and imports of follow lists ([`Engine::relations`]).
+#[derive(Clone, Copy)]
+pub struct Relations<'a>(pub(crate) &'a Engine);
+
+impl<'a> Relations<'a> {
     /// Follows ([`Edges::follow`]).
     #[tracing::instrument(skip(self))]
-    pub async fn follow(&self, follower: i64, followee: i64) -> AppResult<()> {
+    pub async fn follow(self, follower: i64, followee: i64) -> AppResult<()> {
         self.edges().follow(follower, followee).await
     }
 
@@ -75,7 +79,7 @@ impl Engine {
     /// Those it cannot follow are skipped and named; past `max_follows`
     /// the whole call is refused (422) and nothing changes.
     #[tracing::instrument(skip(self, targets), fields(targets = targets.len()))]
-    pub async fn follow_many(&self, follower: i64, targets: &[i64]) -> AppResult<Followed> {
+    pub async fn follow_many(self, follower: i64, targets: &[i64]) -> AppResult<Followed> {
         if targets.is_empty() || targets.len() > MAX_FOLLOW_MANY {
             return Err(AppError::Unprocessable(format!(
                 "from 1 to {MAX_FOLLOW_MANY} authors at once, got {}",
@@ -92,7 +96,7 @@ impl Engine {
 
     /// Applies follows `seq` of `follower` to Redis ([`Edges::apply_follows`]).
     pub(crate) async fn apply_follows(
-        &self,
+        self,
         follower: i64,
         seq: i64,
         new: &[i64],
@@ -105,37 +109,38 @@ impl Engine {
     /// Imports a follow list of any length (up to [`MAX_IMPORT`] ids) as a
     /// task: a job follows them [`MAX_FOLLOW_MANY`] at a time, skipping
     /// those it cannot follow and, once `max_follows` is reached, the rest.
-    pub async fn import_follows(&self, follower: i64, targets: &[i64]) -> AppResult<Task> {
+    pub async fn import_follows(self, follower: i64, targets: &[i64]) -> AppResult<Task> {
         if targets.is_empty() || targets.len() > MAX_IMPORT {
             return Err(AppError::Unprocessable(format!(
                 "from 1 to {MAX_IMPORT} ids in one import, got {}",
                 targets.len()
             )));
         }
-        self.active_user(follower).await?;
-        let most = self.tuning().imports_per_user;
+        self.0.accounts().active_user(follower).await?;
+        let most = self.0.tuning().imports_per_user;
         let task = self
+            .0
             .inner
             .pg
             .accounts()
             .create_import(follower, targets, most, now_ms())
             .await?;
-        self.inner.wake.notify_waiters();
+        self.0.inner.wake.notify_waiters();
         Ok(task)
     }
 
     /// Refuses (429) while `follower` has `feed.imports_per_user` imports
     /// queued or running (before their body is read).
-    pub async fn import_room(&self, follower: i64) -> AppResult<()> {
-        let most = self.tuning().imports_per_user;
-        self.inner.pg.accounts().import_room(follower, most).await
+    pub async fn import_room(self, follower: i64) -> AppResult<()> {
+        let most = self.0.tuning().imports_per_user;
+        self.0.inner.pg.accounts().import_room(follower, most).await
     }
 
     /// One batch of an import: the next [`MAX_FOLLOW_MANY`] ids of its list
     /// followed (as [`Self::follow_many`] does, past `max_follows`
     /// skipped), its progress recorded. True once the list is done.
     pub(crate) async fn import_step(
-        &self,
+        self,
         job: &mut Job,
         task: i64,
         record: bool,
@@ -143,24 +148,27 @@ impl Engine {
         let follower = job.author_id;
         let from = job.checkpoint;
         let batch = self
+            .0
             .inner
             .pg
             .accounts()
             .import_batch(task, from, MAX_FOLLOW_MANY as i64)
             .await?;
         if batch.is_empty() {
-            self.inner
+            self.0
+                .inner
                 .pg
                 .accounts()
                 .task_progress(task, 0, 0, TaskState::Done)
                 .await?;
             return Ok(true);
         }
-        match self.user(follower).await {
+        match self.0.user(follower).await {
             Ok(u) if u.status == AccountStatus::Active => {}
             // The importer was suspended or deleted: the rest is not done.
             _ => {
-                self.inner
+                self.0
+                    .inner
                     .pg
                     .accounts()
                     .task_progress(task, 0, 0, TaskState::Failed)
@@ -174,7 +182,8 @@ impl Engine {
             .await?;
         if record {
             let to = from + batch.len() as i64;
-            self.inner
+            self.0
+                .inner
                 .pg
                 .accounts()
                 .task_progress(
@@ -184,12 +193,13 @@ impl Engine {
                     TaskState::Running,
                 )
                 .await?;
-            self.pg()
+            self.0
+                .pg()
                 .jobs()
                 .checkpoint_job(
                     job,
                     to,
-                    std::time::Duration::from_secs(self.tuning().fanout_lease_secs),
+                    std::time::Duration::from_secs(self.0.tuning().fanout_lease_secs),
                 )
                 .await?;
             job.checkpoint = to;
@@ -199,41 +209,46 @@ impl Engine {
 
     /// Unfollows ([`Edges::unfollow`]).
     #[tracing::instrument(skip(self))]
-    pub async fn unfollow(&self, follower: i64, followee: i64) -> AppResult<()> {
+    pub async fn unfollow(self, follower: i64, followee: i64) -> AppResult<()> {
         self.edges().unfollow(follower, followee).await
     }
 
     /// Mutes or unmutes ([`Edges::mute`]).
     #[tracing::instrument(skip(self))]
-    pub async fn mute(&self, reader: i64, target: i64, mute: bool) -> AppResult<()> {
+    pub async fn mute(self, reader: i64, target: i64, mute: bool) -> AppResult<()> {
         self.edges().mute(reader, target, mute).await
     }
 
     /// Blocks ([`Edges::block`]).
     #[tracing::instrument(skip(self))]
-    pub async fn block(&self, blocker: i64, target: i64) -> AppResult<()> {
+    pub async fn block(self, blocker: i64, target: i64) -> AppResult<()> {
         self.edges().block(blocker, target).await
     }
 
     /// `blocker` no longer blocks `target` (idempotent; no follow comes
     /// back).
-    pub async fn unblock(&self, blocker: i64, target: i64) -> AppResult<()> {
-        self.inner.pg.users().unblock(blocker, target).await?;
+    pub async fn unblock(self, blocker: i64, target: i64) -> AppResult<()> {
+        self.0.inner.pg.users().unblock(blocker, target).await?;
         Ok(())
     }
 
     /// Whether `viewer` sees nothing of `author`: either blocks the other.
-    pub async fn apart(&self, viewer: i64, author: i64) -> AppResult<bool> {
+    pub async fn apart(self, viewer: i64, author: i64) -> AppResult<bool> {
         if viewer == author {
             return Ok(false);
         }
-        self.inner.pg.users().blocked_between(viewer, author).await
+        self.0
+            .inner
+            .pg
+            .users()
+            .blocked_between(viewer, author)
+            .await
     }
 
     /// A page of the users `owner` mutes or blocks, newest first by when,
     /// with the feed's cursor over (time, id).
     pub async fn relations(
-        &self,
+        self,
         owner: i64,
         which: Relation,
         req: PageRequest,
@@ -244,12 +259,19 @@ impl Engine {
             let Some(at) = req.max else {
                 return Err(AppError::BadRequest("offset needs max".into()));
             };
-            let run = self.inner.pg.users().relations_at(owner, mutes, at).await?;
+            let run = self
+                .0
+                .inner
+                .pg
+                .users()
+                .relations_at(owner, mutes, at)
+                .await?;
             super::read::within_run(&req, run)?;
         }
         let mut window = i64::from(req.limit) + 1;
         loop {
             let rows = self
+                .0
                 .inner
                 .pg
                 .users()
@@ -269,7 +291,7 @@ impl Engine {
     /// Applies change `seq` of what `follower`'s home shows of `author`
     /// to Redis ([`Edges::apply_edge`]).
     pub(crate) async fn apply_edge(
-        &self,
+        self,
         follower: i64,
         author: i64,
         seq: i64,
@@ -279,12 +301,12 @@ impl Engine {
     }
 
     /// The changes of edges over this engine's stores.
-    fn edges(&self) -> Edges<'_, PgStore, RedisStore> {
+    fn edges(self) -> Edges<'a, PgStore, RedisStore> {
         Edges {
-            records: &self.inner.pg,
-            cache: &self.inner.redis,
-            settings: self.settings(),
-            deferred: Box::new(|| self.deferred_to_job()),
+            records: &self.0.inner.pg,
+            cache: &self.0.inner.redis,
+            settings: self.0.settings(),
+            deferred: Box::new(|| self.0.deferred_to_job()),
         }
     }
 }

@@ -208,13 +208,13 @@ impl Live {
         &mut self,
         req: PageRequest,
     ) -> Result<(crate::engine::Page, Vec<(i64, Option<i64>)>), AppError> {
-        let page = self.engine.home_page(self.reader, req).await?;
+        let page = self.engine.reads().home_page(self.reader, req).await?;
         let mut deletions = Vec::new();
         if let Some(profiles) = self.profiles.as_mut() {
             let authors: Vec<i64> = page.items.iter().map(|p| p.author_id).collect();
             profiles.refresh(&self.engine, &authors).await?;
             for &id in &self.untimed {
-                deletions.push((id, self.engine.post_time(id).await?));
+                deletions.push((id, self.engine.profiles().post_time(id).await?));
             }
             self.untimed.clear();
         }
@@ -241,7 +241,7 @@ impl Profiles {
         if stale.is_empty() {
             return Ok(());
         }
-        let rows = engine.profiles(&stale).await?;
+        let rows = engine.profiles().profiles(&stale).await?;
         if self.0.len() + rows.len() > PROFILES_KEPT {
             // Room for this page's authors (a page may name more than are
             // kept: they stay until the next page's).

@@ -206,11 +206,15 @@ impl Streams {
         let engine = &self.hub.engine;
         let _turn = self.hub.turn().await?;
         let Some(from) = from else {
-            let top = engine.home_page(reader, PageRequest::first(1)).await?;
+            let top = engine
+                .reads()
+                .home_page(reader, PageRequest::first(1))
+                .await?;
             return Ok((top.prev, None));
         };
         if from.offset > PageRequest::MAX_OFFSET {
             engine
+                .reads()
                 .home_page(reader, PageRequest::before(from, 1))
                 .await?;
         }
@@ -218,7 +222,7 @@ impl Streams {
         let mut req = PageRequest::first(REFRESH_PAGE);
         let mut newer = 0;
         loop {
-            let page = engine.home_page(reader, req).await?;
+            let page = engine.reads().home_page(reader, req).await?;
             for post in &page.items {
                 if post.created_at_ms <= from.min {
                     return Ok((from, None));

@@ -38,7 +38,7 @@ pub async fn verify_credentials(
     caller: Caller,
     engine: web::Data<Engine>,
 ) -> Result<HttpResponse, AppError> {
-    let row = engine.profile(caller.id).await?;
+    let row = engine.profiles().profile(caller.id).await?;
     Ok(HttpResponse::Ok().json(CredentialAccount {
         account: Account::new(&row, &Origin::of(&req)),
         source: serde_json::json!({
@@ -84,7 +84,7 @@ pub async fn lookup(
             )))
         }
     };
-    let row = engine.profile_named(username).await?;
+    let row = engine.profiles().profile_named(username).await?;
     Ok(HttpResponse::Ok().json(Account::new(&row, &origin)))
 }
 
@@ -117,7 +117,7 @@ pub async fn relationships(
             "at most {MAX_PROFILES} ids at once"
         )));
     }
-    let rows = engine.relationships(caller.id, &ids).await?;
+    let rows = engine.profiles().relationships(caller.id, &ids).await?;
     let answer: Vec<Relationship> = ids
         .iter()
         .zip(&rows)
@@ -143,7 +143,7 @@ pub async fn get(
     engine: web::Data<Engine>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
-    let row = engine.profile(account_id(&path)?).await?;
+    let row = engine.profiles().profile(account_id(&path)?).await?;
     Ok(HttpResponse::Ok().json(Account::new(&row, &Origin::of(&req))))
 }
 
@@ -169,14 +169,14 @@ async fn relate(
     let target = account_id(path)?;
     let me = caller.id;
     match change {
-        Change::Follow => engine.follow(me, target).await?,
-        Change::Unfollow => engine.unfollow(me, target).await?,
-        Change::Mute => engine.mute(me, target, true).await?,
-        Change::Unmute => engine.mute(me, target, false).await?,
-        Change::Block => engine.block(me, target).await?,
-        Change::Unblock => engine.unblock(me, target).await?,
+        Change::Follow => engine.relations().follow(me, target).await?,
+        Change::Unfollow => engine.relations().unfollow(me, target).await?,
+        Change::Mute => engine.relations().mute(me, target, true).await?,
+        Change::Unmute => engine.relations().mute(me, target, false).await?,
+        Change::Block => engine.relations().block(me, target).await?,
+        Change::Unblock => engine.relations().unblock(me, target).await?,
     }
-    let rel = engine.relationships(me, &[target]).await?;
+    let rel = engine.profiles().relationships(me, &[target]).await?;
     Ok(HttpResponse::Ok().json(Relationship::new(target, &rel[0])))
 }
 
@@ -271,7 +271,10 @@ async fn follow_list(
         above: min.or(bound("since_id", &query.since_id)?),
         closest: min.is_some(),
     };
-    let rows = engine.follow_list(owner, list, range, limit).await?;
+    let rows = engine
+        .profiles()
+        .follow_list(owner, list, range, limit)
+        .await?;
     let origin = Origin::of(req);
     let accounts: Vec<Account> = rows.iter().map(|r| Account::new(r, &origin)).collect();
     let mut res = HttpResponse::Ok();

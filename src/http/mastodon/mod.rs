@@ -114,6 +114,7 @@ pub(crate) async fn statuses(
 ) -> Result<Vec<Status>, AppError> {
     let authors: Vec<i64> = posts.iter().map(|p| p.author_id).collect();
     let profiles: HashMap<i64, AccountRow> = engine
+        .profiles()
         .profiles(&authors)
         .await?
         .into_iter()

@@ -143,6 +143,7 @@ pub async fn create(
     let key = crate::http::posts::idempotency_key(&req)?;
     let text = new_status(&req, &body)?.text()?;
     let published = engine
+        .posts()
         .publish_keyed(caller.id, (&text, None), key.as_ref())
         .await?;
     status(&req, &engine, &published.post).await
@@ -150,7 +151,7 @@ pub async fn create(
 
 /// The status of one post.
 async fn status(req: &HttpRequest, engine: &Engine, post: &Post) -> Result<HttpResponse, AppError> {
-    let author = engine.profile(post.author_id).await?;
+    let author = engine.profiles().profile(post.author_id).await?;
     Ok(HttpResponse::Ok().json(Status::new(post, &author, &Origin::of(req))))
 }
 
@@ -164,7 +165,7 @@ async fn post_of(caller: &Caller, engine: &Engine, raw: &str) -> Result<Post, Ap
             None,
         ),
     };
-    let post = engine.post_seen_by(caller.viewer(), id).await?;
+    let post = engine.posts().post_seen_by(caller.viewer(), id).await?;
     if score.is_some_and(|s| s != post.created_at_ms) {
         return Err(gone());
     }
@@ -212,8 +213,8 @@ pub async fn delete(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let post = post_of(&caller, &engine, &path).await?;
-    let author = engine.profile(post.author_id).await?;
+    let author = engine.profiles().profile(post.author_id).await?;
     let actor = (!caller.admin).then_some(caller.id);
-    engine.delete_post(post.id, actor).await?;
+    engine.posts().delete_post(post.id, actor).await?;
     Ok(HttpResponse::Ok().json(Status::new(&post, &author, &Origin::of(&req))))
 }

@@ -39,6 +39,7 @@ pub async fn home(
     );
     engine.user(caller.id).await?;
     let posts = engine
+        .reads()
         .page_between(Feed::Home(caller.id), bounds, limit)
         .await?;
     status_list(&req, &engine, posts).await
@@ -69,11 +70,11 @@ pub async fn account_statuses(
         query.status_bounds()?,
         query.limit(DEFAULT_LIMIT, MAX_LIMIT)?,
     );
-    engine.profile(author).await?;
+    engine.profiles().profile(author).await?;
     let feed = Feed::Author {
         viewer: caller.viewer(),
         author,
     };
-    let posts = engine.page_between(feed, bounds, limit).await?;
+    let posts = engine.reads().page_between(feed, bounds, limit).await?;
     status_list(&req, &engine, posts).await
 }
