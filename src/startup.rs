@@ -177,9 +177,10 @@ impl Application {
         let background = spawn_background(self.engine.clone(), stopped)?;
         let engine = self.engine.clone();
         let every = self.metrics_refresh;
-        let gauges = tokio::spawn(async move { engine.maintain_forever(every).await });
+        let gauges =
+            tokio::spawn(async move { engine.maintenance().maintain_forever(every).await });
         let engine = self.engine.clone();
-        let heartbeat = tokio::spawn(async move { engine.heartbeat_forever().await });
+        let heartbeat = tokio::spawn(async move { engine.maintenance().heartbeat_forever().await });
         let shrink = tokio::spawn(http::limits::shrink_forever(self.limits.clone()));
         let streams = self.streams.clone();
         let hints = tokio::spawn(async move { streams.listen_forever().await });
@@ -239,7 +240,7 @@ fn spawn_background(
                 .enable_all()
                 .build()
             {
-                Ok(rt) => rt.block_on(engine.run_background(stopped)),
+                Ok(rt) => rt.block_on(engine.fanout().run_background(stopped)),
                 Err(e) => tracing::error!(error = %e, "no runtime for the fan-out"),
             }
             let _ = done.send(());

@@ -17,14 +17,18 @@ const FORGET_KEYS_EVERY: Duration = Duration::from_secs(60);
 /// Dead rows of the fan-out jobs table past which an instance vacuums it.
 pub const JOBS_VACUUM_DEAD_ROWS: i64 = 2000;
 
-impl Engine {
+/// The heartbeat and the named chores ([`Engine::maintenance`]).
+#[derive(Clone, Copy)]
+pub struct Maintenance<'a>(pub(crate) &'a Engine);
+
+impl<'a> Maintenance<'a> {
     /// Says this instance is alive every [`HEARTBEAT`] (runs until
     /// aborted): while it does, no other instance takes over its jobs
     /// before their leases run out; once it stops, they do within
     /// [`crate::store::pg::QUIET_INSTANCE`].
-    pub async fn heartbeat_forever(&self) {
+    pub async fn heartbeat_forever(self) {
         loop {
-            if let Err(e) = self.inner.pg.jobs().heartbeat().await {
+            if let Err(e) = self.0.inner.pg.jobs().heartbeat().await {
                 tracing::debug!(error = %e.chain(), "could not record this instance's heartbeat");
             }
             tokio::time::sleep(HEARTBEAT).await;
@@ -37,13 +41,14 @@ impl Engine {
     /// by every reader for good. Redis is read first: a delivery it holds
     /// was committed before (publish commits, then marks), so no job then
     /// means done. Returns how many it cleared.
-    pub async fn sweep_pulled(&self) -> AppResult<usize> {
-        let held = self.inner.redis.state().pulled_in_flight().await?;
+    pub async fn sweep_pulled(self) -> AppResult<usize> {
+        let held = self.0.inner.redis.state().pulled_in_flight().await?;
         let ids: Vec<i64> = held
             .iter()
             .flat_map(|(_, ids)| ids.iter().copied())
             .collect();
         let owed: std::collections::HashSet<i64> = self
+            .0
             .inner
             .pg
             .posts()
@@ -54,7 +59,8 @@ impl Engine {
         let mut cleared = 0;
         for (author, ids) in held {
             for id in ids.into_iter().filter(|id| !owed.contains(id)) {
-                self.inner
+                self.0
+                    .inner
                     .redis
                     .state()
                     .pulled_change(author, PulledChange::Done(id))
@@ -70,7 +76,7 @@ impl Engine {
     /// table kept small, the pulled authors' finished deliveries swept, and
     /// every [`FORGET_KEYS_EVERY`] the publish keys and tasks past their
     /// time forgotten.
-    pub async fn maintain_forever(&self, every: Duration) {
+    pub async fn maintain_forever(self, every: Duration) {
         let mut forgotten = Instant::now();
         loop {
             self.refresh_gauges().await;
@@ -86,13 +92,14 @@ impl Engine {
 
     /// Whether each store answers, and the fan-out jobs by state (the
     /// backlog publishes are held to among them).
-    async fn refresh_gauges(&self) {
-        let (pg, redis) = self.ready().await;
+    async fn refresh_gauges(self) {
+        let (pg, redis) = self.0.ready().await;
         metrics::store_answered("postgres", pg.is_ok());
         metrics::store_answered("redis", redis.is_ok());
-        match self.inner.pg.jobs().job_counts().await {
+        match self.0.inner.pg.jobs().job_counts().await {
             Ok((pending, running, dead)) => {
-                self.inner
+                self.0
+                    .inner
                     .backlog
                     .store(pending + running, Ordering::Relaxed);
                 let jobs = &metrics::FANOUT_JOBS;
@@ -106,13 +113,13 @@ impl Engine {
 
     /// Forgets the publish keys past their day and the tasks past their
     /// week.
-    async fn forget_old_records(&self) {
-        match self.inner.pg.posts().forget_old_publish_keys().await {
+    async fn forget_old_records(self) {
+        match self.0.inner.pg.posts().forget_old_publish_keys().await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(keys = n, "forgot publish keys past their day"),
             Err(e) => tracing::debug!(error = %e.chain(), "could not forget old publish keys"),
         }
-        match self.inner.pg.accounts().forget_old_tasks().await {
+        match self.0.inner.pg.accounts().forget_old_tasks().await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(tasks = n, "forgot tasks past their week"),
             Err(e) => tracing::debug!(error = %e.chain(), "could not forget old tasks"),
@@ -120,7 +127,7 @@ impl Engine {
     }
 
     /// [`Self::sweep_pulled`], logged.
-    async fn sweep_finished_deliveries(&self) {
+    async fn sweep_finished_deliveries(self) {
         match self.sweep_pulled().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(
@@ -136,10 +143,10 @@ impl Engine {
     /// same where autovacuum runs, but autovacuum may be off, and wakes only
     /// once a minute: at a high publish rate the table and its indexes would
     /// swell in between.
-    async fn keep_job_table_small(&self) {
-        match self.inner.pg.jobs().job_table_dead_rows().await {
+    async fn keep_job_table_small(self) {
+        match self.0.inner.pg.jobs().job_table_dead_rows().await {
             Ok(dead) if dead > JOBS_VACUUM_DEAD_ROWS => {
-                if let Err(e) = self.inner.pg.jobs().vacuum_jobs().await {
+                if let Err(e) = self.0.inner.pg.jobs().vacuum_jobs().await {
                     tracing::warn!(error = %e.chain(), "could not vacuum the fan-out jobs");
                 }
             }

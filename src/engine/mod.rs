@@ -212,6 +212,16 @@ impl Engine {
         })
     }
 
+    /// The fan-out workers: claiming, stepping and failing jobs.
+    pub fn fanout(&self) -> fanout::FanOut<'_> {
+        fanout::FanOut(self)
+    }
+
+    /// The heartbeat and the named chores.
+    pub fn maintenance(&self) -> maintenance::Maintenance<'_> {
+        maintenance::Maintenance(self)
+    }
+
     /// Follows, mutes, blocks and imports of follow lists.
     pub fn relations(&self) -> relations::Relations<'_> {
         relations::Relations(self)

@@ -261,8 +261,8 @@ async fn idle_instance() -> (Engine, Settings, Cleanup) {
 
 /// Runs every claimable job to its end, as one worker would.
 async fn run_all(engine: &Engine) {
-    while let Some(mut lease) = engine.claim(0).await.unwrap() {
-        while engine.step(&mut lease, true).await.unwrap() == Step::More {}
+    while let Some(mut lease) = engine.fanout().claim(0).await.unwrap() {
+        while engine.fanout().step(&mut lease, true).await.unwrap() == Step::More {}
     }
 }
 
@@ -323,14 +323,22 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
     faults.arm(1000, Fault::Refuse);
     assert!(engine.relations().unfollow(reader, author).await.is_err());
     faults.disarm();
-    let mut removal = engine.claim(0).await.unwrap().expect("the unfollow job");
+    let mut removal = engine
+        .fanout()
+        .claim(0)
+        .await
+        .unwrap()
+        .expect("the unfollow job");
     faults.arm(1000, Fault::Refuse);
     assert!(engine.relations().follow(reader, author).await.is_err());
     faults.disarm();
     // Another worker may not run the follow before the unfollow is done.
-    assert!(engine.claim(0).await.unwrap().is_none());
+    assert!(engine.fanout().claim(0).await.unwrap().is_none());
     assert_eq!(home(&engine, reader).await, posts, "pulled meanwhile");
-    assert_eq!(engine.step(&mut removal, true).await.unwrap(), Step::Done);
+    assert_eq!(
+        engine.fanout().step(&mut removal, true).await.unwrap(),
+        Step::Done
+    );
     run_all(&engine).await;
     assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 0);
     assert_eq!(home(&engine, reader).await, posts);
@@ -406,13 +414,18 @@ async fn a_job_whose_batches_keep_timing_out_counts_them_and_gives_up_losing_not
     let url = secrecy::ExposeSecret::expose_secret(&_settings.database.url).to_string();
     let mut conn = AsyncPgConnection::establish(&url).await.unwrap();
     for attempt in 1..=max {
-        let mut lease = engine.claim(0).await.unwrap().expect("the deliver job");
+        let mut lease = engine
+            .fanout()
+            .claim(0)
+            .await
+            .unwrap()
+            .expect("the deliver job");
         assert_eq!(lease.job.attempts, attempt, "timeouts are counted");
         // Redis runs the batch but its reply is lost: a timeout, while
         // Redis itself answers.
         engine.redis().faults().arm(1, Fault::LoseReply);
-        let err = engine.step(&mut lease, true).await.unwrap_err();
-        engine.fail(lease, &err).await;
+        let err = engine.fanout().step(&mut lease, true).await.unwrap_err();
+        engine.fanout().fail(lease, &err).await;
         diesel::sql_query("UPDATE fanout_jobs SET lease_until = '-infinity'")
             .execute(&mut conn)
             .await
@@ -631,11 +644,22 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
         .publish_at(author, &PostBody::parse("p").unwrap(), T0 + 9_000)
         .await
         .unwrap();
-    let mut lease = engine.claim(0).await.unwrap().expect("the delivery");
-    assert_eq!(engine.step(&mut lease, true).await.unwrap(), Step::More);
+    let mut lease = engine
+        .fanout()
+        .claim(0)
+        .await
+        .unwrap()
+        .expect("the delivery");
+    assert_eq!(
+        engine.fanout().step(&mut lease, true).await.unwrap(),
+        Step::More
+    );
     // A worker dies after pushing a batch, before its checkpoint; new
     // followers arrive (ids past every page read so far) meanwhile.
-    assert_eq!(engine.step(&mut lease, false).await.unwrap(), Step::More);
+    assert_eq!(
+        engine.fanout().step(&mut lease, false).await.unwrap(),
+        Step::More
+    );
     drop(lease);
     for i in 0..3 {
         let f = engine
@@ -707,7 +731,7 @@ async fn background_work_stops_once_no_one_is_left_to_stop_it() {
     let app = spawn_app().await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let engine = app.engine.clone();
-    let background = tokio::spawn(async move { engine.run_background(stopped).await });
+    let background = tokio::spawn(async move { engine.fanout().run_background(stopped).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !background.is_finished(),

@@ -129,7 +129,12 @@ async fn toggling_a_follow_queues_at_most_one_job_for_the_pair() {
     assert!(engine.relations().follow(a, b).await.is_err());
     assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 1);
     // One a worker holds is kept; the next replaces any untouched one.
-    let held = engine.claim(0).await.unwrap().expect("the follow job");
+    let held = engine
+        .fanout()
+        .claim(0)
+        .await
+        .unwrap()
+        .expect("the follow job");
     for _ in 0..10 {
         assert!(engine.relations().unfollow(a, b).await.is_err());
         assert!(engine.relations().follow(a, b).await.is_err());

@@ -1259,17 +1259,17 @@ impl World {
                 // Worker w is a worker of instance w.
                 let w = worker as usize % 2;
                 if let Some(mut lease) = self.workers[w].take() {
-                    match self.engines[w].step(&mut lease, true).await {
+                    match self.engines[w].fanout().step(&mut lease, true).await {
                         Ok(Step::More) => self.workers[w] = Some(lease),
                         Ok(Step::Done) => {}
-                        Err(e) => self.engines[w].fail(lease, &e).await,
+                        Err(e) => self.engines[w].fanout().fail(lease, &e).await,
                     }
                 }
             }
             Op::Crash { worker } => {
                 let w = worker as usize % 2;
                 if let Some(mut lease) = self.workers[w].take() {
-                    let _ = self.engines[w].step(&mut lease, false).await;
+                    let _ = self.engines[w].fanout().step(&mut lease, false).await;
                 }
             }
             Op::ExpireLeases => self.expire_leases().await?,
@@ -1332,7 +1332,7 @@ impl World {
             Op::Sweep => {
                 // Faults armed by an earlier operation may fail it: a sweep
                 // is best effort, and the next one does its work.
-                let _ = self.engine().sweep_pulled().await;
+                let _ = self.engine().maintenance().sweep_pulled().await;
             }
             Op::Quiet { instance } => {
                 let id = self.engines[instance as usize % 2].pg().instance();
@@ -1347,6 +1347,7 @@ impl World {
                 let other = 1 - instance as usize % 2;
                 if self.workers[other].is_none() {
                     self.workers[other] = self.engines[other]
+                        .fanout()
                         .claim(0)
                         .await
                         .map_err(|e| format!("claim: {}", e.chain()))?;
@@ -1429,6 +1430,7 @@ impl World {
         if self.workers[w].is_none() {
             self.workers[w] = self
                 .engine()
+                .fanout()
                 .claim(i64::from(pick))
                 .await
                 .map_err(|e| format!("claim: {}", e.chain()))?;
@@ -2247,6 +2249,7 @@ impl World {
         for _ in 0..2000 {
             let claimed = self
                 .engine()
+                .fanout()
                 .claim(0)
                 .await
                 .map_err(|e| format!("claim: {}", e.chain()))?;
@@ -2263,11 +2266,11 @@ impl World {
             };
             expired = false;
             loop {
-                match self.engine().step(&mut lease, true).await {
+                match self.engine().fanout().step(&mut lease, true).await {
                     Ok(Step::More) => {}
                     Ok(Step::Done) => break,
                     Err(e) => {
-                        self.engine().fail(lease, &e).await;
+                        self.engine().fanout().fail(lease, &e).await;
                         break;
                     }
                 }
@@ -2344,11 +2347,11 @@ impl World {
         for w in 0..2 {
             if let Some(mut lease) = self.workers[w].take() {
                 loop {
-                    match self.engines[w].step(&mut lease, true).await {
+                    match self.engines[w].fanout().step(&mut lease, true).await {
                         Ok(Step::More) => {}
                         Ok(Step::Done) => break,
                         Err(e) => {
-                            self.engines[w].fail(lease, &e).await;
+                            self.engines[w].fanout().fail(lease, &e).await;
                             break;
                         }
                     }

@@ -7,8 +7,8 @@
 //! PostgreSQL), so no author stays pulled for ever. Pushes are idempotent
 //! (ZADD), so a resumed job may repeat a batch but never loses one.
 //!
-//! The steps are public ([`Engine::claim`], [`Engine::step`],
-//! [`Engine::fail`]) so that tests can drive fan-out one batch at a time,
+//! The steps are public ([`FanOut::claim`], [`FanOut::step`],
+//! [`FanOut::fail`]) so that tests can drive fan-out one batch at a time,
 //! in any order, crash between a batch and its checkpoint, or fail a batch.
 //!
 //! - `push`: deliveries and backfills, a batch of inboxes a step, over
@@ -115,20 +115,24 @@ pub enum Step {
     Done,
 }
 
-impl Engine {
+/// The fan-out workers: claiming, stepping and failing jobs ([`Engine::fanout`]).
+#[derive(Clone, Copy)]
+pub struct FanOut<'a>(pub(crate) &'a Engine);
+
+impl<'a> FanOut<'a> {
     /// Runs `fanout_workers` workers and the settings refresher until
     /// `shutdown` turns true or its sender is dropped; each finishes its
     /// current batch first.
-    pub async fn run_background(&self, shutdown: watch::Receiver<bool>) {
+    pub async fn run_background(self, shutdown: watch::Receiver<bool>) {
         let mut tasks = Vec::new();
-        for worker in 0..self.tuning().fanout_workers {
-            let engine = self.clone();
+        for worker in 0..self.0.tuning().fanout_workers {
+            let engine = self.0.clone();
             let shutdown = shutdown.clone();
             tasks.push(tokio::spawn(async move {
-                engine.worker(worker, shutdown).await
+                engine.fanout().worker(worker, shutdown).await
             }));
         }
-        let engine = self.clone();
+        let engine = self.0.clone();
         let mut stop = shutdown.clone();
         tasks.push(tokio::spawn(async move {
             let every = Duration::from_millis(engine.tuning().settings_refresh_ms);
@@ -147,7 +151,7 @@ impl Engine {
         }
     }
 
-    async fn worker(&self, worker: usize, mut shutdown: watch::Receiver<bool>) {
+    async fn worker(self, worker: usize, mut shutdown: watch::Receiver<bool>) {
         const IDLE_POLL: Duration = Duration::from_millis(200);
         loop {
             if stopping(&shutdown) {
@@ -155,11 +159,11 @@ impl Engine {
             }
             // Register interest before looking, so a wake-up between the
             // claim and the wait is not lost.
-            let woken = self.inner.wake.notified();
+            let woken = self.0.inner.wake.notified();
             // A bulk job only with one of the instance's turns for them (one
             // worker fewer than there are, or the one): the others stay free
             // for deliveries.
-            let turn = self.inner.bulk.try_acquire().ok();
+            let turn = self.0.inner.bulk.try_acquire().ok();
             match self.claim_for(0, turn.is_some()).await {
                 Ok(Some(lease)) => {
                     let turn = turn.filter(|_| lease.job.kind().is_bulk());
@@ -187,12 +191,12 @@ impl Engine {
     }
 
     #[tracing::instrument(skip(self, lease, shutdown), fields(job = lease.job.id, kind = %lease.job.kind(), author = lease.job.author_id))]
-    async fn run_job(&self, worker: usize, mut lease: Lease, shutdown: &watch::Receiver<bool>) {
+    async fn run_job(self, worker: usize, mut lease: Lease, shutdown: &watch::Receiver<bool>) {
         loop {
             match self.step(&mut lease, true).await {
                 Ok(Step::Done) => return,
                 Ok(Step::More) if stopping(shutdown) => {
-                    if let Err(e) = self.pg().jobs().release_job(&lease.job).await {
+                    if let Err(e) = self.0.pg().jobs().release_job(&lease.job).await {
                         // The lease expires and another worker resumes.
                         tracing::warn!(worker, error = %e.chain(), "could not release a fan-out job");
                     }
@@ -208,7 +212,7 @@ impl Engine {
                     // counted, for another instance to resume from the
                     // checkpoint at once.
                     tracing::warn!(worker, error = %e.chain(), "fan-out batch failed during shutdown");
-                    if let Err(e) = self.pg().jobs().release_job(&lease.job).await {
+                    if let Err(e) = self.0.pg().jobs().release_job(&lease.job).await {
                         tracing::warn!(worker, error = %e.chain(), "could not release a fan-out job");
                     }
                     return;
@@ -224,7 +228,7 @@ impl Engine {
 
     /// Between two batches of a bulk job, the jobs of other kinds waiting
     /// run first (an instance with one worker has no other to run them).
-    async fn others_first(&self, worker: usize, shutdown: &watch::Receiver<bool>) {
+    async fn others_first(self, worker: usize, shutdown: &watch::Receiver<bool>) {
         while !stopping(shutdown) {
             match self.claim_for(0, false).await {
                 Ok(Some(lease)) => Box::pin(self.run_job(worker, lease, shutdown)).await,
@@ -237,18 +241,18 @@ impl Engine {
         }
     }
 
-    fn lease_time(&self) -> Duration {
-        Duration::from_secs(self.tuning().fanout_lease_secs)
+    fn lease_time(self) -> Duration {
+        Duration::from_secs(self.0.tuning().fanout_lease_secs)
     }
 
     /// A pusher over this engine's stores.
-    fn pusher(&self) -> Pusher<'_, PgStore, RedisStore> {
+    fn pusher(self) -> Pusher<'a, PgStore, RedisStore> {
         Pusher {
-            records: self.pg(),
-            cache: self.redis(),
-            settings: self.settings(),
-            batch: self.tuning().fanout_batch_size,
-            post_cache_ttl_secs: self.tuning().post_cache_ttl_secs,
+            records: self.0.pg(),
+            cache: self.0.redis(),
+            settings: self.0.settings(),
+            batch: self.0.tuning().fanout_batch_size,
+            post_cache_ttl_secs: self.0.tuning().post_cache_ttl_secs,
             lease: self.lease_time(),
         }
     }
@@ -258,17 +262,17 @@ impl Engine {
     /// kind this binary does not know, or lacking what its kind needs
     /// ([`Job::lacks`]), is parked as dead, with the reason, and the next
     /// one is claimed.
-    pub async fn claim(&self, pick: i64) -> AppResult<Option<Lease>> {
+    pub async fn claim(self, pick: i64) -> AppResult<Option<Lease>> {
         self.claim_for(pick, true).await
     }
 
     /// [`Self::claim`]: every other kind before the bulk ones (a delivery
     /// never waits behind an import), and these only if `bulk`.
-    async fn claim_for(&self, pick: i64, bulk: bool) -> AppResult<Option<Lease>> {
+    async fn claim_for(self, pick: i64, bulk: bool) -> AppResult<Option<Lease>> {
         loop {
             let lease = self.lease_time();
-            let claimed = match self.pg().jobs().claim_job(lease, pick, false).await? {
-                None if bulk => self.pg().jobs().claim_job(lease, pick, true).await?,
+            let claimed = match self.0.pg().jobs().claim_job(lease, pick, false).await? {
+                None if bulk => self.0.pg().jobs().claim_job(lease, pick, true).await?,
                 other => other,
             };
             match claimed {
@@ -283,7 +287,8 @@ impl Engine {
                 Some(Claimed::Unusable { id, lease, why }) => {
                     let why = format!("{why}: parked as dead");
                     tracing::error!(job = id, "{why}");
-                    self.pg()
+                    self.0
+                        .pg()
                         .jobs()
                         .fail_job(id, lease, &why, Duration::ZERO, true, true)
                         .await?;
@@ -295,13 +300,13 @@ impl Engine {
     /// Runs one batch of a leased job: its Redis writes, then, if `record`,
     /// its checkpoint (or, after the last batch, its end). A step that does
     /// not record is a worker dying between a batch and its checkpoint.
-    pub async fn step(&self, lease: &mut Lease, record: bool) -> AppResult<Step> {
+    pub async fn step(self, lease: &mut Lease, record: bool) -> AppResult<Step> {
         if lease.plan.is_none() {
             lease.plan = Some(self.plan(&lease.job).await?);
         }
         // Every write of this step is on the connection of this mark, or
         // the step fails before it records anything.
-        let mark = self.redis().write_mark();
+        let mark = self.0.redis().write_mark();
         let done = self.batch(lease, record, mark).await?;
         match (done, record) {
             (true, true) => {
@@ -314,7 +319,7 @@ impl Engine {
     }
 
     /// One batch of the plan's work; true if it was the last.
-    async fn batch(&self, lease: &mut Lease, record: bool, mark: WriteMark) -> AppResult<bool> {
+    async fn batch(self, lease: &mut Lease, record: bool, mark: WriteMark) -> AppResult<bool> {
         let Lease { job, plan, ahead } = lease;
         Ok(match plan.as_ref() {
             None | Some(Plan::Nothing) => true,
@@ -327,24 +332,28 @@ impl Engine {
                 true
             }
             Some(Plan::Hide) => {
-                self.accounts().hide_step(job.author_id).await?;
+                self.0.accounts().hide_step(job.author_id).await?;
                 true
             }
             Some(Plan::Follows { seq, targets }) => {
                 // Whom the reader mutes is read now, as a follow's job
                 // reads whether it is shown.
-                let muted = self.pg().users().muted_of(job.author_id, targets).await?;
-                self.relations()
+                let muted = self.0.pg().users().muted_of(job.author_id, targets).await?;
+                self.0
+                    .relations()
                     .apply_follows(job.author_id, *seq, targets, &muted)
                     .await?;
                 true
             }
-            Some(&Plan::Import { task }) => self.relations().import_step(job, task, record).await?,
+            Some(&Plan::Import { task }) => {
+                self.0.relations().import_step(job, task, record).await?
+            }
             Some(Plan::Purge { task, newest }) => {
-                let done = self.accounts().purge_step(job, *task, newest).await?;
+                let done = self.0.accounts().purge_step(job, *task, newest).await?;
                 if !done && record {
                     // A long purge keeps its lease.
-                    self.pg()
+                    self.0
+                        .pg()
                         .jobs()
                         .checkpoint_job(job, job.checkpoint + 1, self.lease_time())
                         .await?;
@@ -353,8 +362,8 @@ impl Engine {
                 done
             }
             Some(&Plan::Retract { post }) => {
-                let ttl = self.tuning().post_cache_ttl_secs;
-                self.redis().posts().tombstone(post, ttl).await?;
+                let ttl = self.0.tuning().post_cache_ttl_secs;
+                self.0.redis().posts().tombstone(post, ttl).await?;
                 true
             }
             Some(Plan::Push { entries, cut, to }) => {
@@ -373,41 +382,43 @@ impl Engine {
     /// A follow, unfollow, mute or unmute into Redis. Whether the home
     /// shows the author is read now: a later change's job applies the
     /// state of its own time after it.
-    async fn edge_step(&self, follower: i64, author: i64, seq: i64, edge: Edge) -> AppResult<()> {
+    async fn edge_step(self, follower: i64, author: i64, seq: i64, edge: Edge) -> AppResult<()> {
         let shown = match edge {
-            Edge::Follow | Edge::Unmute => self.pg().users().shown(follower, author).await?,
+            Edge::Follow | Edge::Unmute => self.0.pg().users().shown(follower, author).await?,
             Edge::Unfollow | Edge::Mute => false,
         };
-        self.relations()
+        self.0
+            .relations()
             .apply_edge(follower, author, seq, (edge, shown))
             .await
     }
 
     /// A job's end: its writes replicated, its row gone, its lag observed,
     /// its author perhaps no longer pulled, and waiters told.
-    async fn finish(&self, job: &Job, mark: WriteMark) -> AppResult<()> {
-        self.redis().replicated(mark).await?;
-        self.pg().jobs().finish_job(job.id, job.lease).await?;
+    async fn finish(self, job: &Job, mark: WriteMark) -> AppResult<()> {
+        self.0.redis().replicated(mark).await?;
+        self.0.pg().jobs().finish_job(job.id, job.lease).await?;
         let lag_ms = now_ms() - job.created_at_ms;
         if job.kind() == JobKind::Deliver {
             crate::metrics::FANOUT_LAG.observe(lag_ms.max(0) as f64 / 1000.0);
         }
         self.settle_pulled(job).await;
         tracing::debug!(lag_ms, "fan-out job done");
-        self.inner.job_done.notify_waiters();
+        self.0.inner.job_done.notify_waiters();
         Ok(())
     }
 
     /// A delivery done or a big-V time settled: its author may stop being
     /// pulled (best effort: if Redis misses this, the author is only pulled
     /// longer than it needs).
-    async fn settle_pulled(&self, job: &Job) {
+    async fn settle_pulled(self, job: &Job) {
         let change = match job.work {
             Work::Deliver { post } => PulledChange::Done(post),
             Work::Backfill { epoch } => PulledChange::Demoted(epoch),
             _ => return,
         };
         if let Err(e) = self
+            .0
             .redis()
             .state()
             .pulled_change(job.author_id, change)
@@ -418,7 +429,7 @@ impl Engine {
     }
 
     /// What a job needs, read when its first batch runs.
-    async fn plan(&self, job: &Job) -> AppResult<Plan> {
+    async fn plan(self, job: &Job) -> AppResult<Plan> {
         let author = job.author_id;
         Ok(match &job.work {
             &Work::Deliver { post } => self.pusher().plan_delivery(author, post).await?,
@@ -432,7 +443,7 @@ impl Engine {
             Work::Hide => Plan::Hide,
             &Work::Purge { task } => Plan::Purge {
                 task,
-                newest: self.accounts().newest_of(author).await?,
+                newest: self.0.accounts().newest_of(author).await?,
             },
             &Work::Import { task } => Plan::Import { task },
             Work::Follows { seq, targets } => Plan::Follows {
@@ -448,23 +459,23 @@ impl Engine {
     /// `fanout_max_attempts` counted attempts the job gives up: the inboxes
     /// it has not reached are dropped, to be rebuilt from PostgreSQL, and
     /// the job ends; only if even that fails is it parked as dead.
-    pub async fn fail(&self, lease: Lease, error: &AppError) {
+    pub async fn fail(self, lease: Lease, error: &AppError) {
         let job = &lease.job;
         let counted = match error {
             AppError::Unavailable { .. } => false,
-            AppError::TimedOut { .. } => self.redis().ping().await.is_ok(),
+            AppError::TimedOut { .. } => self.0.redis().ping().await.is_ok(),
             _ => true,
         };
         let mut dead = false;
-        if counted && job.attempts >= self.tuning().fanout_max_attempts {
+        if counted && job.attempts >= self.0.tuning().fanout_max_attempts {
             match self.give_up(&lease).await {
                 Ok(()) => {
                     tracing::warn!(job = job.id, kind = %job.kind(), error = %error.chain(),
                         "fan-out job gave up: the inboxes it had not reached are rebuilt on their next read");
-                    match self.pg().jobs().finish_job(job.id, job.lease).await {
+                    match self.0.pg().jobs().finish_job(job.id, job.lease).await {
                         Ok(()) => {
                             self.settle_pulled(job).await;
-                            self.inner.job_done.notify_waiters()
+                            self.0.inner.job_done.notify_waiters()
                         }
                         Err(e) => tracing::warn!(error = %e.chain(), "could not end a fan-out job"),
                     }
@@ -482,6 +493,7 @@ impl Engine {
             Duration::from_secs(2)
         };
         if let Err(e) = self
+            .0
             .pg()
             .jobs()
             .fail_job(job.id, job.lease, &error.chain(), backoff, dead, counted)
@@ -494,9 +506,9 @@ impl Engine {
 
     /// Drops the inboxes a job has not reached yet: rebuilt from PostgreSQL
     /// on their next read, they hold what the job would have written.
-    async fn give_up(&self, lease: &Lease) -> AppResult<()> {
+    async fn give_up(self, lease: &Lease) -> AppResult<()> {
         let job = &lease.job;
-        let keys = self.redis().keys();
+        let keys = self.0.redis().keys();
         match (&lease.plan, &job.work) {
             // A big-V's post is pulled by every follower: its push to
             // active fans only saves them a read.
@@ -509,12 +521,13 @@ impl Engine {
             )
             | (Some(Plan::Nothing), _) => Ok(()),
             (_, &Work::Edge { reader: f, .. }) => {
-                self.redis()
+                self.0
+                    .redis()
                     .delete_many(&[keys.following(f), keys.followees(f), keys.inbox(f)])
                     .await
             }
             // The hidden accounts are rebuilt from the accounts' status.
-            (_, Work::Hide) => self.redis().delete(&keys.hidden()).await,
+            (_, Work::Hide) => self.0.redis().delete(&keys.hidden()).await,
             // A purge does not stop halfway: parked as dead, for an
             // operator (its account's posts stay hidden meanwhile).
             (_, Work::Purge { .. }) => Err(AppError::internal(
@@ -523,7 +536,8 @@ impl Engine {
             )),
             // An import that keeps failing ends; its task says how far it got.
             (_, &Work::Import { task }) => {
-                self.pg()
+                self.0
+                    .pg()
                     .accounts()
                     .task_progress(task, 0, 0, TaskState::Failed)
                     .await
@@ -531,24 +545,26 @@ impl Engine {
             // The reader's copy and inbox are rebuilt from PostgreSQL.
             (_, Work::Follows { .. }) => {
                 let r = job.author_id;
-                self.redis()
+                self.0
+                    .redis()
                     .delete_many(&[keys.following(r), keys.followees(r), keys.inbox(r)])
                     .await
             }
-            (_, &Work::Retract { post }) => self.redis().delete(&keys.post(post)).await,
+            (_, &Work::Retract { post }) => self.0.redis().delete(&keys.post(post)).await,
             (_, Work::Deliver { .. } | Work::Backfill { .. }) => {
                 let mut after = job.checkpoint;
                 loop {
                     let page = self
+                        .0
                         .pg()
                         .jobs()
-                        .inboxes_after(job.author_id, after, self.tuning().fanout_batch_size)
+                        .inboxes_after(job.author_id, after, self.0.tuning().fanout_batch_size)
                         .await?;
                     let Some(&last) = page.last() else {
                         return Ok(());
                     };
                     let inboxes: Vec<String> = page.iter().map(|f| keys.inbox(*f)).collect();
-                    self.redis().delete_many(&inboxes).await?;
+                    self.0.redis().delete_many(&inboxes).await?;
                     after = last;
                 }
             }
