@@ -129,11 +129,10 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// Unfollows (idempotent). Returns once no page of the reader shows the
     /// author's posts; if the cache cannot be written the call fails with
     /// 503 and its `unfollow` job does it (repeating the call is safe).
-    /// A user never follows itself, so its own unfollow changes nothing:
-    /// its own posts stay in its inbox.
+    /// A user never follows itself, so its own unfollow changes nothing
+    /// (its own posts stay in its inbox), as any unfollow of no follow.
     pub async fn unfollow(&self, follower: i64, followee: i64) -> AppResult<()> {
         if follower == followee {
-            self.user(follower).await?;
             return Ok(());
         }
         let change = self.records.unfollow(follower, followee, now_ms()).await?;
