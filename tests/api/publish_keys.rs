@@ -185,28 +185,13 @@ async fn a_key_past_its_day_publishes_anew_and_bad_keys_change_nothing() {
     }
     assert_eq!(own_posts(&app, &alice).await.len(), 2);
     // The old keys are forgotten in the background.
-    assert_eq!(
-        app.engine
-            .pg()
-            .posts()
-            .forget_old_publish_keys()
-            .await
-            .unwrap(),
-        0
-    );
+    let posts = app.engine.pg().posts();
+    assert_eq!(posts.forget_old_publish_keys().await.unwrap(), 0);
     diesel::sql_query("UPDATE publish_keys SET created_at = now() - interval '25 hours'")
         .execute(&mut pg)
         .await
         .unwrap();
-    assert_eq!(
-        app.engine
-            .pg()
-            .posts()
-            .forget_old_publish_keys()
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(posts.forget_old_publish_keys().await.unwrap(), 1);
 }
 
 async fn home_metas(app: &TestApp, reader: &TestUser) -> Vec<Option<String>> {

@@ -116,12 +116,7 @@ impl Zsets {
     /// (each with a big-V epoch), as a warm read needs them.
     async fn reader_state(&self, reader: i64, follows: &[i64], pulled: &[i64]) {
         use feed_service::types::PulledAuthor;
-        assert!(self.store.state().begin_following(reader).await.unwrap());
-        self.store
-            .state()
-            .fill_following(reader, 1, follows, 3600)
-            .await
-            .unwrap();
+        self.build_following(reader, 1, follows).await;
         assert!(self.store.state().begin_pulled().await.unwrap());
         let pulled: Vec<PulledAuthor> = pulled
             .iter()
@@ -135,6 +130,17 @@ impl Zsets {
         if self.store.state().begin_hidden().await.unwrap() {
             assert!(self.store.state().fill_hidden(&[]).await.unwrap());
         }
+    }
+
+    /// Builds `reader`'s copy of whom it follows, as of `seq`; true if the
+    /// fill completed it.
+    async fn build_following(&self, reader: i64, seq: i64, follows: &[i64]) -> bool {
+        let state = self.store.state();
+        assert!(state.begin_following(reader).await.unwrap());
+        state
+            .fill_following(reader, seq, follows, 3600)
+            .await
+            .unwrap()
     }
 
     async fn read(&self, key: &str, fetch: usize) -> Range {
@@ -491,13 +497,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // ...but the inbox gets the posts.
     assert_eq!(z.ids(&inbox).await, vec![30]);
     // Built at sequence 4, following 1 and 2.
-    assert!(z.store.state().begin_following(reader).await.unwrap());
-    assert!(z
-        .store
-        .state()
-        .fill_following(reader, 4, &[1, 2], 3600)
-        .await
-        .unwrap());
+    assert!(z.build_following(reader, 4, &[1, 2]).await);
     assert_eq!(z.hash(&following).await["1"], "F4");
     // A change no newer than the build, or than the field, is ignored;
     // newer ones apply, in whatever order they come.
@@ -586,13 +586,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
         .await
         .unwrap());
     assert!(z.hash(&following).await.is_empty());
-    assert!(z.store.state().begin_following(reader).await.unwrap());
-    assert!(z
-        .store
-        .state()
-        .fill_following(reader, 12, &[2, 4], 3600)
-        .await
-        .unwrap());
+    assert!(z.build_following(reader, 12, &[2, 4]).await);
     z.store.delete(&followees).await.unwrap();
     assert!(z.store.state().begin_following(reader).await.unwrap());
     assert_eq!(z.hash(&following).await[""], "b");
@@ -745,12 +739,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     let inbox = keys.inbox(9);
     let read = z.store.warm_read(HOME_9, None, 5).await.unwrap();
     assert_eq!(read, WarmRead::Missing(StateKey::Following));
-    assert!(z.store.state().begin_following(9).await.unwrap());
-    z.store
-        .state()
-        .fill_following(9, 1, &[1, 2], 3600)
-        .await
-        .unwrap();
+    z.build_following(9, 1, &[1, 2]).await;
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled)
@@ -839,12 +828,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         WarmRead::Missing(StateKey::Following)
     );
     z.store.delete(&keys.pulled_authors()).await.unwrap();
-    assert!(z.store.state().begin_following(9).await.unwrap());
-    z.store
-        .state()
-        .fill_following(9, 1, &[1, 2], 3600)
-        .await
-        .unwrap();
+    z.build_following(9, 1, &[1, 2]).await;
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled)
@@ -998,13 +982,7 @@ async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
         .await
         .unwrap());
     z.built(&outbox, 10, None, &entries(&[(1, 1)])).await;
-    assert!(z.store.state().begin_following(7).await.unwrap());
-    assert!(z
-        .store
-        .state()
-        .fill_following(7, 1, &[2], 3_600)
-        .await
-        .unwrap());
+    assert!(z.build_following(7, 1, &[2]).await);
     assert!((3_500..=3_600).contains(&z.ttl(&inbox).await));
     assert!((3_500..=3_600).contains(&z.ttl(&following).await));
     assert_eq!(z.ttl(&outbox).await, -1);
