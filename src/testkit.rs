@@ -48,7 +48,7 @@ pub struct FeedRedis {
     store: RedisStore,
 }
 
-/// A master of [`FeedRedis::masters`]: `None` is the single node.
+/// A master of [`Connection::masters`]: `None` is the single node.
 pub type Master = Option<(String, u16)>;
 
 impl FeedRedis {

@@ -260,7 +260,7 @@ impl<'a> FanOut<'a> {
     /// Claims the oldest claimable job (`pick` 0; see
     /// [`crate::store::pg::JobTable::claim_job`] for the others). A job of a
     /// kind this binary does not know, or lacking what its kind needs
-    /// ([`Job::lacks`]), is parked as dead, with the reason, and the next
+    /// ([`crate::types::Work::of`]), is parked as dead, with the reason, and the next
     /// one is claimed.
     pub async fn claim(self, pick: i64) -> AppResult<Option<Lease>> {
         self.claim_for(pick, true).await

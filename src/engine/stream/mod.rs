@@ -20,8 +20,8 @@
 //! streams of however many instances it wakes.
 //!
 //! Everything a stream holds is bounded: its events waiting for the client
-//! ([`buffer`]), what the hub told it and it has not acted on yet
-//! ([`mailbox`]), the profiles it keeps; a client that stops reading is
+//! (`buffer`), what the hub told it and it has not acted on yet
+//! (`mailbox`), the profiles it keeps; a client that stops reading is
 //! cut once an event waits longer than `feed.stream_stall_secs`.
 //!
 //! What a stream sends is what a client paging up with `prev` gets: a post

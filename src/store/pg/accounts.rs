@@ -114,7 +114,7 @@ impl AccountRecords<'_> {
     }
 
     /// An import of follows by `follower`: its task, its list in chunks of
-    /// [`IMPORT_CHUNK`] ids, and the `import` job that follows them. At
+    /// `IMPORT_CHUNK` ids, and the `import` job that follows them. At
     /// most `most_open` imports of one user may be queued or running: the
     /// follower's row is locked while they are counted, so that concurrent
     /// imports cannot pass the cap together (429).
@@ -182,7 +182,7 @@ impl AccountRecords<'_> {
 
     /// The ids of an import's list after the first `from`: one chunk.
     /// Every chunk but the last is full, so a `from` that is not a multiple
-    /// of [`IMPORT_CHUNK`] is past the end. (A task an older release
+    /// of `IMPORT_CHUNK` is past the end. (A task an older release
     /// queued keeps its list whole: sliced.)
     pub async fn import_batch(self, task: i64, from: i64, limit: i64) -> AppResult<Vec<i64>> {
         use super::schema::import_chunks;

@@ -1,15 +1,19 @@
 //! The PostgreSQL store: the records of truth, through diesel-async.
 //!
-//! - [`pool`]: the pool, migrations, creating and dropping databases;
-//! - [`users`]: users, follows and the admin settings;
-//! - [`feed`]: posts and the feed queries;
-//! - [`jobs`]: the fan-out jobs table;
-//! - `accounts`: suspended and deleted accounts, their purge, tasks;
-//! - `profiles`: accounts with their counts, relationships, follow lists.
+//! - `pool`: the pool, migrations, creating and dropping databases;
+//! - `users` ([`UserRecords`]): users, follows and the admin settings;
+//! - `feed` ([`PostRecords`]): posts and the feed queries;
+//! - `jobs` ([`JobTable`]): the fan-out jobs table;
+//! - `accounts` ([`AccountRecords`]): suspended and deleted accounts,
+//!   their purge, tasks;
+//! - `profiles` ([`ProfileRecords`]): accounts with their counts,
+//!   relationships, follow lists.
+//!
+//! Each of those types is reached from [`PgStore`] (`pg.users()`, …).
 //!
 //! Simple reads and writes use diesel's DSL; the feed queries that need
 //! `LATERAL` or `FETCH … WITH TIES` are hand-written SQL with bound
-//! parameters, prepared once per connection ([`prepared`]). The store
+//! parameters, prepared once per connection (`prepared`). The store
 //! records what the engine decides: whether an author is big-V, whom a post
 //! goes to, what a job does are the engine's.
 

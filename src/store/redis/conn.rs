@@ -1,6 +1,6 @@
 //! The two topologies behind one connection type: a single Redis node or a
 //! Redis Cluster. The store's calls go through [`Conn`] whichever runs; the
-//! only thing they must know is [`Topology::groups`]: on a cluster, one
+//! only thing they must know is `Topology::groups`: on a cluster, one
 //! pipeline, transaction or script may only touch keys of one hash slot.
 
 use std::collections::HashMap;
@@ -227,10 +227,10 @@ impl Conn {
         Ok(redis::from_redis_value(value)?)
     }
 
-    /// Sends one pipeline per group of keys (see [`Topology::groups`]),
+    /// Sends one pipeline per group of keys (see `Topology::groups`),
     /// each with the slot of its keys, and returns their replies in order.
     /// On a single node there is one group and so one pipeline. On a
-    /// cluster they go as one pipeline per master ([`Conn::by_node`]), so
+    /// cluster they go as one pipeline per master (`Conn::by_node`), so
     /// they must be neither transactions nor mark replies ignored.
     pub async fn query_groups(
         &mut self,
@@ -266,7 +266,7 @@ impl Conn {
     /// Runs script calls, each with the slot of its keys, by their hash:
     /// on a single node in one pipeline, sent again after loading the
     /// script if Redis no longer knows it (a restart, a flush); on a
-    /// cluster in one pipeline per master ([`Conn::by_node`]), where a call
+    /// cluster in one pipeline per master (`Conn::by_node`), where a call
     /// a node does not know the script for is sent again alone, loading
     /// it. No call loads the script while Redis has it.
     pub async fn invoke_all<T: FromRedisValue>(
@@ -323,7 +323,7 @@ impl Conn {
     /// A call a node does not know the script for is sent again after
     /// loading it. A group a node refuses (a slot that moved, a failover)
     /// is sent again one key per call, routed as any call (counted in
-    /// [`NodeCache::resent`]), and the node map is read again.
+    /// `NodeCache::resent`), and the node map is read again.
     pub async fn invoke_by_node(
         &mut self,
         script: &Script,

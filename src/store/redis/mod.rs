@@ -317,7 +317,7 @@ impl RedisStore {
     }
 
     /// Sends, for every key, the commands `add` puts in a pipeline: one
-    /// pipeline per slot group ([`Topology::groups`]), not atomic (on a
+    /// pipeline per slot group (`Topology::groups`), not atomic (on a
     /// cluster a master's groups travel together). Returns the replies in
     /// the keys' order.
     pub async fn query_per_slot(
@@ -618,7 +618,7 @@ impl RedisStore {
 
     /// Active fans of `author` seen at or after `since_ms`, ascending by id;
     /// older entries are dropped first. The rest is read by rank in pages of
-    /// [`FANS_PER_CALL`]: one reply of a big-V's hundred thousand fans held
+    /// `FANS_PER_CALL`: one reply of a big-V's hundred thousand fans held
     /// Redis for 15 to 20 ms, and every request with it; a page takes well
     /// under one. (A fan that leaves mid-read, by unfollowing, may shift
     /// another past a page boundary: that one misses a push, not the post,

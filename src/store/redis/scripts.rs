@@ -126,8 +126,8 @@ const LAYOUT: &str = include_str!("lua/layout.lua");
 /// Shared Lua: trimming and one key's push (clauses 2 to 4).
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 
-/// PUSH: KEYS feed lists; ARGV[1] cap; ARGV[2] the lowest score of a cut
-/// push, or `""`; ARGV[3..] score, id pairs, pushed into every key
+/// PUSH: KEYS feed lists; `ARGV[1]` cap; `ARGV[2]` the lowest score of a cut
+/// push, or `""`; `ARGV[3..]` score, id pairs, pushed into every key
 /// (clauses 3 and 4). One call serves many keys, so fan-out pays the call
 /// once per group of followers. Returns the number of entries added.
 pub static PUSH: LazyLock<Script> =
@@ -141,14 +141,14 @@ pub const TIES: usize = 256;
 /// Shared Lua: one source's read (clause 6).
 const SOURCE: &str = include_str!("lua/source.lua");
 
-/// SOURCES: KEYS[1] a feed list; ARGV[1] the highest score to read (`+inf`
-/// for all), ARGV[2] how many entries (`fetch`), ARGV[3] how many more
-/// entries of one score to read at the most (`ties`), ARGV[4..] more feed
-/// lists, of any slots the node of KEYS[1] serves (`allow-cross-slot-keys`:
+/// SOURCES: `KEYS[1]` a feed list; `ARGV[1]` the highest score to read (`+inf`
+/// for all), `ARGV[2]` how many entries (`fetch`), `ARGV[3]` how many more
+/// entries of one score to read at the most (`ties`), `ARGV[4..]` more feed
+/// lists, of any slots the node of `KEYS[1]` serves (`allow-cross-slot-keys`:
 /// a cluster routes a call by its declared keys, which must share a slot,
 /// and lets the script reach the node's other keys). Returns, for each
 /// list in order, its floor (`nil` if the key is missing), the *cut*, and
-/// its entries from ARGV[1] down, all read
+/// its entries from `ARGV[1]` down, all read
 /// at one moment (clause 6):
 /// - `fetch + 1` entries at the most;
 /// - when the limit stops the read inside a run of equal scores (its last
@@ -173,12 +173,12 @@ pub static SOURCES: LazyLock<Script> = LazyLock::new(|| {
     ])
 });
 
-/// BEGIN: KEYS[1] feed list; ARGV[1] TTL in seconds. Creates a missing key
+/// BEGIN: `KEYS[1]` feed list; `ARGV[1]` TTL in seconds. Creates a missing key
 /// in the building state (clause 5); returns 1 if this caller builds it.
 pub static BEGIN: LazyLock<Script> = LazyLock::new(|| script(&[include_str!("lua/begin.lua")]));
 
-/// FILL: KEYS[1] feed list; ARGV[1] cap; ARGV[2] floor (`-inf` or a score);
-/// ARGV[3] the idle TTL in seconds (`0`: none); ARGV[4..] score, id
+/// FILL: `KEYS[1]` feed list; `ARGV[1]` cap; `ARGV[2]` floor (`-inf` or a score);
+/// `ARGV[3]` the idle TTL in seconds (`0`: none); `ARGV[4..]` score, id
 /// pairs. Completes a build (clause 5). Returns 1 if it did, 0 if the key
 /// was no longer building.
 pub static FILL: LazyLock<Script> =
@@ -195,39 +195,39 @@ fn script(parts: &[&str]) -> Script {
 /// Shared Lua of the reader state (clauses 7 and 8).
 const STATE: &str = include_str!("lua/state.lua");
 
-/// BEGIN_STATE: KEYS[1] a state HASH, KEYS[2] its SET of names; ARGV[1]
+/// BEGIN_STATE: `KEYS[1]` a state HASH, `KEYS[2]` its SET of names; `ARGV[1]`
 /// TTL. Creates a missing state in the building state (clauses 7 and 8;
 /// half a state, one key without the other, is missing); returns 1 if
 /// this caller builds it.
 pub static BEGIN_STATE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("lua/begin_state.lua")]));
 
-/// FILL_FOLLOWING: KEYS[1] `following:{r}`, KEYS[2] `followees:{r}`;
-/// ARGV[1] the reader's follow seq; ARGV[2] the idle TTL in seconds;
-/// ARGV[3..] followee ids. Completes a build (clause 7); 0 if the state is
+/// FILL_FOLLOWING: `KEYS[1]` `following:{r}`, `KEYS[2]` `followees:{r}`;
+/// `ARGV[1]` the reader's follow seq; `ARGV[2]` the idle TTL in seconds;
+/// `ARGV[3..]` followee ids. Completes a build (clause 7); 0 if the state is
 /// no longer building.
 pub static FILL_FOLLOWING: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("lua/fill_following.lua")]));
 
-/// TOUCH: KEYS[1] the reader's active mark, KEYS[2] its inbox, KEYS[3] its
-/// `following:{r}`, KEYS[4] its `followees:{r}` (one slot); ARGV[1] the mark's time, ARGV[2] the mark
-/// interval in seconds, ARGV[3] the idle TTL in seconds. At most once per
+/// TOUCH: `KEYS[1]` the reader's active mark, `KEYS[2]` its inbox, `KEYS[3]` its
+/// `following:{r}`, `KEYS[4]` its `followees:{r}` (one slot); `ARGV[1]` the mark's time, `ARGV[2]` the mark
+/// interval in seconds, `ARGV[3]` the idle TTL in seconds. At most once per
 /// interval (the mark): the reader's built keys get the idle TTL again
 /// (clause 11); one being built keeps its build TTL. Returns 1 if it did.
 pub static TOUCH: LazyLock<Script> = LazyLock::new(|| script(&[include_str!("lua/touch.lua")]));
 
-/// SET_FOLLOW: KEYS[1] `following:{r}`, KEYS[2] the reader's inbox,
-/// KEYS[3] `followees:{r}`; ARGV[1] author, ARGV[2] seq, ARGV[3] `F`
+/// SET_FOLLOW: `KEYS[1]` `following:{r}`, `KEYS[2]` the reader's inbox,
+/// `KEYS[3]` `followees:{r}`; `ARGV[1]` author, `ARGV[2]` seq, `ARGV[3]` `F`
 /// (the home shows the author: followed, not muted) or `U` (it does not),
-/// ARGV[4] what the inbox gets: `push` (a follow: the author's newest
+/// `ARGV[4]` what the inbox gets: `push` (a follow: the author's newest
 /// entries), `remove` (an unfollow: they go, if the change applied) or
-/// `keep` (a mute or unmute), ARGV[5] inbox cap, ARGV[6] cut (`""` or a
-/// score), ARGV[7..] the entries (score, id pairs). Clause 7; a push is as
+/// `keep` (a mute or unmute), `ARGV[5]` inbox cap, `ARGV[6]` cut (`""` or a
+/// score), `ARGV[7..]` the entries (score, id pairs). Clause 7; a push is as
 /// clause 3. Returns 1 if the change applied to the reader's copy.
 pub static SET_FOLLOW: LazyLock<Script> =
     LazyLock::new(|| script(&[LAYOUT, PRELUDE, STATE, include_str!("lua/set_follow.lua")]));
 
-/// FOLLOW_MANY: KEYS as [`SET_FOLLOW`]; ARGV[1] seq, ARGV[2] how many
+/// FOLLOW_MANY: KEYS as [`SET_FOLLOW`]; `ARGV[1]` seq, `ARGV[2]` how many
 /// authors (`n`), ARGV[3..3+2n] author, `F` or `U` pairs (clause 7, one
 /// change for all), then inbox cap, cut (`""` or a score), and the entries
 /// of them all to push (score, id pairs; clause 3). Returns how many of
@@ -235,39 +235,39 @@ pub static SET_FOLLOW: LazyLock<Script> =
 pub static FOLLOW_MANY: LazyLock<Script> =
     LazyLock::new(|| script(&[LAYOUT, PRELUDE, STATE, include_str!("lua/follow_many.lua")]));
 
-/// PULLED: KEYS[1] `pulled`, KEYS[2] `pulled_authors`; ARGV[1] `add` / `done` (ARGV[3] a post id),
-/// `promote` / `demoted` (ARGV[3] an epoch), `forget` (a purged account:
-/// its field goes); ARGV[2] the author. Clause 8.
+/// PULLED: `KEYS[1]` `pulled`, `KEYS[2]` `pulled_authors`; `ARGV[1]` `add` / `done` (`ARGV[3]` a post id),
+/// `promote` / `demoted` (`ARGV[3]` an epoch), `forget` (a purged account:
+/// its field goes); `ARGV[2]` the author. Clause 8.
 pub static PULLED: LazyLock<Script> =
     LazyLock::new(|| script(&[STATE, include_str!("lua/pulled.lua")]));
 
-/// FILL_PULLED: KEYS[1] `pulled`, KEYS[2] `pulled_authors`; ARGV triples (author, epoch or `""` if
+/// FILL_PULLED: `KEYS[1]` `pulled`, `KEYS[2]` `pulled_authors`; ARGV triples (author, epoch or `""` if
 /// none, ids joined by commas). Completes a build, merging what landed meanwhile (clause 8).
 pub static FILL_PULLED: LazyLock<Script> =
     LazyLock::new(|| script(&[STATE, include_str!("lua/fill_pulled.lua")]));
 
-/// FILL_POST: KEYS[1] `post:{id}`; ARGV[1] TTL, ARGV[2] author, ARGV[3]
-/// username, ARGV[4] body, ARGV[5] time, ARGV[6] `1` if deleted, ARGV[7]
+/// FILL_POST: `KEYS[1]` `post:{id}`; `ARGV[1]` TTL, `ARGV[2]` author, `ARGV[3]`
+/// username, `ARGV[4]` body, `ARGV[5]` time, `ARGV[6]` `1` if deleted, `ARGV[7]`
 /// meta (`''`: none). Adds only the fields missing (clause 9).
 pub static FILL_POST: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("lua/fill_post.lua")]));
 
-/// TOMBSTONE: KEYS[1] `post:{id}`; ARGV[1] TTL. Marks a post deleted,
+/// TOMBSTONE: `KEYS[1]` `post:{id}`; `ARGV[1]` TTL. Marks a post deleted,
 /// whether or not the rest of it is cached (clause 9).
 pub static TOMBSTONE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("lua/tombstone.lua")]));
 
-/// HIDDEN: KEYS[1] `hidden`; ARGV[1] `add` or `remove`, ARGV[2] an account.
+/// HIDDEN: `KEYS[1]` `hidden`; `ARGV[1]` `add` or `remove`, `ARGV[2]` an account.
 /// Clause 12: changes a built set, abandons a build. Returns 1 if it
 /// changed a built set.
 pub static HIDDEN: LazyLock<Script> = LazyLock::new(|| script(&[include_str!("lua/hidden.lua")]));
 
-/// BEGIN_HIDDEN: KEYS[1] `hidden`; ARGV[1] TTL. Creates a missing set in
+/// BEGIN_HIDDEN: `KEYS[1]` `hidden`; `ARGV[1]` TTL. Creates a missing set in
 /// the building state (clause 12); returns 1 if this caller builds it.
 pub static BEGIN_HIDDEN: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("lua/begin_hidden.lua")]));
 
-/// FILL_HIDDEN: KEYS[1] `hidden`; ARGV the hidden accounts. Completes a
+/// FILL_HIDDEN: `KEYS[1]` `hidden`; ARGV the hidden accounts. Completes a
 /// build (clause 12); 0 if the set is no longer building.
 pub static FILL_HIDDEN: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("lua/fill_hidden.lua")]));
