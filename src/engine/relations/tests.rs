@@ -635,7 +635,15 @@ fn a_user_unfollowing_itself_keeps_its_own_posts_and_changes_nothing() {
             id: 103,
         },
     ];
-    world.cache.lock().unwrap().inboxes.insert(1, own.clone());
+    {
+        let mut c = world.cache.lock().unwrap();
+        c.inboxes.insert(1, own.clone());
+        // Whatever the reader's copy says of the reader itself, an
+        // unfollow would otherwise take it as owed and remove its posts.
+        c.copies.get_mut(&1).unwrap().shows.insert(1, true);
+    }
+    // The reader has changed its follows since its copy was built.
+    world.records().seq.insert(1, 5);
     let e = edges(&world);
     run(async {
         e.unfollow(1, 1).await.unwrap();
