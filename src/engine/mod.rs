@@ -4,11 +4,12 @@
 //! The home feed of a reader is, by definition, every post (deleted ones
 //! hidden but counted) of the authors it follows, in feed order
 //! ([`crate::types::feed_order`]). PostgreSQL can always answer it
-//! ([`crate::store::pg::PostRecords::feed`]); Redis answers it faster from the reader's inbox
-//! merged with the outboxes it must pull. A Redis answer is used only where
-//! every source is known to be complete (above its floor, within what was
-//! read); anywhere else the page comes from PostgreSQL with the same order
-//! and cursor. So the answer never depends on what Redis happens to hold.
+//! ([`crate::store::pg::PostRecords::feed`]); Redis answers it faster from
+//! the reader's inbox merged with the outboxes it must pull. A Redis answer
+//! is used only where every source is known to be complete (above its
+//! floor, within what was read); anywhere else the page comes from
+//! PostgreSQL with the same order and cursor. So the answer never depends
+//! on what Redis happens to hold.
 //!
 //! A reader pulls the outbox of a followed author while the author is big-V,
 //! and also while any delivery of that author's posts to inboxes is pending

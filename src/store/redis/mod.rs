@@ -105,8 +105,8 @@ impl RedisStore {
     }
 
     /// Cached posts, and publishing one.
-    pub fn posts(&self) -> posts::Posts<'_> {
-        posts::Posts(self)
+    pub fn posts(&self) -> posts::PostCache<'_> {
+        posts::PostCache(self)
     }
 
     pub fn keys(&self) -> &Keys {
@@ -840,6 +840,11 @@ pub(super) fn push_call(
         inv.arg(e.score).arg(e.id);
     }
     inv
+}
+
+/// A reply that does not parse as `what`: an internal error naming it.
+pub(super) fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppError + '_ {
+    move |e| AppError::internal(format!("reading {what}"), e)
 }
 
 fn timed_out() -> AppError {

@@ -6,19 +6,15 @@ use std::collections::HashMap;
 use redis::Value;
 
 use super::state::PulledChange;
-use super::{push_call, scripts, RedisStore};
-use crate::error::{AppError, AppResult};
+use super::{bad, push_call, scripts, RedisStore};
+use crate::error::AppResult;
 use crate::types::{CachedPost, Entry};
-
-fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppError + '_ {
-    move |e| AppError::internal(format!("reading {what}"), e)
-}
 
 /// Cached posts, and publishing one ([`RedisStore::posts`]).
 #[derive(Clone, Copy)]
-pub struct Posts<'a>(pub(super) &'a RedisStore);
+pub struct PostCache<'a>(pub(super) &'a RedisStore);
 
-impl Posts<'_> {
+impl PostCache<'_> {
     /// A new post (clauses 3, 8, 9), in the order that keeps readers right
     /// between the steps: the post is cached, then its delivery is in
     /// flight (its outbox pulled), then it is in its outbox. Three slots:

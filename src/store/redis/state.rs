@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::{scripts, RedisStore};
-use crate::error::{AppError, AppResult};
+use super::{bad, scripts, RedisStore};
+use crate::error::AppResult;
 use crate::types::{Edge, Entry, PulledAuthor};
 
 /// A change to the pulled authors (clause 8).
@@ -22,10 +22,6 @@ pub enum PulledChange {
     /// The author is gone (a purged account): its field goes, whatever it
     /// holds.
     Forget,
-}
-
-fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppError + '_ {
-    move |e| AppError::internal(format!("reading {what}"), e)
 }
 
 /// Whom readers follow, the pulled authors and the hidden accounts

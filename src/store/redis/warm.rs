@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use redis::Value;
 
-use super::RedisStore;
-use crate::error::{AppError, AppResult};
+use super::{bad, RedisStore};
+use crate::error::AppResult;
 use crate::types::{page_reads, EntryMeta, Range, Scope, StateKey, WarmRead};
 
 /// Members a SMISMEMBER names at the most (a longer list is asked in
@@ -43,10 +43,6 @@ impl Shown {
 struct Marks {
     pulled: Vec<i64>,
     hidden: HashSet<i64>,
-}
-
-fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppError + '_ {
-    move |e| AppError::internal(format!("reading {what}"), e)
 }
 
 impl RedisStore {
