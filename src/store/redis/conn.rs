@@ -347,17 +347,11 @@ impl Conn {
         let Some(base) = self.multiplexed() else {
             let all: Vec<usize> = (0..keys.len()).collect();
             let cmd = evalsha(&all);
-            let reply = match cmd
-                .query_async::<Value>(self)
-                .await
-                .and_then(Value::extract_error)
-            {
-                Err(e) if super::unknown_script(&e) => {
-                    script.prepare_invoke().load_async(self).await?;
-                    cmd.query_async::<Value>(self).await?.extract_error()?
-                }
-                reply => reply?,
-            };
+            let reply = loading(self, script, |c| {
+                let cmd = cmd.clone();
+                Box::pin(async move { cmd.query_async(c).await })
+            })
+            .await?;
             return per_key(reply, keys.len());
         };
         let map = self.node_map(false).await?;
@@ -370,17 +364,11 @@ impl Conn {
                 SlotAddr::Master,
             )));
             async move {
-                let mut reply = conn
-                    .route_command(cmd.clone(), route.clone())
-                    .await
-                    .and_then(Value::extract_error);
-                if reply.as_ref().is_err_and(super::unknown_script) {
-                    script.prepare_invoke().load_async(&mut conn).await?;
-                    reply = conn
-                        .route_command(cmd, route)
-                        .await
-                        .and_then(Value::extract_error);
-                }
+                let reply = loading(&mut conn, script, |c| {
+                    let (cmd, route) = (cmd.clone(), route.clone());
+                    Box::pin(async move { c.route_command(cmd, route).await })
+                })
+                .await;
                 if let Ok(values) = reply.and_then(|v| per_key(v, group.len())) {
                     return Ok::<_, redis::RedisError>((values, false));
                 }
@@ -511,6 +499,21 @@ fn grouped<K: std::hash::Hash + Eq>(n: usize, key: impl Fn(usize) -> K) -> Vec<V
         groups[g].push(i);
     }
     groups
+}
+
+/// The reply of a call of `script` that `send` makes on `conn`, made once
+/// more after loading the script there if the node did not know it.
+async fn loading<C, F>(conn: &mut C, script: &Script, send: F) -> RedisResult<Value>
+where
+    C: ConnectionLike + Send,
+    F: for<'c> Fn(&'c mut C) -> futures::future::BoxFuture<'c, RedisResult<Value>>,
+{
+    let reply = send(conn).await.and_then(Value::extract_error);
+    if !reply.as_ref().is_err_and(super::unknown_script) {
+        return reply;
+    }
+    script.prepare_invoke().load_async(&mut *conn).await?;
+    send(conn).await.and_then(Value::extract_error)
 }
 
 /// A script's reply of one value per key, for `n` keys.
