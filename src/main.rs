@@ -5,6 +5,7 @@
 //! for the `FEED_…` variable it names and beats it and the files (see
 //! [`feed_service::settings`]).
 
+use feed_service::types::UserId;
 use std::collections::HashMap;
 use std::process::ExitCode;
 
@@ -228,7 +229,7 @@ fn serve(settings: Settings) -> ExitCode {
 }
 
 fn token(settings: &Settings, args: &TokenArgs) -> ExitCode {
-    let user = args.user.unwrap_or(0);
+    let user = UserId(args.user.unwrap_or(0));
     let minted = JwtKeys::from_settings(&settings.auth)
         .and_then(|keys| keys.mint(user, args.admin, args.ttl));
     match minted {

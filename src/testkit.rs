@@ -5,6 +5,7 @@
 //! and each master for statistics). The rest of [`crate::store`] and
 //! [`crate::http`] is the service's own business, free to change.
 
+use crate::types::UserId;
 use redis::Value;
 
 use crate::error::AppResult;
@@ -25,12 +26,12 @@ impl Tokens {
 
     /// A user's token, valid for `ttl_secs`.
     pub fn user(&self, id: i64, ttl_secs: u64) -> AppResult<String> {
-        self.0.mint(id, false, ttl_secs)
+        self.0.mint(UserId(id), false, ttl_secs)
     }
 
     /// An admin's token, valid for `ttl_secs`.
     pub fn admin(&self, ttl_secs: u64) -> AppResult<String> {
-        self.0.mint(0, true, ttl_secs)
+        self.0.mint(UserId(0), true, ttl_secs)
     }
 }
 
@@ -71,12 +72,12 @@ impl FeedRedis {
     }
 
     /// A reader's inbox.
-    pub fn inbox(&self, reader: i64) -> String {
+    pub fn inbox(&self, reader: UserId) -> String {
         self.store.keys().inbox(reader)
     }
 
     /// An author's active fans (a sorted set scored by last read, ms).
-    pub fn active_fans(&self, author: i64) -> String {
+    pub fn active_fans(&self, author: UserId) -> String {
         self.store.keys().active_fans(author)
     }
 
@@ -116,20 +117,23 @@ impl FeedRedis {
     /// Builds an inbox at `cap` from `entries` (newest first), as a read
     /// rebuilds one.
     pub async fn build_inbox(&self, key: &str, cap: i64, entries: &[Entry]) -> AppResult<()> {
-        self.store.begin_build(key).await?;
-        self.store.fill(key, cap, None, entries, 0).await?;
+        self.store.feeds().begin_build(key).await?;
+        self.store.feeds().fill(key, cap, None, entries, 0).await?;
         Ok(())
     }
 
     /// Pushes `entries` into each of `inboxes`, as a fan-out does.
     pub async fn push(&self, inboxes: &[String], entries: &[Entry], cap: i64) -> AppResult<()> {
-        self.store.push_same(inboxes, entries, cap, None).await?;
+        self.store
+            .feeds()
+            .push_same(inboxes, entries, cap, None)
+            .await?;
         Ok(())
     }
 
     /// The first `fetch` entries of each list, as a page's range read.
     pub async fn first_ranges(&self, keys: &[String], fetch: usize) -> AppResult<()> {
-        self.store.ranges(keys, None, fetch).await?;
+        self.store.feeds().ranges(keys, None, fetch).await?;
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! The run: seed, start the service, measure the baselines, run the
 //! scenarios, report.
 
+use feed_service::types::UserId;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -533,7 +534,7 @@ async fn fanout(
     let mut from = 1;
     while from <= l.readers {
         let to = (from + 9_999).min(l.readers);
-        let inboxes: Vec<String> = (from..=to).map(|i| target.store.inbox(i)).collect();
+        let inboxes: Vec<String> = (from..=to).map(|i| target.store.inbox(UserId(i))).collect();
         target
             .query(&inboxes, |pipe, key| {
                 pipe.rpush(key, &older);
@@ -549,7 +550,7 @@ async fn fanout(
         let active = ((l.readers as f64) * o.active_fraction).round() as i64;
         every = (l.readers / active.max(1)).max(1);
         let now = now_ms();
-        let fans = target.store.active_fans(l.mega);
+        let fans = target.store.active_fans(UserId(l.mega));
         let mut n = 0i64;
         let mut from = every;
         while from <= l.readers {
@@ -620,7 +621,7 @@ async fn fanout(
     // Spot-check delivery on a sample of inboxes.
     let sample: Vec<String> = (every..=l.readers)
         .step_by(((l.readers / every / 1000).max(1) * every) as usize)
-        .map(|i| target.store.inbox(i))
+        .map(|i| target.store.inbox(UserId(i)))
         .collect();
     let places = target
         .query(&sample, |pipe, key| {
@@ -1112,7 +1113,7 @@ async fn memory(settings: &Settings, prefix: &str, cap: i64) -> R<Value> {
     let chain = |e: feed_service::error::AppError| e.chain();
     let inboxes = 200i64;
     let keys: Vec<String> = (0..inboxes)
-        .map(|i| store.inbox(FeedRedis::apart(i)))
+        .map(|i| store.inbox(UserId(FeedRedis::apart(i))))
         .collect();
     let b = bar(inboxes as u64, "memory: inboxes at the cap");
     for (k, key) in keys.iter().enumerate() {

@@ -8,6 +8,7 @@
 //! task the caller can watch; last its row goes, and its id leaves the
 //! hidden accounts, with nothing left that names it.
 
+use crate::types::UserId;
 use futures::StreamExt;
 
 use super::{now_ms, Engine};
@@ -32,8 +33,8 @@ pub struct AccountChanges<'a>(pub(crate) &'a Engine);
 impl AccountChanges<'_> {
     /// An account that may act (post, follow, mute, block): 404 if there
     /// is none (or it is being deleted), 403 while it is suspended.
-    pub async fn active_user(self, id: i64) -> AppResult<User> {
-        super::active(id, self.0.inner.pg.users().user(id).await?)
+    pub async fn active_user(self, id: UserId) -> AppResult<User> {
+        super::active(id.0, self.0.inner.pg.users().user(id).await?)
     }
 
     /// Suspends (`suspend`) an account or lifts its suspension (admin;
@@ -41,7 +42,7 @@ impl AccountChanges<'_> {
     /// they are back); if Redis cannot be written the call fails with 503
     /// and its `hide` job does it.
     #[tracing::instrument(skip(self))]
-    pub async fn suspend(self, id: i64, suspend: bool) -> AppResult<User> {
+    pub async fn suspend(self, id: UserId, suspend: bool) -> AppResult<User> {
         let (from, to) = if suspend {
             (AccountStatus::Active, AccountStatus::Suspended)
         } else {
@@ -52,7 +53,7 @@ impl AccountChanges<'_> {
             .inner
             .pg
             .accounts()
-            .set_status(id, &[from], to, now_ms())
+            .set_status(id.0, &[from], to, now_ms())
             .await?
         {
             Some(change) => {
@@ -78,7 +79,7 @@ impl AccountChanges<'_> {
     /// every feed when this returns, the rest goes in the background. The
     /// task says how far it has got; a repeated call answers the same task.
     #[tracing::instrument(skip(self))]
-    pub async fn delete_account(self, id: i64) -> AppResult<Task> {
+    pub async fn delete_account(self, id: UserId) -> AppResult<Task> {
         let (task, job) = match self
             .0
             .inner
@@ -96,7 +97,7 @@ impl AccountChanges<'_> {
         self.0.account_gone(id);
         // (A repeated call hides it again while its purge runs; once the
         // purge is over there is nothing left to hide.)
-        if job.is_some() || self.0.pg().accounts().hidden(id).await? {
+        if job.is_some() || self.0.pg().accounts().hidden(id.0).await? {
             self.hide_now(id, true, job).await?;
             self.0
                 .hint(Signal::Hidden {
@@ -122,7 +123,7 @@ impl AccountChanges<'_> {
     }
 
     /// A task, as its user or an admin (`viewer` `None`) sees it.
-    pub async fn task(self, viewer: Option<i64>, id: i64) -> AppResult<Task> {
+    pub async fn task(self, viewer: Option<UserId>, id: i64) -> AppResult<Task> {
         match self.0.inner.pg.accounts().task(id).await? {
             Some(task) if viewer.is_none_or(|v| v == task.user_id) => Ok(task),
             _ => Err(AppError::NotFound(format!("job {id} does not exist"))),
@@ -132,7 +133,7 @@ impl AccountChanges<'_> {
     /// The hidden accounts take `account` (`hide`) or let it go, done by
     /// the requester; its job (if any) is dropped once done, else left to
     /// a worker and the call answers 503.
-    async fn hide_now(self, account: i64, hide: bool, job: Option<i64>) -> AppResult<()> {
+    async fn hide_now(self, account: UserId, hide: bool, job: Option<i64>) -> AppResult<()> {
         let queued = "the account's status is recorded; hiding its posts is queued";
         self.0
             .write_through(job, queued, || {
@@ -142,8 +143,8 @@ impl AccountChanges<'_> {
     }
 
     /// A `hide` job: the hidden accounts take the account's status now.
-    pub(crate) async fn hide_step(self, account: i64) -> AppResult<()> {
-        let hide = self.0.pg().accounts().hidden(account).await?;
+    pub(crate) async fn hide_step(self, account: UserId) -> AppResult<()> {
+        let hide = self.0.pg().accounts().hidden(account.0).await?;
         // A purged account is gone from the records: it is let go.
         self.0.redis().state().hidden_change(account, hide).await
     }
@@ -248,14 +249,14 @@ impl AccountChanges<'_> {
             .await?;
         if let Err(e) = self.0.redis().state().hidden_change(account, false).await {
             // Its id stays among the hidden: it names no post any more.
-            tracing::warn!(error = %e.chain(), account, "a purged account stays among the hidden");
+            tracing::warn!(error = %e.chain(), %account, "a purged account stays among the hidden");
         }
         Ok(true)
     }
 
     /// A deleted account's newest posts, which its followers' inboxes may
     /// hold (as many as an inbox holds, with its trimming slack).
-    pub(crate) async fn newest_of(self, account: i64) -> AppResult<Vec<Entry>> {
+    pub(crate) async fn newest_of(self, account: UserId) -> AppResult<Vec<Entry>> {
         let cap = self.0.settings().inbox_max_len;
         self.0
             .pg()

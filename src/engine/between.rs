@@ -4,6 +4,7 @@
 //! guarantees: an entry is strictly older or newer than a bound, whatever
 //! else shares its millisecond, and nothing is skipped or repeated.
 
+use crate::types::UserId;
 use std::cmp::Ordering;
 
 use super::read::Reads;
@@ -22,7 +23,10 @@ pub enum Feed {
     /// A reader's home.
     Home(i64),
     /// An author's own posts, as a viewer sees them (`None`: an admin).
-    Author { viewer: Option<i64>, author: i64 },
+    Author {
+        viewer: Option<UserId>,
+        author: UserId,
+    },
 }
 
 /// What a bounded page holds: entries strictly between its bounds.
@@ -67,7 +71,7 @@ impl Reads<'_> {
 
     async fn read(self, feed: Feed, req: PageRequest) -> AppResult<Page> {
         match feed {
-            Feed::Home(reader) => self.home_page(reader, req).await,
+            Feed::Home(reader) => self.home_page(UserId(reader), req).await,
             Feed::Author { viewer, author } => self.author_page_seen_by(viewer, author, req).await,
         }
     }

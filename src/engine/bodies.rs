@@ -100,11 +100,12 @@ impl SharedBodies {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::UserId;
 
     fn post(id: i64, body_len: usize) -> Post {
         Post {
             id,
-            author_id: 1,
+            author_id: UserId(1),
             author_username: "a".into(),
             body: "x".repeat(body_len),
             created_at_ms: id,

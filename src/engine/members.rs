@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::Engine;
 use crate::error::AppError;
-use crate::types::AccountStatus;
+use crate::types::{AccountStatus, UserId};
 
 /// How long an account seen existing is taken to exist.
 pub const HERE_FOR: Duration = Duration::from_secs(10);
@@ -27,11 +27,11 @@ enum Known {
 
 #[derive(Debug, Default)]
 pub(super) struct Members {
-    known: Mutex<HashMap<i64, Known>>,
+    known: Mutex<HashMap<UserId, Known>>,
 }
 
 impl Members {
-    fn with<R>(&self, f: impl FnOnce(&mut HashMap<i64, Known>) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&mut HashMap<UserId, Known>) -> R) -> R {
         let mut known = match self.known.lock() {
             Ok(k) => k,
             Err(poisoned) => poisoned.into_inner(),
@@ -40,7 +40,7 @@ impl Members {
     }
 
     /// What is remembered of `id`, if it is still true.
-    fn recall(&self, id: i64) -> Option<bool> {
+    fn recall(&self, id: UserId) -> Option<bool> {
         self.with(|known| match known.get(&id) {
             Some(Known::Gone) => Some(false),
             Some(Known::Here(at)) if at.elapsed() < HERE_FOR => Some(true),
@@ -48,7 +48,7 @@ impl Members {
         })
     }
 
-    fn note(&self, id: i64, here: bool) {
+    fn note(&self, id: UserId, here: bool) {
         self.with(|known| {
             if known.len() >= KEPT {
                 known.clear();
@@ -67,7 +67,7 @@ impl Engine {
     /// Whether `id` names an account that is not deleted. While PostgreSQL
     /// cannot answer, an account not known to be gone is taken to exist
     /// (warm pages go on without PostgreSQL).
-    pub async fn account_exists(&self, id: i64) -> bool {
+    pub async fn account_exists(&self, id: UserId) -> bool {
         if let Some(here) = self.inner.members.recall(id) {
             return here;
         }
@@ -89,7 +89,7 @@ impl Engine {
     }
 
     /// `id`'s account is deleted: its tokens are refused from now on.
-    pub fn account_gone(&self, id: i64) {
+    pub fn account_gone(&self, id: UserId) {
         self.inner.members.note(id, false);
     }
 }

@@ -52,6 +52,7 @@ pub mod stream;
 mod testing;
 mod write;
 
+use crate::types::UserId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -151,7 +152,7 @@ struct Inner {
     stats: Stats,
     /// When this instance last recorded each reader as an active fan, so
     /// that most reads skip the Redis round trip (cleared when it grows).
-    marked: Mutex<HashMap<i64, i64>>,
+    marked: Mutex<HashMap<UserId, i64>>,
     /// Posts' bodies, authors and times (never change; bounded by posts
     /// and bytes, oldest out first).
     bodies: bodies::SharedBodies,
@@ -213,37 +214,37 @@ impl Engine {
         })
     }
 
-    /// The fan-out workers: claiming, stepping and failing jobs.
+    /// The [`FanOut`](fanout::FanOut) service.
     pub fn fanout(&self) -> fanout::FanOut<'_> {
         fanout::FanOut(self)
     }
 
-    /// The heartbeat and the named chores.
+    /// The [`Maintenance`](maintenance::Maintenance) service.
     pub fn maintenance(&self) -> maintenance::Maintenance<'_> {
         maintenance::Maintenance(self)
     }
 
-    /// Follows, mutes, blocks and imports of follow lists.
+    /// The [`Relations`](relations::Relations) service.
     pub fn relations(&self) -> relations::Relations<'_> {
         relations::Relations(self)
     }
 
-    /// Accounts as clients see them: profiles, relationships, follow lists.
+    /// The [`Profiles`](profiles::Profiles) service.
     pub fn profiles(&self) -> profiles::Profiles<'_> {
         profiles::Profiles(self)
     }
 
-    /// Suspensions and deletions of accounts, and their tasks.
+    /// The [`AccountChanges`](accounts::AccountChanges) service.
     pub fn accounts(&self) -> accounts::AccountChanges<'_> {
         accounts::AccountChanges(self)
     }
 
-    /// Publishing, reading and deleting a post.
+    /// The [`Posts`](posts::Posts) service.
     pub fn posts(&self) -> posts::Posts<'_> {
         posts::Posts(self)
     }
 
-    /// Pages of a home or an author, from Redis or PostgreSQL.
+    /// The [`Reads`](read::Reads) service.
     pub fn reads(&self) -> read::Reads<'_> {
         read::Reads(self)
     }
@@ -300,8 +301,8 @@ impl Engine {
     }
 
     /// A user (an account being deleted is not found).
-    pub async fn user(&self, id: i64) -> AppResult<User> {
-        existing(id, self.inner.pg.users().user(id).await?)
+    pub async fn user(&self, id: UserId) -> AppResult<User> {
+        existing(id.0, self.inner.pg.users().user(id).await?)
     }
 
     // ----- shared by the parts -----
@@ -370,7 +371,7 @@ impl Engine {
                 .inner
                 .redis
                 .state()
-                .pulled_change(author, PulledChange::Promote(epoch))
+                .pulled_change(UserId(author), PulledChange::Promote(epoch))
                 .await
             {
                 tracing::warn!(error = %e.chain(), "could not record a promotion in Redis yet");

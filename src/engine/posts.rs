@@ -2,6 +2,7 @@
 //! written to its outbox and among the deliveries in flight, which every
 //! follower pulls, so that it shows at once), reading one, deleting one.
 
+use crate::types::UserId;
 use std::sync::atomic::Ordering;
 
 use super::write::retried;
@@ -20,7 +21,7 @@ const BACKLOG_RETRY_SECS: u64 = 5;
 pub struct Posts<'a>(pub(crate) &'a Engine);
 
 impl Posts<'_> {
-    pub async fn publish(self, author: i64, body: &PostBody) -> AppResult<Post> {
+    pub async fn publish(self, author: UserId, body: &PostBody) -> AppResult<Post> {
         self.publish_at(author, body, now_ms()).await
     }
 
@@ -28,7 +29,7 @@ impl Posts<'_> {
     /// ties, or to stand for an instance whose clock lags).
     pub async fn publish_at(
         self,
-        author: i64,
+        author: UserId,
         body: &PostBody,
         created_at_ms: i64,
     ) -> AppResult<Post> {
@@ -45,7 +46,7 @@ impl Posts<'_> {
     /// or meta is refused.
     pub async fn publish_keyed(
         self,
-        author: i64,
+        author: UserId,
         draft: (&PostBody, Option<&PostMeta>),
         key: Option<&IdempotencyKey>,
     ) -> AppResult<Publication> {
@@ -61,7 +62,7 @@ impl Posts<'_> {
     #[tracing::instrument(skip(self, draft))]
     pub async fn publish_keyed_at(
         self,
-        author: i64,
+        author: UserId,
         draft: (&PostBody, Option<&PostMeta>),
         key: Option<&IdempotencyKey>,
         created_at_ms: i64,
@@ -171,7 +172,7 @@ impl Posts<'_> {
     /// it did in the last day; refused if `draft` is not that post's.
     async fn first_publish(
         self,
-        author: i64,
+        author: UserId,
         key: &IdempotencyKey,
         draft: (&str, Option<&str>),
     ) -> AppResult<Option<Publication>> {
@@ -201,7 +202,7 @@ impl Posts<'_> {
 
     /// A live post as `viewer` sees it (`None`: an admin): not found while
     /// its author and the viewer block one another.
-    pub async fn post_seen_by(self, viewer: Option<i64>, id: i64) -> AppResult<Post> {
+    pub async fn post_seen_by(self, viewer: Option<UserId>, id: i64) -> AppResult<Post> {
         let post = self.post(id).await?;
         match viewer {
             Some(v) if self.0.relations().apart(v, post.author_id).await? => {
@@ -226,7 +227,7 @@ impl Posts<'_> {
     /// fails with 503 and its `retract` job does it (repeating the call is
     /// safe: it answers 404 once the post is gone everywhere).
     #[tracing::instrument(skip(self))]
-    pub async fn delete_post(self, id: i64, actor: Option<i64>) -> AppResult<()> {
+    pub async fn delete_post(self, id: i64, actor: Option<UserId>) -> AppResult<()> {
         let ttl = self.0.tuning().post_cache_ttl_secs;
         let gone = || AppError::NotFound(format!("post {id} does not exist"));
         match self

@@ -5,6 +5,7 @@
 use super::Engine;
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{AccountRow, FollowList, IdRange, RelationshipRow};
+use crate::types::UserId;
 
 /// Profiles one call reads at the most.
 pub const MAX_PROFILES: usize = 100;
@@ -16,8 +17,8 @@ pub struct Profiles<'a>(pub(crate) &'a Engine);
 impl Profiles<'_> {
     /// The active accounts among `ids`, in the order of `ids` (the others
     /// left out).
-    pub async fn profiles(self, ids: &[i64]) -> AppResult<Vec<AccountRow>> {
-        let mut wanted: Vec<i64> = ids.to_vec();
+    pub async fn profiles(self, ids: &[UserId]) -> AppResult<Vec<AccountRow>> {
+        let mut wanted: Vec<UserId> = ids.to_vec();
         wanted.sort_unstable();
         wanted.dedup();
         let rows = self.0.inner.pg.profiles().accounts(&wanted).await?;
@@ -28,7 +29,7 @@ impl Profiles<'_> {
     }
 
     /// One active account's profile (404 otherwise).
-    pub async fn profile(self, id: i64) -> AppResult<AccountRow> {
+    pub async fn profile(self, id: UserId) -> AppResult<AccountRow> {
         self.profiles(&[id])
             .await?
             .pop()
@@ -45,11 +46,15 @@ impl Profiles<'_> {
             .account_id_by_name(username)
             .await?
             .ok_or_else(|| AppError::NotFound(format!("no account is named {username:?}")))?;
-        self.profile(id).await
+        self.profile(UserId(id)).await
     }
 
     /// How `of` stands to each of `others` (at most [`MAX_PROFILES`]).
-    pub async fn relationships(self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
+    pub async fn relationships(
+        self,
+        of: UserId,
+        others: &[UserId],
+    ) -> AppResult<Vec<RelationshipRow>> {
         self.0.inner.pg.profiles().relationships(of, others).await
     }
 
@@ -57,7 +62,7 @@ impl Profiles<'_> {
     /// (highest id first), as profiles.
     pub async fn follow_list(
         self,
-        owner: i64,
+        owner: UserId,
         list: FollowList,
         range: IdRange,
         limit: u32,

@@ -4,6 +4,7 @@
 //! and Redis implement them here; each part's unit tests, a world in
 //! memory.
 
+use crate::types::UserId;
 use std::future::Future;
 
 use crate::error::AppResult;
@@ -16,7 +17,7 @@ use crate::types::{EntriesOf, Entry, User};
 /// Accounts, as the records hold them.
 pub trait Accounts: Sync {
     /// The account `id`, in whatever state (`None`: no such account).
-    fn user(&self, id: i64) -> impl Future<Output = AppResult<Option<User>>> + Send;
+    fn user(&self, id: UserId) -> impl Future<Output = AppResult<Option<User>>> + Send;
 }
 
 /// Feed lists, as the records rebuild them.
@@ -48,7 +49,7 @@ pub trait Replicas: Sync {
 pub trait Pulled: Sync {
     fn pulled_change(
         &self,
-        author: i64,
+        author: UserId,
         change: PulledChange,
     ) -> impl Future<Output = AppResult<()>> + Send;
 }
@@ -60,7 +61,7 @@ pub trait Hints: Sync {
 }
 
 impl Accounts for PgStore {
-    async fn user(&self, id: i64) -> AppResult<Option<User>> {
+    async fn user(&self, id: UserId) -> AppResult<Option<User>> {
         self.users().user(id).await
     }
 }
@@ -88,7 +89,7 @@ impl Replicas for RedisStore {
 }
 
 impl Pulled for RedisStore {
-    async fn pulled_change(&self, author: i64, change: PulledChange) -> AppResult<()> {
+    async fn pulled_change(&self, author: UserId, change: PulledChange) -> AppResult<()> {
         self.state().pulled_change(author, change).await
     }
 }

@@ -1,5 +1,6 @@
 //! What the engine's unit tests share: a runtime, settings, accounts.
 
+use crate::types::UserId;
 use crate::types::{AccountStatus, FeedSettings, User};
 
 /// Runs a test's future to its end on a runtime of its own.
@@ -27,8 +28,13 @@ pub fn settings() -> FeedSettings {
     }
 }
 
+/// Account ids, as a test names them.
+pub fn ids<const N: usize>(ids: [i64; N]) -> Vec<UserId> {
+    ids.into_iter().map(UserId).collect()
+}
+
 /// Account `id` in `status`.
-pub fn user(id: i64, status: AccountStatus) -> User {
+pub fn user(id: UserId, status: AccountStatus) -> User {
     User {
         id,
         username: format!("u{id}"),

@@ -6,6 +6,7 @@ use super::JsonObject;
 use crate::domain::parse_id;
 use crate::engine::{Engine, SettingsPatch};
 use crate::error::AppError;
+use crate::types::UserId;
 
 /// The admin settings.
 #[utoipa::path(
@@ -67,7 +68,7 @@ pub async fn suspend(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
-    let user = engine.accounts().suspend(id, true).await?;
+    let user = engine.accounts().suspend(UserId(id), true).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }
 
@@ -90,6 +91,6 @@ pub async fn unsuspend(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
-    let user = engine.accounts().suspend(id, false).await?;
+    let user = engine.accounts().suspend(UserId(id), false).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&user)))
 }

@@ -4,6 +4,7 @@
 //! while a new one is rolled out. Authenticating a caller also charges its
 //! request-rate budget ([`super::limits`]).
 
+use crate::types::UserId;
 use std::future::{ready, Ready};
 
 use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
@@ -106,7 +107,7 @@ impl JwtKeys {
 
     /// Mints a token for `user`, valid from now for `ttl_secs`, carrying
     /// what [`Self::verify`] checks.
-    pub fn mint(&self, user: i64, admin: bool, ttl_secs: u64) -> Result<String, AppError> {
+    pub fn mint(&self, user: UserId, admin: bool, ttl_secs: u64) -> Result<String, AppError> {
         let now = crate::engine::now_ms() as u64 / 1000;
         let claims = Claims {
             sub: user.to_string(),
@@ -145,6 +146,7 @@ impl JwtKeys {
             .parse::<i64>()
             .ok()
             .filter(|id| *id >= 0)
+            .map(UserId)
             .ok_or_else(|| AppError::Unauthorized("token subject is not a user id".into()))?;
         Ok(Caller {
             id,
@@ -156,13 +158,13 @@ impl JwtKeys {
 /// The authenticated caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Caller {
-    pub id: i64,
+    pub id: UserId,
     pub admin: bool,
 }
 
 impl Caller {
     /// Allows acting for `user`: that user itself, or an admin.
-    pub fn may_act_for(&self, user: i64) -> Result<(), AppError> {
+    pub fn may_act_for(&self, user: UserId) -> Result<(), AppError> {
         if self.admin || self.id == user {
             Ok(())
         } else {
@@ -176,7 +178,7 @@ impl Caller {
     /// Whose view a read takes: the caller's, or none for an admin (who
     /// sees everything).
     pub fn viewer(&self) -> Option<i64> {
-        (!self.admin).then_some(self.id)
+        (!self.admin).then_some(self.id.0)
     }
 }
 
@@ -330,15 +332,15 @@ mod tests {
     #[test]
     fn minted_tokens_verify_and_carry_the_role() {
         let keys = JwtKeys::new(b"0123456789abcdef0123456789abcdef").unwrap();
-        let t = keys.mint(42, false, 60).unwrap();
+        let t = keys.mint(UserId(42), false, 60).unwrap();
         assert_eq!(
             keys.verify(&t).unwrap(),
             Caller {
-                id: 42,
+                id: UserId(42),
                 admin: false
             }
         );
-        let t = keys.mint(0, true, 60).unwrap();
+        let t = keys.mint(UserId(0), true, 60).unwrap();
         assert!(keys.verify(&t).unwrap().admin);
         let other = JwtKeys::new(b"another-secret-of-length-thirty-two").unwrap();
         assert!(matches!(other.verify(&t), Err(AppError::Unauthorized(_))));
@@ -373,7 +375,9 @@ mod tests {
         const S: &str = "0123456789abcdef0123456789abcdef";
         let keys = JwtKeys::from_settings(&auth(S, None, "apps", "feed")).unwrap();
         let now = crate::engine::now_ms() as u64 / 1000;
-        assert!(keys.verify(&keys.mint(7, false, 60).unwrap()).is_ok());
+        assert!(keys
+            .verify(&keys.mint(UserId(7), false, 60).unwrap())
+            .is_ok());
         let ok = serde_json::json!({"sub": "7", "exp": now + 60, "iss": "apps", "aud": "feed"});
         assert!(keys.verify(&signed(S, ok.clone())).is_ok());
         for bad in [
@@ -398,8 +402,8 @@ mod tests {
         let before = JwtKeys::from_settings(&auth(OLD, None, "", "")).unwrap();
         let during = JwtKeys::from_settings(&auth(NEW, Some(OLD), "", "")).unwrap();
         let after = JwtKeys::from_settings(&auth(NEW, None, "", "")).unwrap();
-        let old_token = before.mint(3, false, 60).unwrap();
-        let new_token = during.mint(3, false, 60).unwrap();
+        let old_token = before.mint(UserId(3), false, 60).unwrap();
+        let new_token = during.mint(UserId(3), false, 60).unwrap();
         assert!(during.verify(&old_token).is_ok());
         assert!(during.verify(&new_token).is_ok());
         assert!(after.verify(&new_token).is_ok());

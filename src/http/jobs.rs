@@ -1,6 +1,7 @@
 //! Tasks a user or an admin started (an account's deletion, an import of
 //! follows), and how far they have got.
 
+use crate::types::UserId;
 use actix_web::{get, web, HttpResponse};
 
 use super::auth::Token;
@@ -29,6 +30,9 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "job id").map_err(AppError::BadRequest)?;
-    let task = engine.accounts().task(caller.viewer(), id).await?;
+    let task = engine
+        .accounts()
+        .task(caller.viewer().map(UserId), id)
+        .await?;
     Ok(HttpResponse::Ok().json(TaskView::from(&task)))
 }

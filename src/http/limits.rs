@@ -8,6 +8,7 @@
 //!
 //! A refused request answers 429 `rate_limited` with `Retry-After`.
 
+use crate::types::UserId;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -62,11 +63,11 @@ impl Limits {
     }
 
     /// Charges one request of `user` (a read for GET and HEAD, else a write).
-    pub fn charge_user(&self, user: i64, method: &Method) -> Result<(), AppError> {
+    pub fn charge_user(&self, user: UserId, method: &Method) -> Result<(), AppError> {
         let read = method == Method::GET || method == Method::HEAD;
         let limiter = if read { &self.reads } else { &self.writes };
         match limiter {
-            Some(l) => charge(l, &user, if read { "reads" } else { "writes" }),
+            Some(l) => charge(l, &user.0, if read { "reads" } else { "writes" }),
             None => Ok(()),
         }
     }
@@ -143,7 +144,7 @@ pub fn client_address(req: &actix_web::HttpRequest) -> Option<IpAddr> {
 
 /// Charges one read of `user` to its budget, as a request would be (for
 /// what a client does on a connection it holds: a stream's messages).
-pub fn charge_read(req: &actix_web::HttpRequest, user: i64) -> Result<(), AppError> {
+pub fn charge_read(req: &actix_web::HttpRequest, user: UserId) -> Result<(), AppError> {
     match req.app_data::<web::Data<Limits>>() {
         Some(limits) => limits.charge_user(user, &Method::GET),
         None => Ok(()),

@@ -1,3 +1,4 @@
+use crate::types::UserId;
 use actix_web::{delete, get, post, web, HttpResponse};
 use serde::Deserialize;
 
@@ -106,7 +107,10 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "post id").map_err(AppError::BadRequest)?;
-    let post = engine.posts().post_seen_by(caller.viewer(), id).await?;
+    let post = engine
+        .posts()
+        .post_seen_by(caller.viewer().map(UserId), id)
+        .await?;
     Ok(HttpResponse::Ok().json(PostView::from(&post)))
 }
 

@@ -1,6 +1,7 @@
 //! Mutes and blocks: what a user keeps out of its home, and whom it keeps
 //! apart from.
 
+use crate::types::UserId;
 use actix_web::{delete, get, put, web, HttpResponse};
 
 use super::auth::Caller;
@@ -16,7 +17,7 @@ use crate::error::AppError;
 fn pair(caller: &Caller, path: &(String, String)) -> Result<(i64, i64), AppError> {
     let user = parse_id(&path.0, "user id").map_err(AppError::BadRequest)?;
     let target = parse_id(&path.1, "target user id").map_err(AppError::BadRequest)?;
-    caller.may_act_for(user)?;
+    caller.may_act_for(UserId(user))?;
     Ok((user, target))
 }
 
@@ -43,7 +44,10 @@ pub async fn mute(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (user, target) = pair(&caller, &path)?;
-    engine.relations().mute(user, target, true).await?;
+    engine
+        .relations()
+        .mute(UserId(user), UserId(target), true)
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -70,7 +74,10 @@ pub async fn unmute(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (user, target) = pair(&caller, &path)?;
-    engine.relations().mute(user, target, false).await?;
+    engine
+        .relations()
+        .mute(UserId(user), UserId(target), false)
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -98,7 +105,10 @@ pub async fn block(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (user, target) = pair(&caller, &path)?;
-    engine.relations().block(user, target).await?;
+    engine
+        .relations()
+        .block(UserId(user), UserId(target))
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -122,7 +132,10 @@ pub async fn unblock(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (user, target) = pair(&caller, &path)?;
-    engine.relations().unblock(user, target).await?;
+    engine
+        .relations()
+        .unblock(UserId(user), UserId(target))
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -176,13 +189,16 @@ async fn list(
     which: Relation,
 ) -> Result<HttpResponse, AppError> {
     let user = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
-    caller.may_act_for(user)?;
+    caller.may_act_for(UserId(user))?;
     let req = query.parse()?;
     if req.min.is_some() {
         return Err(AppError::BadRequest(
             "a list pages down from max: min is for feeds".into(),
         ));
     }
-    let page = engine.relations().relations(user, which, req).await?;
+    let page = engine
+        .relations()
+        .relations(UserId(user), which, req)
+        .await?;
     Ok(HttpResponse::Ok().json(UserPageView::from(&page)))
 }

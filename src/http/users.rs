@@ -1,3 +1,4 @@
+use crate::types::UserId;
 use actix_web::{delete, get, post, put, web, HttpResponse};
 use serde::Deserialize;
 
@@ -19,8 +20,10 @@ pub struct NewUserBody {
     username: String,
 }
 
-fn id(raw: &str, what: &str) -> Result<i64, AppError> {
-    parse_id(raw, what).map_err(AppError::BadRequest)
+fn id(raw: &str, what: &str) -> Result<UserId, AppError> {
+    parse_id(raw, what)
+        .map(UserId)
+        .map_err(AppError::BadRequest)
 }
 
 /// Creates a user (admin).
@@ -111,7 +114,7 @@ fn edge(caller: &Caller, path: &(String, String)) -> Result<(i64, i64), AppError
     let follower = id(&path.0, "user id")?;
     let target = id(&path.1, "target user id")?;
     caller.may_act_for(follower)?;
-    Ok((follower, target))
+    Ok((follower.0, target.0))
 }
 
 /// User `id` follows `target` (idempotent).
@@ -136,7 +139,10 @@ pub async fn follow(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (follower, target) = edge(&caller, &path)?;
-    engine.relations().follow(follower, target).await?;
+    engine
+        .relations()
+        .follow(UserId(follower), UserId(target))
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -146,7 +152,8 @@ pub async fn follow(
 #[schema(example = json!({"ids": [7, 9, 12]}))]
 pub struct Targets {
     /// User ids (1 to 1,000 at once; up to 1,000,000 in an import).
-    ids: Vec<i64>,
+    #[schema(value_type = Vec<i64>)]
+    ids: Vec<UserId>,
 }
 
 /// User `id` follows up to 1,000 authors at once: one transaction, each
@@ -258,7 +265,7 @@ async fn reading_import() -> Result<tokio::sync::SemaphorePermit<'static>, AppEr
 /// JSON value), and no more than [`MAX_IMPORT`] of them kept however many
 /// the body holds (`total` counts them all).
 struct ImportIds {
-    ids: Vec<i64>,
+    ids: Vec<UserId>,
     total: usize,
 }
 
@@ -286,7 +293,7 @@ impl<'de> serde::Deserialize<'de> for ImportIds {
                 let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
                 let mut total = 0;
                 while total < MAX_IMPORT {
-                    match seq.next_element::<i64>()? {
+                    match seq.next_element::<UserId>()? {
                         Some(id) => ids.push(id),
                         None => return Ok(ImportIds { ids, total }),
                     }
@@ -350,7 +357,10 @@ pub async fn unfollow(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (follower, target) = edge(&caller, &path)?;
-    engine.relations().unfollow(follower, target).await?;
+    engine
+        .relations()
+        .unfollow(UserId(follower), UserId(target))
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -377,7 +387,7 @@ pub async fn posts(
     let req = query.parse()?;
     let page = engine
         .reads()
-        .author_page_seen_by(caller.viewer(), author, req)
+        .author_page_seen_by(caller.viewer().map(UserId), author, req)
         .await?;
     Ok(HttpResponse::Ok().json(PageView::from(&page)))
 }

@@ -2,6 +2,7 @@
 //! Their JSON and their OpenAPI schemas are the v1 contract; the engine's
 //! types and the stores' rows may change under them.
 
+use crate::types::UserId;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -27,7 +28,7 @@ pub struct UserView {
 impl From<&User> for UserView {
     fn from(u: &User) -> Self {
         UserView {
-            id: u.id,
+            id: u.id.0,
             username: u.username.clone(),
             follower_count: u.follower_count,
             following_count: u.following_count,
@@ -42,7 +43,8 @@ impl From<&User> for UserView {
 #[schema(as = Post, example = json!({"id": 9001, "author_id": 42, "author_username": "alice", "body": "hello", "created_at_ms": 1764500000123_i64}))]
 pub struct PostView<'a> {
     pub id: i64,
-    pub author_id: i64,
+    #[schema(value_type = i64)]
+    pub author_id: UserId,
     pub author_username: &'a str,
     pub body: &'a str,
     /// Milliseconds since the Unix epoch: the feed's score.
@@ -127,9 +129,12 @@ impl From<&UserPage> for UserPageView {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Followed, example = json!({"followed": [7, 9], "already": [12], "skipped": [99999]}))]
 pub struct FollowedView<'a> {
-    pub followed: &'a [i64],
-    pub already: &'a [i64],
-    pub skipped: &'a [i64],
+    #[schema(value_type = Vec<i64>)]
+    pub followed: &'a [UserId],
+    #[schema(value_type = Vec<i64>)]
+    pub already: &'a [UserId],
+    #[schema(value_type = Vec<i64>)]
+    pub skipped: &'a [UserId],
 }
 
 impl<'a> From<&'a Followed> for FollowedView<'a> {
@@ -151,7 +156,8 @@ pub struct TaskView {
     #[schema(pattern = "^(delete_account|import_follows)$")]
     pub kind: &'static str,
     /// The account deleted, or the importer.
-    pub user_id: i64,
+    #[schema(value_type = i64)]
+    pub user_id: UserId,
     /// `pending`, `running`, `done` or `failed`.
     #[schema(pattern = "^(pending|running|done|failed)$")]
     pub state: &'static str,

@@ -1,11 +1,12 @@
 //! Accounts, and the long work users start and watch (tasks).
 
+use crate::types::UserId;
 use std::str::FromStr;
 
 /// A user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
-    pub id: i64,
+    pub id: UserId,
     pub username: String,
     pub follower_count: i64,
     pub following_count: i64,
@@ -41,7 +42,7 @@ pub struct Task {
     pub id: i64,
     pub kind: TaskKind,
     /// The account deleted, or the importer.
-    pub user_id: i64,
+    pub user_id: UserId,
     pub state: TaskState,
     /// Units of work in all: follows, posts (a deletion); ids (an import).
     pub total: i64,

@@ -1,6 +1,7 @@
 //! Fan-out jobs: the rows of the `fanout_jobs` table (a transactional
 //! outbox), each inserted in the same transaction as the change it serves.
 
+use crate::types::UserId;
 use std::fmt;
 use std::str::FromStr;
 
@@ -106,7 +107,7 @@ pub struct Job {
     pub id: i64,
     /// The author whose change this is (for `Follows`, `Import` and
     /// `Purge`: the reader, the importer, the account).
-    pub author_id: i64,
+    pub author_id: UserId,
     /// Keyset checkpoint: the last follower done.
     pub checkpoint: i64,
     /// Claims so far, this one included (failures that were the stores'
@@ -139,7 +140,7 @@ pub enum Work {
     /// reader's follow sequence number `seq`.
     Edge {
         edge: Edge,
-        reader: i64,
+        reader: UserId,
         seq: i64,
     },
     Retract {
@@ -154,7 +155,7 @@ pub enum Work {
     },
     Follows {
         seq: i64,
-        targets: Vec<i64>,
+        targets: Vec<UserId>,
     },
 }
 
@@ -162,10 +163,10 @@ pub enum Work {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Payload {
     pub post: Option<i64>,
-    pub reader: Option<i64>,
+    pub reader: Option<UserId>,
     pub epoch: Option<i64>,
     pub task: Option<i64>,
-    pub targets: Option<Vec<i64>>,
+    pub targets: Option<Vec<UserId>>,
 }
 
 impl Work {
@@ -243,10 +244,10 @@ mod tests {
         );
         assert_eq!(work(JobKind::Retract, None, None, None), Err("its post"));
         assert_eq!(
-            work(JobKind::Mute, None, Some(4), Some(5)),
+            work(JobKind::Mute, None, Some(UserId(4)), Some(5)),
             Ok(Work::Edge {
                 edge: Edge::Mute,
-                reader: 4,
+                reader: UserId(4),
                 seq: 5
             })
         );
@@ -255,7 +256,7 @@ mod tests {
             Err("its reader")
         );
         assert_eq!(
-            work(JobKind::Follow, None, Some(4), None),
+            work(JobKind::Follow, None, Some(UserId(4)), None),
             Err("its follow sequence number")
         );
         assert_eq!(
@@ -275,10 +276,10 @@ mod tests {
     fn every_work_names_the_kind_it_was_read_as() {
         let full = Payload {
             post: Some(1),
-            reader: Some(2),
+            reader: Some(UserId(2)),
             epoch: Some(3),
             task: Some(4),
-            targets: Some(vec![5]),
+            targets: Some(vec![UserId(5)]),
         };
         for kind in JobKind::ALL {
             assert_eq!(Work::of(kind, full.clone()).map(|w| w.kind()), Ok(kind));

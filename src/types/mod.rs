@@ -5,6 +5,7 @@
 //! - [`cursor`]: the scroll position a client sends back;
 //! - [`source`]: what one read of one feed source returned;
 //! - [`jobs`]: fan-out jobs and their kinds;
+//! - [`ids`]: the ids of accounts and posts;
 //! - [`account`], [`post`], [`feed_settings`]: what the engine hands out
 //!   (the stores' rows and the API's bodies are each their own).
 
@@ -12,6 +13,7 @@ pub mod account;
 pub mod cursor;
 pub mod entry;
 pub mod feed_settings;
+pub mod ids;
 pub mod jobs;
 pub mod post;
 pub mod source;
@@ -21,6 +23,7 @@ pub use account::{AccountStatus, Task, TaskKind, TaskState, User};
 pub use cursor::{Cursor, PageRequest, Prev};
 pub use entry::{feed_order, floor_of_newest, member_cmp, Entry};
 pub use feed_settings::FeedSettings;
+pub use ids::{PostId, UserId};
 pub use jobs::{Delivery, Job, JobKind, Payload, Work};
 pub use post::{EntriesOf, FeedPost, FeedRows, Post};
 pub use source::{
@@ -34,13 +37,13 @@ pub use stream::{Closing, End};
 pub enum Scope {
     /// A reader's home feed: the posts of the authors it follows, and with
     /// `own` its own posts too.
-    Home { reader: i64, own: bool },
+    Home { reader: UserId, own: bool },
     /// One author's own posts.
-    Author(i64),
+    Author(UserId),
 }
 
 impl Scope {
-    pub fn user(self) -> i64 {
+    pub fn user(self) -> UserId {
         match self {
             Scope::Home { reader: u, .. } | Scope::Author(u) => u,
         }

@@ -1,10 +1,12 @@
 //! A live post, as the engine hands it out.
 
+use crate::types::UserId;
+
 /// A live post.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Post {
     pub id: i64,
-    pub author_id: i64,
+    pub author_id: UserId,
     pub author_username: String,
     pub body: String,
     /// Milliseconds since the Unix epoch: the feed's score.
@@ -40,9 +42,9 @@ pub struct FeedRows {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntriesOf {
     /// A reader's home feed (an inbox rebuild).
-    Home(i64),
+    Home(UserId),
     /// An author's posts (an outbox rebuild, a follow).
-    Author(i64),
+    Author(UserId),
     /// An author's pulled posts: those published while it was big-V.
-    Pulled(i64),
+    Pulled(UserId),
 }

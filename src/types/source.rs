@@ -1,6 +1,7 @@
 //! What one read of one feed source (an inbox or an outbox) returned.
 
 use super::{feed_order, Entry};
+use crate::types::UserId;
 
 /// One range read of one source, from the request's `max` down.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,7 +142,7 @@ pub enum Range {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EntryMeta {
     /// `None`: the post is not cached (read it from PostgreSQL).
-    pub author: Option<i64>,
+    pub author: Option<UserId>,
     pub deleted: bool,
     /// Whether the reader follows its author (always true on an author's page).
     pub followed: bool,
@@ -167,7 +168,7 @@ pub enum WarmRead {
     Read {
         /// The first source (the inbox, or an author's outbox), then the
         /// outbox of each pulled author the reader follows.
-        sources: Vec<(Option<i64>, Range)>,
+        sources: Vec<(Option<UserId>, Range)>,
         meta: std::collections::HashMap<i64, EntryMeta>,
     },
 }
@@ -177,7 +178,7 @@ pub enum WarmRead {
 /// posts whose delivery is in flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PulledAuthor {
-    pub author: i64,
+    pub author: UserId,
     pub epoch: Option<i64>,
     pub in_flight: Vec<i64>,
 }
@@ -185,7 +186,7 @@ pub struct PulledAuthor {
 /// A cached post's fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedPost {
-    pub author_id: i64,
+    pub author_id: UserId,
     pub author_username: String,
     pub body: String,
     pub created_at_ms: i64,

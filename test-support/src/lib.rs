@@ -3,6 +3,7 @@
 //! key prefix, both removed when the `TestApp` drops; a client whose every
 //! answer is checked against the OpenAPI document; readers of the state.
 
+use feed_service::types::UserId;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -73,7 +74,7 @@ pub async fn spawn_app_with(settings: Settings) -> TestApp {
     let handle = app.handle();
     tokio::spawn(app.run());
     let keys = JwtKeys::from_settings(&settings.auth).unwrap();
-    let admin = keys.mint(0, true, 3600).unwrap();
+    let admin = keys.mint(UserId(0), true, 3600).unwrap();
     let client = reqwest::Client::new();
     let doc: Value = client
         .get(format!("{address}/openapi.json"))
@@ -216,7 +217,7 @@ impl TestApp {
         let id = user["id"].as_i64().unwrap();
         TestUser {
             id,
-            token: self.keys.mint(id, false, 3600).unwrap(),
+            token: self.keys.mint(UserId(id), false, 3600).unwrap(),
         }
     }
 
@@ -269,7 +270,11 @@ impl TestApp {
     pub async fn publish_at(&self, author: &TestUser, body: &str, created_at_ms: i64) -> Post {
         self.engine
             .posts()
-            .publish_at(author.id, &PostBody::parse(body).unwrap(), created_at_ms)
+            .publish_at(
+                UserId(author.id),
+                &PostBody::parse(body).unwrap(),
+                created_at_ms,
+            )
             .await
             .expect("publish_at")
     }
@@ -455,7 +460,7 @@ impl TestApp {
 pub fn post_of(v: &Value) -> Post {
     Post {
         id: v["id"].as_i64().unwrap(),
-        author_id: v["author_id"].as_i64().unwrap(),
+        author_id: UserId(v["author_id"].as_i64().unwrap()),
         author_username: v["author_username"].as_str().unwrap().to_string(),
         body: v["body"].as_str().unwrap().to_string(),
         created_at_ms: v["created_at_ms"].as_i64().unwrap(),

@@ -1,5 +1,6 @@
 //! Suspended and deleted accounts, through the API.
 
+use feed_service::types::UserId;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -163,7 +164,7 @@ async fn a_deleted_account_leaves_no_post_no_follow_and_no_key_behind() {
     app.settle().await;
     let reader = &friends[0];
     let (first, next) = app.page("/api/v1/feed", &reader.token, None, 3).await;
-    assert!(first.iter().any(|p| p.author_id == leaving.id));
+    assert!(first.iter().any(|p| p.author_id == UserId(leaving.id)));
     // Deleted mid-scroll, by itself: 202 with its job.
     let res = app
         .request(
@@ -181,7 +182,7 @@ async fn a_deleted_account_leaves_no_post_no_follow_and_no_key_behind() {
     assert_eq!(job["total"], 120 + 60 + 70);
     // Feeds never show its posts again, from the call on.
     let (rest, _) = app.page("/api/v1/feed", &reader.token, next, 100).await;
-    assert!(rest.iter().all(|p| p.author_id != leaving.id));
+    assert!(rest.iter().all(|p| p.author_id != UserId(leaving.id)));
     // Another user may not watch its job; it and an admin may.
     let res = app
         .request(Method::GET, &location, Some(&other.token), None)
@@ -245,12 +246,12 @@ async fn a_deleted_account_leaves_no_post_no_follow_and_no_key_behind() {
     let keys = app.engine.redis().keys().clone();
     let mut conn = app.engine.redis().connection().await.unwrap();
     let mut owned = vec![
-        keys.inbox(leaving.id),
-        keys.outbox(leaving.id),
-        keys.following(leaving.id),
-        keys.followees(leaving.id),
-        keys.active_fans(leaving.id),
-        keys.active_mark(leaving.id),
+        keys.inbox(UserId(leaving.id)),
+        keys.outbox(UserId(leaving.id)),
+        keys.following(UserId(leaving.id)),
+        keys.followees(UserId(leaving.id)),
+        keys.active_fans(UserId(leaving.id)),
+        keys.active_mark(UserId(leaving.id)),
     ];
     owned.extend(posts.iter().map(|p| keys.post(*p)));
     for key in owned {
@@ -268,7 +269,9 @@ async fn a_deleted_account_leaves_no_post_no_follow_and_no_key_behind() {
         .unwrap();
     assert!(!hidden.contains(&leaving.id.to_string()), "{hidden:?}");
     for f in &friends {
-        if let Some((entries, _)) = crate::helpers::feed_list(&mut conn, &keys.inbox(f.id)).await {
+        if let Some((entries, _)) =
+            crate::helpers::feed_list(&mut conn, &keys.inbox(UserId(f.id))).await
+        {
             assert!(
                 entries.iter().all(|e| !posts.contains(&e.id)),
                 "friend {}",

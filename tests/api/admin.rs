@@ -1,3 +1,4 @@
+use feed_service::types::UserId;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -117,18 +118,18 @@ async fn a_follow_through_another_instance_uses_the_thresholds_just_set() {
         .await;
     two.engine()
         .relations()
-        .follow(fans[1].id, star.id)
+        .follow(UserId(fans[1].id), UserId(star.id))
         .await
         .unwrap();
     assert_eq!(one.user(star.id).await["big_v"], true);
     two.engine()
         .relations()
-        .unfollow(fans[1].id, star.id)
+        .unfollow(UserId(fans[1].id), UserId(star.id))
         .await
         .unwrap();
     two.engine()
         .relations()
-        .unfollow(fans[0].id, star.id)
+        .unfollow(UserId(fans[0].id), UserId(star.id))
         .await
         .unwrap();
     assert_eq!(one.user(star.id).await["big_v"], false);

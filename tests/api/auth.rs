@@ -3,6 +3,7 @@
 //! admin routes.
 
 use feed_service::http::auth::{Claims, JwtKeys};
+use feed_service::types::UserId;
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -177,7 +178,7 @@ async fn the_token_subcommand_mints_what_the_server_accepts() {
         .await;
     assert_eq!(res.status(), StatusCode::OK);
     let keys = JwtKeys::new(app.jwt_secret.as_bytes()).unwrap();
-    assert_eq!(keys.verify(&token).unwrap().id, alice.id);
+    assert_eq!(keys.verify(&token).unwrap().id, UserId(alice.id));
 }
 
 #[tokio::test]

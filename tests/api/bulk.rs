@@ -1,5 +1,6 @@
 //! Follows in bulk: many in one call, and imports of any length as jobs.
 
+use feed_service::types::UserId;
 use std::time::Duration;
 
 use diesel_async::SimpleAsyncConnection;
@@ -141,7 +142,7 @@ async fn an_import_of_thousands_runs_as_a_job_and_then_the_feed_scrolls_whole() 
     let posters: Vec<TestUser> = (0..60)
         .map(|i| TestUser {
             id: first + i * 40,
-            token: app.keys.mint(first + i * 40, false, 3600).unwrap(),
+            token: app.keys.mint(UserId(first + i * 40), false, 3600).unwrap(),
         })
         .collect();
     let mut posts = Vec::new();
@@ -344,7 +345,9 @@ async fn fifty_imports_do_not_hold_back_a_delivery() {
     let mut redis = app.engine.redis().connection().await.unwrap();
     let mut held = 0;
     for f in &fans {
-        if let Some((entries, _)) = crate::helpers::feed_list(&mut redis, &keys.inbox(f.id)).await {
+        if let Some((entries, _)) =
+            crate::helpers::feed_list(&mut redis, &keys.inbox(UserId(f.id))).await
+        {
             held += 1;
             assert_eq!(entries.first().map(|e| e.id), Some(post.id), "fan {}", f.id);
         }

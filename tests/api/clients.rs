@@ -6,6 +6,7 @@
 //! stream; every status they see must be there exactly once, in order,
 //! a big-V's among them, across its demotion and promotion mid-scroll.
 
+use feed_service::types::UserId;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -55,7 +56,7 @@ async fn session(names: [&str; 3], program: &Path, args: &[PathBuf]) -> String {
     let base = format!("http://127.0.0.1:{}", service.port);
     let service_port = service.port;
     let keys = JwtKeys::from_settings(&settings.auth).unwrap();
-    let admin = keys.mint(0, true, 3600).unwrap();
+    let admin = keys.mint(UserId(0), true, 3600).unwrap();
     let client = reqwest::Client::new();
     let call = |method: Method, path: &str, body: Value| {
         client
@@ -95,7 +96,12 @@ async fn session(names: [&str; 3], program: &Path, args: &[PathBuf]) -> String {
     }
     let tokens: serde_json::Map<String, Value> = names
         .iter()
-        .map(|n| (n.to_string(), json!(keys.mint(id(n), false, 3600).unwrap())))
+        .map(|n| {
+            (
+                n.to_string(),
+                json!(keys.mint(UserId(id(n)), false, 3600).unwrap()),
+            )
+        })
         .collect();
     let vip_id = id(vip);
     let env = [

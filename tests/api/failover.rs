@@ -2,6 +2,7 @@
 //! 100,000 inboxes and of readers' scrolls: its replica takes over, and
 //! nothing is lost or repeated.
 
+use feed_service::types::UserId;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -203,7 +204,7 @@ async fn a_master_killed_mid_fan_out_and_mid_scroll_loses_and_repeats_nothing() 
     let readers: Vec<TestUser> = (2..7)
         .map(|id| TestUser {
             id,
-            token: app.keys.mint(id, false, 3600).unwrap(),
+            token: app.keys.mint(UserId(id), false, 3600).unwrap(),
         })
         .collect();
     for r in &readers {
@@ -216,7 +217,7 @@ async fn a_master_killed_mid_fan_out_and_mid_scroll_loses_and_repeats_nothing() 
     app.settle().await;
     let author = TestUser {
         id: 1,
-        token: app.keys.mint(1, false, 3600).unwrap(),
+        token: app.keys.mint(UserId(1), false, 3600).unwrap(),
     };
     let post = app.publish(&author, "to a hundred thousand").await;
     expected.insert(0, post.id);
@@ -227,7 +228,7 @@ async fn a_master_killed_mid_fan_out_and_mid_scroll_loses_and_repeats_nothing() 
         assert!(Instant::now() < deadline, "the fan-out did not start");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let victim = cluster.master_of(&app.engine.redis().keys().inbox(readers[0].id));
+    let victim = cluster.master_of(&app.engine.redis().keys().inbox(UserId(readers[0].id)));
     cluster.kill(victim);
     // Readers scroll while it fails over (pages fall back to PostgreSQL
     // while the slots are down), and new posts keep coming.
@@ -288,7 +289,7 @@ async fn a_write_waits_for_a_replica_and_one_that_cannot_is_counted() {
     let unreplicated = || feed_service::metrics::REDIS_UNREPLICATED.get();
     // The replica of the author's outbox stops (SIGSTOP): the next publish
     // waits for it, in vain, and is counted, but still succeeds.
-    let master = cluster.master_of(&app.engine.redis().keys().outbox(author.id));
+    let master = cluster.master_of(&app.engine.redis().keys().outbox(UserId(author.id)));
     let replica = cluster.replica_of(master);
     let before = unreplicated();
     cluster.signal(replica, "-STOP");
@@ -316,7 +317,7 @@ async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_
     // to a PUSH call.
     let block = feed_service::store::redis::keys::READER_BLOCK;
     let inboxes: Vec<String> = (1..=300)
-        .map(|i| redis.keys().inbox((i % 30) * block + i))
+        .map(|i| redis.keys().inbox(UserId((i % 30) * block + i)))
         .collect();
     redis
         .query_per_slot(&inboxes, |pipe, key| {
@@ -334,6 +335,7 @@ async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_
     // (Its count is of the calls' last runs: the client first redirects a
     // refused pipeline whole, so some calls run more than once.)
     redis
+        .feeds()
         .push_same(&inboxes, &[entry], 1000, None)
         .await
         .unwrap();

@@ -1,5 +1,6 @@
 //! Durable publish (invariant 4) and bounded reads (invariant 5).
 
+use feed_service::types::UserId;
 use std::time::Duration;
 
 use diesel::sql_types::BigInt;
@@ -52,7 +53,7 @@ async fn a_fan_out_interrupted_mid_way_is_finished_by_another_instance() {
         .iter()
         .map(|f| (keys.inbox(*f), &entry[..]))
         .collect();
-    engine.redis().push(&done, 1000).await.unwrap();
+    engine.redis().feeds().push(&done, 1000).await.unwrap();
     let url = secrecy::ExposeSecret::expose_secret(&settings.database.url).to_string();
     let mut conn = AsyncPgConnection::establish(&url).await.unwrap();
     let claimed = diesel::sql_query(
@@ -132,7 +133,7 @@ async fn a_warm_page_makes_no_query_and_four_round_trips_whatever_the_follows() 
         for i in 0..3 {
             app.engine
                 .posts()
-                .publish_at(author, &body, T0 + 5_000 + author * 10 + i)
+                .publish_at(UserId(author), &body, T0 + 5_000 + author * 10 + i)
                 .await
                 .unwrap();
         }
@@ -151,14 +152,18 @@ async fn a_warm_page_makes_no_query_and_four_round_trips_whatever_the_follows() 
         let req = PageRequest::first(20);
         // Cold: the reader's state, inbox, outboxes and posts are cached,
         // the bodies of two pages in this instance's memory.
-        let cold = engine.reads().home_page(reader, req).await.unwrap();
+        let cold = engine.reads().home_page(UserId(reader), req).await.unwrap();
         let next = PageRequest::after(cold.next.unwrap(), 20);
-        let cold_next = engine.reads().home_page(reader, next).await.unwrap();
+        let cold_next = engine
+            .reads()
+            .home_page(UserId(reader), next)
+            .await
+            .unwrap();
         // The active-fan mark it spawned lands first (a round trip of its own).
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (sql, trips) = (engine.pg().queries(), engine.redis().round_trips());
         let resent = engine.redis().calls_resent();
-        let warm = engine.reads().home_page(reader, req).await.unwrap();
+        let warm = engine.reads().home_page(UserId(reader), req).await.unwrap();
         assert_eq!(warm, cold, "reader {reader}");
         assert_eq!(warm.items.len(), 20);
         assert_eq!(
@@ -173,7 +178,11 @@ async fn a_warm_page_makes_no_query_and_four_round_trips_whatever_the_follows() 
         );
         // And the next page too.
         let (sql, trips) = (engine.pg().queries(), engine.redis().round_trips());
-        let page = engine.reads().home_page(reader, next).await.unwrap();
+        let page = engine
+            .reads()
+            .home_page(UserId(reader), next)
+            .await
+            .unwrap();
         assert_eq!(page, cold_next, "reader {reader}");
         assert_eq!(page.items.len(), 20);
         assert_eq!(engine.pg().queries() - sql, 0);
@@ -267,7 +276,7 @@ async fn run_all(engine: &Engine) {
 }
 
 /// An author and `n` followers, each with an inbox; every job run.
-async fn author_with_followers(engine: &Engine, n: usize) -> (i64, Vec<i64>) {
+async fn author_with_followers(engine: &Engine, n: usize) -> (i64, Vec<UserId>) {
     let author = engine.pg().users().create_user("author").await.unwrap().id;
     let mut followers = Vec::new();
     for i in 0..n {
@@ -279,17 +288,17 @@ async fn author_with_followers(engine: &Engine, n: usize) -> (i64, Vec<i64>) {
             .unwrap()
             .id;
         engine.relations().follow(f, author).await.unwrap();
-        home(engine, f).await;
+        home(engine, f.0).await;
         followers.push(f);
     }
     run_all(engine).await;
-    (author, followers)
+    (author.0, followers)
 }
 
 async fn home(engine: &Engine, reader: i64) -> Vec<i64> {
     let page = engine
         .reads()
-        .home_page(reader, PageRequest::first(100))
+        .home_page(UserId(reader), PageRequest::first(100))
         .await
         .unwrap();
     page.items.iter().map(|p| p.id).collect()
@@ -314,7 +323,7 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
     }
     posts.reverse();
     engine.relations().follow(reader, author).await.unwrap();
-    home(&engine, reader).await; // the reader has an inbox
+    home(&engine, reader.0).await; // the reader has an inbox
     run_all(&engine).await;
     // Unfollow while Redis refuses every call: the call fails (503), its
     // job stays, and a worker takes it. The reader follows again, Redis
@@ -334,14 +343,14 @@ async fn an_unfollow_job_finishes_before_a_later_follow_of_the_same_pair_runs() 
     faults.disarm();
     // Another worker may not run the follow before the unfollow is done.
     assert!(engine.fanout().claim(0).await.unwrap().is_none());
-    assert_eq!(home(&engine, reader).await, posts, "pulled meanwhile");
+    assert_eq!(home(&engine, reader.0).await, posts, "pulled meanwhile");
     assert_eq!(
         engine.fanout().step(&mut removal, true).await.unwrap(),
         Step::Done
     );
     run_all(&engine).await;
     assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 0);
-    assert_eq!(home(&engine, reader).await, posts);
+    assert_eq!(home(&engine, reader.0).await, posts);
     let inbox = engine.redis().keys().inbox(reader);
     assert_eq!(members(&engine, &inbox).await.len(), 3, "{inbox}");
 }
@@ -397,7 +406,7 @@ async fn a_backfill_too_big_for_one_redis_call_is_split_and_finishes() {
     let (items, _) = app.page("/api/v1/feed", &fans[7].token, None, 3).await;
     assert_eq!(items.len(), 3);
     // Delivered into the inboxes, not dropped for a rebuild.
-    let inbox = app.engine.redis().keys().inbox(fans[7].id);
+    let inbox = app.engine.redis().keys().inbox(UserId(fans[7].id));
     assert_eq!(members(&app.engine, &inbox).await.len(), 1000);
 }
 
@@ -407,7 +416,11 @@ async fn a_job_whose_batches_keep_timing_out_counts_them_and_gives_up_losing_not
     let (author, readers) = author_with_followers(&engine, 4).await;
     let post = engine
         .posts()
-        .publish_at(author, &PostBody::parse("slow").unwrap(), T0 + 9_000)
+        .publish_at(
+            UserId(author),
+            &PostBody::parse("slow").unwrap(),
+            T0 + 9_000,
+        )
         .await
         .unwrap();
     let max = engine.tuning().fanout_max_attempts;
@@ -435,7 +448,7 @@ async fn a_job_whose_batches_keep_timing_out_counts_them_and_gives_up_losing_not
     assert_eq!(engine.pg().jobs().pending_jobs().await.unwrap(), 0);
     for r in &readers {
         // ...and every reader still gets the post.
-        assert_eq!(home(&engine, *r).await, vec![post.id], "reader {r}");
+        assert_eq!(home(&engine, r.0).await, vec![post.id], "reader {r}");
     }
 }
 
@@ -613,10 +626,14 @@ async fn a_big_v_with_thousands_of_active_fans_reads_them_in_pages_each_once() {
     let _: () = pipe.query_async(&mut conn).await.unwrap();
     let fans = engine
         .redis()
+        .fans()
         .active_fans(star, now - 1_000_000)
         .await
         .unwrap();
-    let expected: Vec<i64> = (1_000_000..1_012_540).filter(|f| f % 57 >= 7).collect();
+    let expected: Vec<UserId> = (1_000_000..1_012_540)
+        .filter(|f| f % 57 >= 7)
+        .map(UserId)
+        .collect();
     assert_eq!(fans.len(), expected.len());
     assert_eq!(
         fans, expected,
@@ -641,7 +658,7 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
     let (author, mut followers) = author_with_followers(&engine, 230).await;
     let post = engine
         .posts()
-        .publish_at(author, &PostBody::parse("p").unwrap(), T0 + 9_000)
+        .publish_at(UserId(author), &PostBody::parse("p").unwrap(), T0 + 9_000)
         .await
         .unwrap();
     let mut lease = engine
@@ -669,8 +686,8 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
             .await
             .unwrap()
             .id;
-        engine.relations().follow(f, author).await.unwrap();
-        home(&engine, f).await;
+        engine.relations().follow(f, UserId(author)).await.unwrap();
+        home(&engine, f.0).await;
         followers.push(f);
     }
     let url = secrecy::ExposeSecret::expose_secret(&settings.database.url).to_string();
@@ -687,7 +704,7 @@ async fn a_fan_out_of_many_batches_reaches_every_follower_once_through_crashes_a
             vec![post.id.to_string()],
             "{inbox}"
         );
-        assert_eq!(home(&engine, *f).await, vec![post.id], "follower {f}");
+        assert_eq!(home(&engine, f.0).await, vec![post.id], "follower {f}");
     }
 }
 
@@ -706,12 +723,12 @@ async fn a_delivery_left_among_the_pulled_authors_is_swept_once_done() {
     // author would pull its outbox for good.
     redis
         .state()
-        .pulled_change(author.id, PulledChange::Add(post.id))
+        .pulled_change(UserId(author.id), PulledChange::Add(post.id))
         .await
         .unwrap();
     assert_eq!(
         redis.state().pulled_in_flight().await.unwrap(),
-        vec![(author.id, vec![post.id])]
+        vec![(UserId(author.id), vec![post.id])]
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !redis.state().pulled_in_flight().await.unwrap().is_empty() {

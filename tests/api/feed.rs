@@ -1,5 +1,6 @@
 //! The invariants of docs/design.md, through the API.
 
+use feed_service::types::UserId;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -156,7 +157,7 @@ async fn promotion_demotion_and_threshold_changes_mid_scroll_lose_nothing() {
         assert_eq!(app.home(u, 7).await, expected, "user {}", u.id);
     }
     // And they are there for a quiet reader's inbox itself, not a rebuild.
-    let inbox = app.engine.redis().keys().inbox(quiet.id);
+    let inbox = app.engine.redis().keys().inbox(UserId(quiet.id));
     let members = feed_ids(&app, &inbox).await;
     for p in &published {
         assert!(
@@ -214,7 +215,7 @@ async fn scrolling_past_the_caps_continues_to_the_first_post() {
             .await;
         assert_eq!(ids(&seen), expected, "sizes {sizes:?}");
     }
-    let held = feed_ids(&app, &app.engine.redis().keys().inbox(reader.id))
+    let held = feed_ids(&app, &app.engine.redis().keys().inbox(UserId(reader.id)))
         .await
         .len();
     assert!(held <= 11, "the inbox is trimmed to its cap, holds {held}");
@@ -238,7 +239,7 @@ async fn deleted_posts_and_unfollowed_authors_vanish_once_the_call_returns() {
     // Delete one post of each; no waiting for the clean-up.
     let gone: HashSet<i64> = [posts[4].id, posts[7].id].into();
     for p in [&posts[4], &posts[7]] {
-        let owner = if p.author_id == plain.id {
+        let owner = if p.author_id == UserId(plain.id) {
             &plain
         } else {
             &star
@@ -262,7 +263,7 @@ async fn deleted_posts_and_unfollowed_authors_vanish_once_the_call_returns() {
     assert!(!seen.is_empty());
     assert!(posts
         .iter()
-        .filter(|p| p.author_id == plain.id)
+        .filter(|p| p.author_id == UserId(plain.id))
         .all(|p| !seen.contains(&p.id)));
     app.unfollow(&reader, &star).await;
     assert!(app.home(&reader, 6).await.is_empty());
@@ -290,10 +291,10 @@ async fn following_brings_recent_posts_and_big_v_posts_reach_active_fans() {
     let post = app.publish(&star, "to active fans").await;
     app.settle().await;
     let keys = app.engine.redis().keys();
-    assert!(feed_ids(&app, &keys.inbox(active.id))
+    assert!(feed_ids(&app, &keys.inbox(UserId(active.id)))
         .await
         .contains(&post.id.to_string()));
-    assert!(!feed_ids(&app, &keys.inbox(idle.id))
+    assert!(!feed_ids(&app, &keys.inbox(UserId(idle.id)))
         .await
         .contains(&post.id.to_string()));
     // Both see it: the idle fan pulls the outbox.
@@ -406,7 +407,7 @@ async fn a_big_v_post_stamped_by_a_lagging_clock_is_backfilled_on_demotion() {
         app.home(&quiet, 5).await,
         newest_first(&[lagging.clone(), current.clone()])
     );
-    let members = feed_ids(&app, &app.engine.redis().keys().inbox(quiet.id)).await;
+    let members = feed_ids(&app, &app.engine.redis().keys().inbox(UserId(quiet.id))).await;
     assert!(members.contains(&lagging.id.to_string()), "{members:?}");
 }
 
@@ -484,8 +485,11 @@ async fn an_idle_reader_s_inbox_expires_and_is_rebuilt_complete_on_return() {
     assert_eq!(app.home(&reader, 5).await, vec![first.id]);
     // Reading built the reader's keys with the admin's idle TTL.
     let keys = app.engine.redis().keys().clone();
-    let (inbox, following) = (keys.inbox(reader.id), keys.following(reader.id));
-    let followees = keys.followees(reader.id);
+    let (inbox, following) = (
+        keys.inbox(UserId(reader.id)),
+        keys.following(UserId(reader.id)),
+    );
+    let followees = keys.followees(UserId(reader.id));
     for key in [&inbox, &following, &followees] {
         let ttl = pttl(&app, key).await;
         assert!((3_500_000..=3_600_000).contains(&ttl), "{key}: {ttl} ms");
@@ -518,7 +522,7 @@ async fn an_idle_reader_s_inbox_expires_and_is_rebuilt_complete_on_return() {
 async fn pg_page(app: &TestApp, reader: &TestUser, req: PageRequest) -> Page {
     app.engine
         .reads()
-        .page_from_pg(app.engine.reads().home_scope(reader.id), &req)
+        .page_from_pg(app.engine.reads().home_scope(UserId(reader.id)), &req)
         .await
         .expect("a page from PostgreSQL")
 }
@@ -563,7 +567,12 @@ async fn pages_from_postgresql_step_over_deleted_posts_with_redis_s_cursors() {
         let mut seen = Vec::new();
         loop {
             let from_pg = pg_page(&app, &reader, req).await;
-            let from_redis = app.engine.reads().home_page(reader.id, req).await.unwrap();
+            let from_redis = app
+                .engine
+                .reads()
+                .home_page(UserId(reader.id), req)
+                .await
+                .unwrap();
             assert_eq!(
                 (ids(&from_pg.items), from_pg.next),
                 (ids(&from_redis.items), from_redis.next),

@@ -4,6 +4,7 @@
 //! fuzzing, and stateful runs along the document's links), from a fixed
 //! seed. Any server error, or any response off the document, fails it.
 
+use feed_service::types::UserId;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -87,7 +88,7 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_document() {
     ];
     let service = spawn_service(&settings, &env, Stdio::null()).await;
     let keys = JwtKeys::from_settings(&settings.auth).unwrap();
-    let admin = keys.mint(0, true, 3600).unwrap();
+    let admin = keys.mint(UserId(0), true, 3600).unwrap();
     let port = service.port;
     let token = admin.clone();
     // The admin's run tries any settings (a backlog of one delivery, say),
@@ -109,7 +110,7 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_document() {
         .unwrap();
     let user: serde_json::Value = res.json().await.unwrap();
     let user = keys
-        .mint(user["id"].as_i64().unwrap(), false, 3600)
+        .mint(UserId(user["id"].as_i64().unwrap()), false, 3600)
         .unwrap();
     // The admin's run left whatever settings it tried (a backlog of one
     // delivery, a cap of one post): the user's run starts from the defaults.

@@ -5,6 +5,7 @@
 //! that churn subscriptions or fall silent. Everything a client holds is
 //! bounded, and a client that stops reading is cut.
 
+use feed_service::types::UserId;
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -68,7 +69,7 @@ async fn seed(settings: &Settings, readers: i64, posts: i64, body: usize) -> Vec
     let _ = RedisStore::new(&settings.redis).unwrap().delete_all().await;
     let keys = JwtKeys::from_settings(&settings.auth).unwrap();
     (2..=last)
-        .map(|id| keys.mint(id, false, 3600).unwrap())
+        .map(|id| keys.mint(UserId(id), false, 3600).unwrap())
         .collect()
 }
 

@@ -1,6 +1,7 @@
 //! Several service processes against one PostgreSQL and one Redis (a node,
 //! or the cluster of `FEED_REDIS__CLUSTER_URLS`), as behind a load balancer.
 
+use feed_service::types::UserId;
 use std::collections::HashSet;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ impl Instances {
         who: i64,
         body: Option<Value>,
     ) -> Value {
-        let token = self.keys.mint(who, who == 0, 600).unwrap();
+        let token = self.keys.mint(UserId(who), who == 0, 600).unwrap();
         let mut req = self
             .client
             .request(
@@ -205,7 +206,7 @@ async fn two_instances_share_the_jobs_the_settings_and_one_scroll() {
     assert_eq!(changed["inbox_max_len"], 5);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let redis = RedisStore::new(&settings.redis).unwrap();
-    let inbox = redis.keys().inbox(reader);
+    let inbox = redis.keys().inbox(UserId(reader));
     redis.delete(&inbox).await.unwrap();
     let page = it
         .call(1, Method::GET, "/api/v1/feed?limit=3", reader, None)

@@ -1,6 +1,7 @@
 //! Limits that protect the service and its stores: request rates, job
 //! coalescing, the work of a deep page, and `/metrics` that costs nothing.
 
+use feed_service::types::UserId;
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -169,7 +170,11 @@ async fn a_page_deep_in_a_run_of_equal_scores_costs_what_a_first_page_does() {
                 Stats::get(&stats.entries_read),
                 Stats::get(&stats.rows_read),
             );
-            let page = engine.reads().home_page(reader.id, req).await.unwrap();
+            let page = engine
+                .reads()
+                .home_page(UserId(reader.id), req)
+                .await
+                .unwrap();
             assert_eq!(page.items.len(), 100);
             Stats::get(&stats.entries_read) - e0 + Stats::get(&stats.rows_read) - r0
         }

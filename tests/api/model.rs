@@ -40,6 +40,7 @@
 //! every operation, page checked and stream event, and `MODEL_WATCH=u`
 //! user `u`'s inbox after every operation.
 
+use feed_service::types::UserId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -513,7 +514,7 @@ impl Scroll {
 }
 
 struct Model {
-    ids: Vec<i64>,
+    ids: Vec<UserId>,
     follows: BTreeSet<(usize, usize)>,
     /// (muter, muted)
     mutes: BTreeSet<(usize, usize)>,
@@ -993,7 +994,7 @@ impl World {
     }
 
     fn id(&self, u: u8) -> i64 {
-        self.model.ids[u as usize % USERS]
+        (self.model.ids[u as usize % USERS]).0
     }
 
     fn engine(&self) -> &Engine {
@@ -1024,7 +1025,12 @@ impl World {
                     let published = self
                         .engine()
                         .posts()
-                        .publish_keyed_at(self.model.ids[a], (&body, None), Some(&key), score)
+                        .publish_keyed_at(
+                            UserId((self.model.ids[a]).0),
+                            (&body, None),
+                            Some(&key),
+                            score,
+                        )
                         .await;
                     let deferred = self.deferred_total() > deferred_before;
                     if self.model.gone.contains(&a) || self.model.suspended.contains(&a) {
@@ -1150,7 +1156,7 @@ impl World {
                     .engine()
                     .posts()
                     .publish_keyed_at(
-                        self.model.ids[first.author],
+                        UserId((self.model.ids[first.author]).0),
                         (&body, None),
                         Some(&first.key),
                         self.model.clock + 1,
@@ -1217,21 +1223,27 @@ impl World {
                 // A drop that fails (an armed fault) drops nothing.
                 let _ = match which {
                     KeyDrop::All => self.redis.delete_all().await.map(|_| ()),
-                    KeyDrop::Inbox(u) => self.redis.delete(&keys.inbox(self.id(u))).await,
-                    KeyDrop::Outbox(u) => self.redis.delete(&keys.outbox(self.id(u))).await,
+                    KeyDrop::Inbox(u) => self.redis.delete(&keys.inbox(UserId(self.id(u)))).await,
+                    KeyDrop::Outbox(u) => self.redis.delete(&keys.outbox(UserId(self.id(u)))).await,
                     KeyDrop::ActiveFans(u) => {
-                        self.redis.delete(&keys.active_fans(self.id(u))).await
+                        self.redis
+                            .delete(&keys.active_fans(UserId(self.id(u))))
+                            .await
                     }
-                    KeyDrop::Following(u) => self.redis.delete(&keys.following(self.id(u))).await,
-                    KeyDrop::Followees(u) => self.redis.delete(&keys.followees(self.id(u))).await,
+                    KeyDrop::Following(u) => {
+                        self.redis.delete(&keys.following(UserId(self.id(u)))).await
+                    }
+                    KeyDrop::Followees(u) => {
+                        self.redis.delete(&keys.followees(UserId(self.id(u)))).await
+                    }
                     KeyDrop::Idle(u) => {
                         let r = self.id(u);
                         self.redis
                             .delete_many(&[
-                                keys.inbox(r),
-                                keys.following(r),
-                                keys.followees(r),
-                                keys.active_mark(r),
+                                keys.inbox(UserId(r)),
+                                keys.following(UserId(r)),
+                                keys.followees(UserId(r)),
+                                keys.active_mark(UserId(r)),
                             ])
                             .await
                     }
@@ -1453,7 +1465,7 @@ impl World {
         let result = self
             .engine()
             .relations()
-            .follow(self.model.ids[a], self.model.ids[b])
+            .follow(UserId((self.model.ids[a]).0), UserId((self.model.ids[b]).0))
             .await;
         let m = &self.model;
         // In the engine's order: oneself, the follower, the followee.
@@ -1496,7 +1508,11 @@ impl World {
         let result = self
             .engine()
             .relations()
-            .mute(self.model.ids[a], self.model.ids[b], on)
+            .mute(
+                UserId((self.model.ids[a]).0),
+                UserId((self.model.ids[b]).0),
+                on,
+            )
             .await;
         let m = &self.model;
         let refused = if a == b {
@@ -1603,7 +1619,7 @@ impl World {
         }
         let instance = self.current;
         let events = match self.hubs[instance]
-            .follow(Opening::of(self.model.ids[reader]), None)
+            .follow(Opening::of(UserId((self.model.ids[reader]).0)), None)
             .await
         {
             Ok(events) => events,
@@ -1815,11 +1831,11 @@ impl World {
     async fn follow_many(&mut self, who: u8, whom: &[u8]) -> Outcome {
         let a = who as usize % USERS;
         let targets: Vec<usize> = whom.iter().map(|w| *w as usize % USERS).collect();
-        let ids: Vec<i64> = targets.iter().map(|t| self.model.ids[*t]).collect();
+        let ids: Vec<UserId> = targets.iter().map(|t| self.model.ids[*t]).collect();
         let result = self
             .engine()
             .relations()
-            .follow_many(self.model.ids[a], &ids)
+            .follow_many(UserId((self.model.ids[a]).0), &ids)
             .await;
         let m = &self.model;
         let refused = if m.gone.contains(&a) {
@@ -1861,7 +1877,7 @@ impl World {
         }
         match result {
             Ok(got) => {
-                let want: Vec<i64> = new.iter().map(|b| m.ids[*b]).collect();
+                let want: Vec<UserId> = new.iter().map(|b| m.ids[*b]).collect();
                 if (
                     got.followed.clone(),
                     got.already.clone(),
@@ -1891,7 +1907,7 @@ impl World {
         let result = self
             .engine()
             .accounts()
-            .suspend(self.model.ids[u], on)
+            .suspend(UserId((self.model.ids[u]).0), on)
             .await;
         if self.model.gone.contains(&u) {
             return match result {
@@ -1945,7 +1961,7 @@ impl World {
         let result = self
             .engine()
             .accounts()
-            .delete_account(self.model.ids[u])
+            .delete_account(UserId((self.model.ids[u]).0))
             .await;
         match result {
             Ok(_) | Err(AppError::Unavailable { what: "Redis", .. }) => {}
@@ -1995,7 +2011,7 @@ impl World {
         let result = self
             .engine()
             .relations()
-            .unfollow(self.model.ids[a], self.model.ids[b])
+            .unfollow(UserId((self.model.ids[a]).0), UserId((self.model.ids[b]).0))
             .await;
         committed(result).map_err(|e| format!("unfollow: {}", e.chain()))?;
         if self.model.follows.remove(&(a, b)) {
@@ -2048,7 +2064,7 @@ impl World {
         let got: Vec<i64> = self
             .engine()
             .reads()
-            .page_between(EngineFeed::Home(self.model.ids[r]), bounds, size)
+            .page_between(EngineFeed::Home((self.model.ids[r]).0), bounds, size)
             .await
             .map_err(|e| format!("page of {r}'s home within {bounds:?}: {}", e.chain()))?
             .iter()
@@ -2124,21 +2140,24 @@ impl World {
             (Feed::Home(reader), false) => {
                 self.engine()
                     .reads()
-                    .home_page(self.model.ids[reader], req)
+                    .home_page(UserId((self.model.ids[reader]).0), req)
                     .await
             }
             (Feed::Author(author), false) => {
                 self.engine()
                     .reads()
-                    .author_page(self.model.ids[author], req)
+                    .author_page(UserId((self.model.ids[author]).0), req)
                     .await
             }
             (Feed::Home(reader), true) => {
-                let scope = self.engine().reads().home_scope(self.model.ids[reader]);
+                let scope = self
+                    .engine()
+                    .reads()
+                    .home_scope(UserId((self.model.ids[reader]).0));
                 self.engine().reads().page_from_pg(scope, &req).await
             }
             (Feed::Author(author), true) => {
-                let scope = Scope::Author(self.model.ids[author]);
+                let scope = Scope::Author(UserId((self.model.ids[author]).0));
                 self.engine().reads().page_from_pg(scope, &req).await
             }
         };
@@ -2371,7 +2390,7 @@ impl World {
         }
         for u in 0..USERS {
             if self.model.gone.contains(&u) {
-                match self.engine().user(self.model.ids[u]).await {
+                match self.engine().user(UserId((self.model.ids[u]).0)).await {
                     Err(AppError::NotFound(_)) => continue,
                     other => {
                         return Err(format!(
@@ -2383,7 +2402,7 @@ impl World {
             }
             let user = self
                 .engine()
-                .user(self.model.ids[u])
+                .user(UserId((self.model.ids[u]).0))
                 .await
                 .map_err(|e| e.chain())?;
             if user.big_v != self.model.big_v[u] {
@@ -2423,7 +2442,7 @@ impl World {
     /// Prints user `u`'s inbox as Redis holds it after operation `i`.
     async fn watch(&self, i: usize, u: usize) -> Outcome {
         let mut conn = self.redis.connection().await.map_err(|e| e.chain())?;
-        let key = self.redis.keys().inbox(self.model.ids[u]);
+        let key = self.redis.keys().inbox(UserId((self.model.ids[u]).0));
         let list = crate::helpers::feed_list(&mut conn, &key).await;
         eprintln!("WATCH inbox of {u} after op {i}: {list:?}");
         Ok(())

@@ -1,3 +1,4 @@
+use feed_service::types::UserId;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
@@ -9,7 +10,7 @@ async fn a_published_post_can_be_read_and_deleted_once() {
     let alice = app.create_user("alice").await;
     let before = feed_service::engine::now_ms();
     let post = app.publish(&alice, "héllo wörld").await;
-    assert_eq!(post.author_id, alice.id);
+    assert_eq!(post.author_id, UserId(alice.id));
     assert_eq!(post.author_username, "alice");
     assert_eq!(post.body, "héllo wörld");
     assert!(post.created_at_ms >= before);
@@ -133,7 +134,7 @@ async fn only_post_times_a_feed_entry_holds_are_recorded() {
     assert!(app
         .engine
         .posts()
-        .publish_at(alice.id, &body, 5_000)
+        .publish_at(UserId(alice.id), &body, 5_000)
         .await
         .is_err());
     // ...and so do the records, whoever writes them.

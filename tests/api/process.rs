@@ -1,6 +1,7 @@
 //! The service binary as a child process: killed with SIGKILL or stopped
 //! with SIGTERM in the middle of a fan-out to 200,000 followers.
 
+use feed_service::types::UserId;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -175,7 +176,7 @@ pub async fn seed(settings: &Settings, conn: &mut AsyncPgConnection, n: i64) {
     // Every follower has read its feed once: its inbox exists (complete, empty).
     let redis = bulk_store(settings);
     for (from, to) in chunks(n) {
-        let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
+        let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(UserId(i))).collect();
         redis
             .query_per_slot(&keys, |pipe, key| {
                 pipe.rpush(key, "-inf");
@@ -228,7 +229,7 @@ pub async fn delivered_of(settings: &Settings, n: i64, post: i64, posts: i64) ->
         gone: 0,
     };
     for (from, to) in chunks(n) {
-        let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(i)).collect();
+        let keys: Vec<String> = (from..=to).map(|i| redis.keys().inbox(UserId(i))).collect();
         let replies = redis
             .query_per_slot(&keys, |pipe, key| {
                 pipe.lrange(key, 0, -1);
@@ -263,7 +264,7 @@ async fn publish(settings: &Settings, port: u16) -> i64 {
             .unwrap();
     let res = reqwest::Client::new()
         .post(format!("http://127.0.0.1:{port}/api/v1/posts"))
-        .bearer_auth(keys.mint(1, false, 600).unwrap())
+        .bearer_auth(keys.mint(UserId(1), false, 600).unwrap())
         .json(&json!({"body": "to two hundred thousand"}))
         .send()
         .await

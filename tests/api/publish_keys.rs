@@ -5,6 +5,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use feed_service::engine::Stats;
 use feed_service::store::redis::Fault;
 use feed_service::types::PageRequest;
+use feed_service::types::UserId;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -247,7 +248,7 @@ async fn meta_comes_back_from_every_read_path() {
         .engine
         .reads()
         .page_from_pg(
-            app.engine.reads().home_scope(bob.id),
+            app.engine.reads().home_scope(UserId(bob.id)),
             &PageRequest::first(10),
         )
         .await

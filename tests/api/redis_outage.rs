@@ -1,6 +1,7 @@
 //! A Redis of the test's own, stopped, restarted empty, and hung, in the
 //! middle of scrolls and fan-outs.
 
+use feed_service::types::UserId;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -175,7 +176,7 @@ async fn a_redis_outage_mid_scroll_loses_and_repeats_nothing() {
     let fan_feed = app.home(&fans[0], 5).await;
     let expected: Vec<Post> = all
         .iter()
-        .filter(|p| p.author_id == authors[0].id)
+        .filter(|p| p.author_id == UserId(authors[0].id))
         .cloned()
         .collect();
     assert_eq!(fan_feed, newest_first(&expected));

@@ -1,5 +1,6 @@
 //! Mutes and blocks, through the API.
 
+use feed_service::types::UserId;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
@@ -81,7 +82,7 @@ async fn a_muted_author_leaves_the_feed_when_the_call_returns_and_comes_back_on_
     );
     let (rest, _) = app.page("/api/v1/feed", &reader.token, next, 10).await;
     assert!(
-        rest.iter().all(|p| p.author_id != loud.id),
+        rest.iter().all(|p| p.author_id != UserId(loud.id)),
         "{:?}",
         ids(&rest)
     );
@@ -89,7 +90,7 @@ async fn a_muted_author_leaves_the_feed_when_the_call_returns_and_comes_back_on_
     let quiet_posts: Vec<i64> = posts
         .iter()
         .rev()
-        .filter(|p| p.author_id == quiet.id)
+        .filter(|p| p.author_id == UserId(quiet.id))
         .map(|p| p.id)
         .collect();
     assert_eq!(app.home(&reader, 1).await, quiet_posts);

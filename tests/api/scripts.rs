@@ -3,6 +3,7 @@
 
 use feed_service::store::redis::RedisStore;
 use feed_service::store::redis::{layout, scripts};
+use feed_service::types::UserId;
 use feed_service::types::{feed_order, Edge, Entry, Range, Scope, SourceRead};
 use redis::aio::MultiplexedConnection;
 
@@ -33,7 +34,7 @@ impl Zsets {
     /// An inbox; each `n` in a block of readers (and so a slot) of its own.
     fn key(&self, n: i64) -> String {
         let block = feed_service::store::redis::keys::READER_BLOCK;
-        self.store.keys().inbox(n * block)
+        self.store.keys().inbox(UserId(n * block))
     }
 
     /// The list's elements, sentinel included.
@@ -100,13 +101,19 @@ impl Zsets {
 
     /// A complete feed list (floor `-inf`, or `floor`) holding `entries`.
     async fn built(&mut self, key: &str, cap: i64, floor: Option<i64>, entries: &[Entry]) {
-        assert!(self.store.begin_build(key).await.unwrap());
-        assert!(self.store.fill(key, cap, floor, entries, 0).await.unwrap());
+        assert!(self.store.feeds().begin_build(key).await.unwrap());
+        assert!(self
+            .store
+            .feeds()
+            .fill(key, cap, floor, entries, 0)
+            .await
+            .unwrap());
     }
 
     /// Pushes `entries` into one feed list.
     async fn push(&self, key: &str, entries: &[Entry], cap: i64, cut: Option<i64>) -> i64 {
         self.store
+            .feeds()
             .push_same(&[key.to_string()], entries, cap, cut)
             .await
             .unwrap()
@@ -121,7 +128,7 @@ impl Zsets {
         let pulled: Vec<PulledAuthor> = pulled
             .iter()
             .map(|&author| PulledAuthor {
-                author,
+                author: UserId(author),
                 epoch: Some(1),
                 in_flight: vec![],
             })
@@ -136,15 +143,21 @@ impl Zsets {
     /// fill completed it.
     async fn build_following(&self, reader: i64, seq: i64, follows: &[i64]) -> bool {
         let state = self.store.state();
-        assert!(state.begin_following(reader).await.unwrap());
+        assert!(state.begin_following(UserId(reader)).await.unwrap());
         state
-            .fill_following(reader, seq, follows, 3600)
+            .fill_following(
+                UserId(reader),
+                seq,
+                &follows.iter().copied().map(UserId).collect::<Vec<_>>(),
+                3600,
+            )
             .await
             .unwrap()
     }
 
     async fn read(&self, key: &str, fetch: usize) -> Range {
         self.store
+            .feeds()
             .ranges(&[key.to_string()], None, fetch)
             .await
             .unwrap()
@@ -171,7 +184,7 @@ const T: i64 = 1_764_500_000_000;
 
 /// Reader 9's home, without its own posts.
 const HOME_9: Scope = Scope::Home {
-    reader: 9,
+    reader: UserId(9),
     own: false,
 };
 
@@ -201,7 +214,7 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
         &entries(&[(5, 1), (6, 2), (7, 3)]),
     )
     .await;
-    assert!(z.store.begin_build(&building).await.unwrap());
+    assert!(z.store.feeds().begin_build(&building).await.unwrap());
     assert_eq!(
         z.read(&complete, 5).await,
         Range::Read(SourceRead {
@@ -224,7 +237,7 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
     }
     // Read together (one pipeline per node), each key keeps its answer.
     let keys = [&missing, &floored, &building, &complete].map(|k| k.to_string());
-    let together = z.store.ranges(&keys, None, 5).await.unwrap();
+    let together = z.store.feeds().ranges(&keys, None, 5).await.unwrap();
     for (key, range) in keys.iter().zip(together) {
         assert_eq!(range, z.read(key, 5).await, "{key}");
     }
@@ -285,6 +298,7 @@ async fn clause_2_entries_stay_in_order_once_and_the_sentinel_last() {
         entries(&[(7, 4), (8, 3)]),
     ] {
         z.store
+            .feeds()
             .push(&[(key.clone(), &pushed[..])], 10)
             .await
             .unwrap();
@@ -321,6 +335,7 @@ async fn clause_3_pushes_reach_only_existing_lists_at_or_above_the_floor() {
     z.built(&key, 100, Some(at(5)), &entries(&[(6, 1)])).await;
     let added = z
         .store
+        .feeds()
         .push_same(
             &[key.clone(), missing.clone()],
             &entries(&[(4, 2), (5, 3), (9, 4)]),
@@ -366,8 +381,8 @@ async fn clause_3_a_cut_push_raises_the_floor_to_its_lowest_score() {
 async fn clause_3_a_cut_push_abandons_a_build_and_a_plain_one_lands_in_it() {
     let mut z = Zsets::new().await;
     let (plain, cut) = (z.key(1), z.key(2));
-    assert!(z.store.begin_build(&plain).await.unwrap());
-    assert!(z.store.begin_build(&cut).await.unwrap());
+    assert!(z.store.feeds().begin_build(&plain).await.unwrap());
+    assert!(z.store.feeds().begin_build(&cut).await.unwrap());
     z.push(&plain, &entries(&[(7, 1)]), 10, None).await;
     z.push(&cut, &entries(&[(7, 1)]), 10, Some(at(7))).await;
     assert_eq!(z.ids(&plain).await, vec![1]);
@@ -375,12 +390,14 @@ async fn clause_3_a_cut_push_abandons_a_build_and_a_plain_one_lands_in_it() {
     // Its builder's fill then leaves it missing.
     assert!(!z
         .store
+        .feeds()
         .fill(&cut, 10, None, &entries(&[(3, 2)]), 0)
         .await
         .unwrap());
     assert_eq!(z.read(&cut, 5).await, Range::Missing);
     assert!(z
         .store
+        .feeds()
         .fill(&plain, 10, None, &entries(&[(3, 2)]), 0)
         .await
         .unwrap());
@@ -412,7 +429,7 @@ async fn clause_4_a_trim_keeps_the_newest_cap_and_raises_the_floor() {
     assert_eq!(z.floor(&big).await, Some(31.0));
     // A list being built is not trimmed, however many new heads it gets.
     let building = z.key(3);
-    assert!(z.store.begin_build(&building).await.unwrap());
+    assert!(z.store.feeds().begin_build(&building).await.unwrap());
     for i in 1..=8 {
         z.push(&building, &entries(&[(i, i)]), 4, None).await;
     }
@@ -424,8 +441,11 @@ async fn clause_4_a_trim_keeps_the_newest_cap_and_raises_the_floor() {
 async fn clause_5_a_build_is_begun_once_filled_once_and_expires_if_abandoned() {
     let mut z = Zsets::new().await;
     let key = z.key(1);
-    assert!(z.store.begin_build(&key).await.unwrap());
-    assert!(!z.store.begin_build(&key).await.unwrap(), "one builder");
+    assert!(z.store.feeds().begin_build(&key).await.unwrap());
+    assert!(
+        !z.store.feeds().begin_build(&key).await.unwrap(),
+        "one builder"
+    );
     assert_eq!(z.floor(&key).await, Some(f64::INFINITY));
     assert!(z.ttl(&key).await > 0, "an abandoned build expires");
     // A push racing with the build lands, then the floor drops what is
@@ -433,6 +453,7 @@ async fn clause_5_a_build_is_begun_once_filled_once_and_expires_if_abandoned() {
     z.push(&key, &entries(&[(9, 1), (2, 2)]), 10, None).await;
     assert!(z
         .store
+        .feeds()
         .fill(&key, 10, Some(at(5)), &entries(&[(5, 3), (6, 4)]), 0)
         .await
         .unwrap());
@@ -442,6 +463,7 @@ async fn clause_5_a_build_is_begun_once_filled_once_and_expires_if_abandoned() {
     // Filling again (a late builder) changes nothing.
     assert!(!z
         .store
+        .feeds()
         .fill(&key, 10, None, &entries(&[(1, 5)]), 0)
         .await
         .unwrap());
@@ -474,17 +496,17 @@ impl Zsets {
 async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     let mut z = Zsets::new().await;
     let reader = 7;
-    let inbox = z.store.keys().inbox(reader);
-    let following = z.store.keys().following(reader);
-    let followees = z.store.keys().followees(reader);
+    let inbox = z.store.keys().inbox(UserId(reader));
+    let following = z.store.keys().following(UserId(reader));
+    let followees = z.store.keys().followees(UserId(reader));
     z.built(&inbox, 10, None, &[]).await;
     // Missing: a change does nothing to the copy (it is rebuilt later)...
     assert!(!z
         .store
         .state()
         .set_follow(
-            reader,
-            1,
+            UserId(reader),
+            UserId(1),
             5,
             (Edge::Follow, true),
             10,
@@ -503,7 +525,7 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     // newer ones apply, in whatever order they come.
     let set = |author, seq, follow| {
         z.store.state().set_follow(
-            reader,
+            UserId(reader),
             author,
             seq,
             (if follow { Edge::Follow } else { Edge::Unfollow }, follow),
@@ -512,10 +534,13 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
             &[],
         )
     };
-    assert!(!set(1, 4, false).await.unwrap());
-    assert!(set(1, 9, false).await.unwrap());
-    assert!(!set(1, 7, true).await.unwrap(), "older than the unfollow");
-    assert!(set(3, 8, true).await.unwrap());
+    assert!(!set(UserId(1), 4, false).await.unwrap());
+    assert!(set(UserId(1), 9, false).await.unwrap());
+    assert!(
+        !set(UserId(1), 7, true).await.unwrap(),
+        "older than the unfollow"
+    );
+    assert!(set(UserId(3), 8, true).await.unwrap());
     let h = z.hash(&following).await;
     assert_eq!(
         (h["1"].as_str(), h["2"].as_str(), h["3"].as_str()),
@@ -528,8 +553,8 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     z.store
         .state()
         .set_follow(
-            reader,
-            3,
+            UserId(reader),
+            UserId(3),
             10,
             (Edge::Unfollow, false),
             10,
@@ -544,8 +569,8 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
         .store
         .state()
         .set_follow(
-            reader,
-            3,
+            UserId(reader),
+            UserId(3),
             6,
             (Edge::Unfollow, false),
             10,
@@ -561,7 +586,15 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     assert!(z
         .store
         .state()
-        .set_follow(reader, 2, 13, (Edge::Mute, false), 10, None, &[])
+        .set_follow(
+            UserId(reader),
+            UserId(2),
+            13,
+            (Edge::Mute, false),
+            10,
+            None,
+            &[]
+        )
         .await
         .unwrap());
     assert_eq!(z.hash(&following).await["2"], "U13");
@@ -570,7 +603,15 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     assert!(z
         .store
         .state()
-        .set_follow(reader, 2, 14, (Edge::Unmute, true), 10, None, &[])
+        .set_follow(
+            UserId(reader),
+            UserId(2),
+            14,
+            (Edge::Unmute, true),
+            10,
+            None,
+            &[]
+        )
         .await
         .unwrap());
     assert_eq!(z.hash(&following).await["2"], "F14");
@@ -582,27 +623,53 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     assert!(!z
         .store
         .state()
-        .set_follow(reader, 4, 12, (Edge::Follow, true), 10, None, &[])
+        .set_follow(
+            UserId(reader),
+            UserId(4),
+            12,
+            (Edge::Follow, true),
+            10,
+            None,
+            &[]
+        )
         .await
         .unwrap());
     assert!(z.hash(&following).await.is_empty());
     assert!(z.build_following(reader, 12, &[2, 4]).await);
     z.store.delete(&followees).await.unwrap();
-    assert!(z.store.state().begin_following(reader).await.unwrap());
+    assert!(z
+        .store
+        .state()
+        .begin_following(UserId(reader))
+        .await
+        .unwrap());
     assert_eq!(z.hash(&following).await[""], "b");
     assert_eq!(z.names(&followees).await, ["0"]);
     // A change during a build abandons it; the fill then finds nothing.
     z.store.delete(&following).await.unwrap();
-    assert!(z.store.state().begin_following(reader).await.unwrap());
+    assert!(z
+        .store
+        .state()
+        .begin_following(UserId(reader))
+        .await
+        .unwrap());
     z.store
         .state()
-        .set_follow(reader, 1, 11, (Edge::Follow, true), 10, None, &[])
+        .set_follow(
+            UserId(reader),
+            UserId(1),
+            11,
+            (Edge::Follow, true),
+            10,
+            None,
+            &[],
+        )
         .await
         .unwrap();
     assert!(!z
         .store
         .state()
-        .fill_following(reader, 10, &[2], 3600)
+        .fill_following(UserId(reader), 10, &[UserId(2)], 3600)
         .await
         .unwrap());
     assert!(z.hash(&following).await.is_empty());
@@ -619,7 +686,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     // Missing: changes do nothing (the copy is rebuilt later).
     z.store
         .state()
-        .pulled_change(5, PulledChange::Add(50))
+        .pulled_change(UserId(5), PulledChange::Add(50))
         .await
         .unwrap();
     assert!(z.hash(&pulled).await.is_empty());
@@ -627,29 +694,29 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     assert!(z.store.state().begin_pulled().await.unwrap());
     z.store
         .state()
-        .pulled_change(5, PulledChange::Add(51))
+        .pulled_change(UserId(5), PulledChange::Add(51))
         .await
         .unwrap();
     z.store
         .state()
-        .pulled_change(6, PulledChange::Promote(3))
+        .pulled_change(UserId(6), PulledChange::Promote(3))
         .await
         .unwrap();
     let fill = [
         PulledAuthor {
-            author: 5,
+            author: UserId(5),
             epoch: None,
             in_flight: vec![50],
         },
         PulledAuthor {
-            author: 6,
+            author: UserId(6),
             epoch: Some(2),
             in_flight: vec![],
         },
         // A big-V whose epoch is 0 (flagged before epochs existed) is
         // pulled like any other: the fill never drops a big-V.
         PulledAuthor {
-            author: 7,
+            author: UserId(7),
             epoch: Some(0),
             in_flight: vec![],
         },
@@ -669,44 +736,44 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     // Its demotion settles epoch 0 like any other.
     z.store
         .state()
-        .pulled_change(7, PulledChange::Demoted(0))
+        .pulled_change(UserId(7), PulledChange::Demoted(0))
         .await
         .unwrap();
     assert!(!z.hash(&pulled).await.contains_key("7"));
     // A delivery done; the last one removes an author that is not big-V.
     z.store
         .state()
-        .pulled_change(5, PulledChange::Done(50))
+        .pulled_change(UserId(5), PulledChange::Done(50))
         .await
         .unwrap();
     assert_eq!(z.hash(&pulled).await["5"], ";51");
     z.store
         .state()
-        .pulled_change(5, PulledChange::Done(51))
+        .pulled_change(UserId(5), PulledChange::Done(51))
         .await
         .unwrap();
     assert!(!z.hash(&pulled).await.contains_key("5"));
     // A demotion settles only the epoch it ended: not a newer promotion's.
     z.store
         .state()
-        .pulled_change(6, PulledChange::Add(60))
+        .pulled_change(UserId(6), PulledChange::Add(60))
         .await
         .unwrap();
     z.store
         .state()
-        .pulled_change(6, PulledChange::Demoted(2))
+        .pulled_change(UserId(6), PulledChange::Demoted(2))
         .await
         .unwrap();
     assert_eq!(z.hash(&pulled).await["6"], "3;60");
     z.store
         .state()
-        .pulled_change(6, PulledChange::Demoted(3))
+        .pulled_change(UserId(6), PulledChange::Demoted(3))
         .await
         .unwrap();
     assert_eq!(z.hash(&pulled).await["6"], ";60");
     z.store
         .state()
-        .pulled_change(6, PulledChange::Done(60))
+        .pulled_change(UserId(6), PulledChange::Done(60))
         .await
         .unwrap();
     assert!(!z.hash(&pulled).await.contains_key("6"));
@@ -715,7 +782,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     z.store.delete(&names).await.unwrap();
     z.store
         .state()
-        .pulled_change(8, PulledChange::Promote(4))
+        .pulled_change(UserId(8), PulledChange::Promote(4))
         .await
         .unwrap();
     assert!(z.hash(&pulled).await.is_empty());
@@ -728,7 +795,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
     let post = |author: i64, t: i64| CachedPost {
-        author_id: author,
+        author_id: UserId(author),
         author_username: format!("u{author}"),
         body: "b".into(),
         created_at_ms: at(t),
@@ -736,7 +803,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         meta: None,
     };
     // A read before the reader state exists names what is missing.
-    let inbox = keys.inbox(9);
+    let inbox = keys.inbox(UserId(9));
     let read = z.store.warm_read(HOME_9, None, 5).await.unwrap();
     assert_eq!(read, WarmRead::Missing(StateKey::Following));
     z.build_following(9, 1, &[1, 2]).await;
@@ -757,14 +824,14 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     );
     assert!(z.store.state().fill_hidden(&[]).await.unwrap());
     // Author 2 publishes (its outbox exists): the post is cached, pulled.
-    z.built(&keys.outbox(2), 10, None, &[]).await;
+    z.built(&keys.outbox(UserId(2)), 10, None, &[]).await;
     z.store
         .posts()
         .publish(&post(2, 20), 200, 10, 60)
         .await
         .unwrap();
     // Author 3, not followed, publishes too; and 1's post is in the inbox.
-    z.built(&keys.outbox(3), 10, None, &[]).await;
+    z.built(&keys.outbox(UserId(3)), 10, None, &[]).await;
     z.store
         .posts()
         .publish(&post(3, 30), 300, 10, 60)
@@ -780,9 +847,9 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         panic!("a warm read");
     };
     // The inbox and the outbox of author 2 (pulled, followed); not 3's.
-    let authors: Vec<Option<i64>> = sources.iter().map(|(a, _)| *a).collect();
+    let authors: Vec<Option<i64>> = sources.iter().map(|(a, _)| a.map(|a| a.0)).collect();
     assert_eq!(authors, vec![None, Some(2)]);
-    assert_eq!(meta[&100].author, Some(1));
+    assert_eq!(meta[&100].author, Some(UserId(1)));
     assert!(meta[&100].followed && !meta[&100].deleted);
     assert!(meta[&200].followed);
     // A tombstone is seen; an entry whose post is not cached is unknown.
@@ -795,7 +862,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     assert_eq!(meta[&101].author, None);
     // The reader's own post (9 publishes; the delivery is in flight): with
     // `own`, its outbox is pulled and its post followed; without, neither.
-    z.built(&keys.outbox(9), 10, None, &[]).await;
+    z.built(&keys.outbox(UserId(9)), 10, None, &[]).await;
     z.store
         .posts()
         .publish(&post(9, 40), 400, 10, 60)
@@ -803,7 +870,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         .unwrap();
     z.push(&inbox, &entries(&[(40, 400)]), 10, None).await;
     let own = Scope::Home {
-        reader: 9,
+        reader: UserId(9),
         own: true,
     };
     for (scope, shown) in [(HOME_9, false), (own, true)] {
@@ -811,7 +878,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         else {
             panic!("a warm read");
         };
-        let authors: Vec<Option<i64>> = sources.iter().map(|(a, _)| *a).collect();
+        let authors: Vec<Option<i64>> = sources.iter().map(|(a, _)| a.map(|a| a.0)).collect();
         let pulled = if shown {
             vec![None, Some(2), Some(9)]
         } else {
@@ -822,7 +889,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         assert!(meta[&200].followed && !meta.contains_key(&300));
     }
     // Either SET of names lost: the read names the state to rebuild.
-    z.store.delete(&keys.followees(9)).await.unwrap();
+    z.store.delete(&keys.followees(UserId(9))).await.unwrap();
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Following)
@@ -856,7 +923,7 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
     use feed_service::types::WarmRead;
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
-    let inbox = keys.inbox(9);
+    let inbox = keys.inbox(UserId(9));
     z.reader_state(9, &[1, 2], &[]).await;
     // Ten entries, scores 1 to 10, the top of them in a run of three.
     let mut inbox_entries = entries(&[(10, 110), (10, 111), (10, 112)]);
@@ -899,15 +966,15 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
     use feed_service::types::WarmRead;
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
-    let inbox = keys.inbox(9);
+    let inbox = keys.inbox(UserId(9));
     // More pulled authors than the reader follows (the warm read then
     // starts from whom it follows): 3 to 6 are not followed.
     z.reader_state(9, &[1, 2], &[1, 2, 3, 4, 5, 6]).await;
     // Two pulled outboxes that interleave, and an older inbox.
     let outbox_1 = entries(&[(20, 201), (18, 202), (16, 203), (14, 204)]);
     let outbox_2 = entries(&[(19, 301), (17, 302), (15, 303), (13, 304)]);
-    z.built(&keys.outbox(1), 100, None, &outbox_1).await;
-    z.built(&keys.outbox(2), 100, None, &outbox_2).await;
+    z.built(&keys.outbox(UserId(1)), 100, None, &outbox_1).await;
+    z.built(&keys.outbox(UserId(2)), 100, None, &outbox_2).await;
     z.built(
         &inbox,
         100,
@@ -924,7 +991,11 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
     let mut got: Vec<(Option<i64>, Vec<i64>, Option<i64>)> = sources
         .iter()
         .map(|(author, range)| match range {
-            Range::Read(r) => (*author, r.entries.iter().map(|e| e.id).collect(), r.cut),
+            Range::Read(r) => (
+                author.map(|a| a.0),
+                r.entries.iter().map(|e| e.id).collect(),
+                r.cut,
+            ),
             other => panic!("{other:?}"),
         })
         .collect();
@@ -947,7 +1018,7 @@ async fn clause_10_a_run_of_equal_scores_longer_than_a_read_may_take_is_left_out
     use feed_service::types::WarmRead;
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
-    let inbox = keys.inbox(9);
+    let inbox = keys.inbox(UserId(9));
     z.reader_state(9, &[1], &[]).await;
     let mut run = vec![(20, 1)];
     run.extend((0..scripts::TIES as i64 + 10).map(|i| (7, 100 + i)));
@@ -972,12 +1043,17 @@ async fn clause_10_a_run_of_equal_scores_longer_than_a_read_may_take_is_left_out
 async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
-    let (inbox, following, outbox) = (keys.inbox(7), keys.following(7), keys.outbox(7));
-    let followees = keys.followees(7);
+    let (inbox, following, outbox) = (
+        keys.inbox(UserId(7)),
+        keys.following(UserId(7)),
+        keys.outbox(UserId(7)),
+    );
+    let followees = keys.followees(UserId(7));
     // Built with the idle TTL; an outbox never expires.
-    assert!(z.store.begin_build(&inbox).await.unwrap());
+    assert!(z.store.feeds().begin_build(&inbox).await.unwrap());
     assert!(z
         .store
+        .feeds()
         .fill(&inbox, 10, None, &entries(&[(1, 1)]), 3_600)
         .await
         .unwrap());
@@ -992,7 +1068,8 @@ async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
     // A read renews both, once per mark interval.
     assert!(z
         .store
-        .touch_reader(7, &[], 1, 60, (7_200, 86_400))
+        .fans()
+        .touch_reader(UserId(7), &[], 1, 60, (7_200, 86_400))
         .await
         .unwrap());
     assert!((7_100..=7_200).contains(&z.ttl(&inbox).await));
@@ -1000,36 +1077,46 @@ async fn clause_11_a_reader_s_keys_expire_when_idle_and_reads_renew_them() {
     assert!((7_100..=7_200).contains(&z.ttl(&followees).await));
     assert!(!z
         .store
-        .touch_reader(7, &[], 2, 60, (9_000, 86_400))
+        .fans()
+        .touch_reader(UserId(7), &[], 2, 60, (9_000, 86_400))
         .await
         .unwrap());
     assert!(z.ttl(&inbox).await <= 7_200);
     // A key being built keeps its build TTL (an abandoned build still
     // expires soon), and a missing one stays missing.
-    let other = keys.inbox(8);
-    assert!(z.store.begin_build(&other).await.unwrap());
+    let other = keys.inbox(UserId(8));
+    assert!(z.store.feeds().begin_build(&other).await.unwrap());
     assert!(z
         .store
-        .touch_reader(8, &[3], 1, 60, (7_200, 86_400))
+        .fans()
+        .touch_reader(UserId(8), &[UserId(3)], 1, 60, (7_200, 86_400))
         .await
         .unwrap());
     assert!(z.ttl(&other).await <= 30);
-    assert_eq!(z.ttl(&keys.following(8)).await, -2);
+    assert_eq!(z.ttl(&keys.following(UserId(8))).await, -2);
     // ...and the reader is an active fan of the big-Vs it read.
-    assert_eq!(z.store.active_fans(3, 0).await.unwrap(), vec![8]);
-    let fans = keys.active_fans(3);
+    assert_eq!(
+        z.store.fans().active_fans(UserId(3), 0).await.unwrap(),
+        vec![UserId(8)]
+    );
+    let fans = keys.active_fans(UserId(3));
     assert!((86_300..=86_400).contains(&z.ttl(&fans).await));
     // An active-fans set keeps only its window, and expires after it.
     let later = 1 + 86_400_000 + 1;
     assert!(z
         .store
-        .touch_reader(9, &[3], later, 60, (7_200, 86_400))
+        .fans()
+        .touch_reader(UserId(9), &[UserId(3)], later, 60, (7_200, 86_400))
         .await
         .unwrap());
-    assert_eq!(z.store.active_fans(3, 0).await.unwrap(), vec![9]);
+    assert_eq!(
+        z.store.fans().active_fans(UserId(3), 0).await.unwrap(),
+        vec![UserId(9)]
+    );
     assert!(z
         .store
-        .touch_reader(10, &[3], later, 60, (7_200, 100))
+        .fans()
+        .touch_reader(UserId(10), &[UserId(3)], later, 60, (7_200, 100))
         .await
         .unwrap());
     assert!((1..=100).contains(&z.ttl(&fans).await));
@@ -1042,7 +1129,7 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     let keys = z.store.keys().clone();
     let hidden = keys.hidden();
     let post = |author: i64, t: i64| CachedPost {
-        author_id: author,
+        author_id: UserId(author),
         author_username: format!("u{author}"),
         body: "b".into(),
         created_at_ms: at(t),
@@ -1051,13 +1138,13 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     };
     // Reader 9 follows 1 (pushed) and 2 (a pulled big-V).
     z.reader_state(9, &[1, 2], &[2]).await;
-    z.built(&keys.outbox(2), 10, None, &[]).await;
+    z.built(&keys.outbox(UserId(2)), 10, None, &[]).await;
     z.store
         .posts()
         .publish(&post(2, 20), 200, 10, 60)
         .await
         .unwrap();
-    z.built(&keys.inbox(9), 10, None, &entries(&[(10, 100)]))
+    z.built(&keys.inbox(UserId(9)), 10, None, &entries(&[(10, 100)]))
         .await;
     z.store
         .posts()
@@ -1067,7 +1154,10 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     let read =
         async |z: &Zsets, scope: Scope| match z.store.warm_read(scope, None, 5).await.unwrap() {
             WarmRead::Read { sources, meta } => (
-                sources.iter().map(|(a, _)| *a).collect::<Vec<_>>(),
+                sources
+                    .iter()
+                    .map(|(a, _)| a.map(|a| a.0))
+                    .collect::<Vec<_>>(),
                 meta.iter()
                     .filter(|(_, m)| m.followed)
                     .map(|(id, _)| *id)
@@ -1081,13 +1171,32 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     );
     // Both hidden: no outbox of 2 is read, no post of either is followed,
     // on a home and on an author's page.
-    z.store.state().hidden_change(1, true).await.unwrap();
-    z.store.state().hidden_change(2, true).await.unwrap();
+    z.store
+        .state()
+        .hidden_change(UserId(1), true)
+        .await
+        .unwrap();
+    z.store
+        .state()
+        .hidden_change(UserId(2), true)
+        .await
+        .unwrap();
     assert_eq!(read(&z, HOME_9).await, (vec![None], [].into()));
-    assert_eq!(read(&z, Scope::Author(2)).await, (vec![None], [].into()));
+    assert_eq!(
+        read(&z, Scope::Author(UserId(2))).await,
+        (vec![None], [].into())
+    );
     // Shown again.
-    z.store.state().hidden_change(1, false).await.unwrap();
-    z.store.state().hidden_change(2, false).await.unwrap();
+    z.store
+        .state()
+        .hidden_change(UserId(1), false)
+        .await
+        .unwrap();
+    z.store
+        .state()
+        .hidden_change(UserId(2), false)
+        .await
+        .unwrap();
     assert_eq!(
         read(&z, HOME_9).await,
         (vec![None, Some(2)], [100, 200].into())
@@ -1095,18 +1204,25 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     // A change during a build abandons it; the fill then finds nothing.
     z.store.delete(&hidden).await.unwrap();
     assert_eq!(
-        z.store.warm_read(Scope::Author(2), None, 5).await.unwrap(),
+        z.store
+            .warm_read(Scope::Author(UserId(2)), None, 5)
+            .await
+            .unwrap(),
         WarmRead::Missing(StateKey::Hidden)
     );
     assert!(z.store.state().begin_hidden().await.unwrap());
     assert!(!z.store.state().begin_hidden().await.unwrap());
-    z.store.state().hidden_change(1, true).await.unwrap();
-    assert!(!z.store.state().fill_hidden(&[2]).await.unwrap());
+    z.store
+        .state()
+        .hidden_change(UserId(1), true)
+        .await
+        .unwrap();
+    assert!(!z.store.state().fill_hidden(&[UserId(2)]).await.unwrap());
     assert!(z.names(&hidden).await.is_empty());
     // A build completes with its ids; it has no TTL once built.
     assert!(z.store.state().begin_hidden().await.unwrap());
     assert!((1..=30).contains(&z.ttl(&hidden).await));
-    assert!(z.store.state().fill_hidden(&[1]).await.unwrap());
+    assert!(z.store.state().fill_hidden(&[UserId(1)]).await.unwrap());
     assert_eq!(z.names(&hidden).await, ["0", "1"]);
     assert_eq!(z.ttl(&hidden).await, -1);
     assert_eq!(read(&z, HOME_9).await.1, [200].into());

@@ -2,6 +2,7 @@
 //! pull-to-refresh.
 
 use feed_service::types::Post;
+use feed_service::types::UserId;
 use serde_json::json;
 
 use crate::helpers::{assert_unique, ids, newest_first, spawn_app, T0};
@@ -57,7 +58,7 @@ async fn a_big_v_sees_its_own_posts_pulled_from_its_outbox() {
     // A big-V's post reaches only active fans' inboxes: the star has not
     // read yet, so its own inbox lacks it, and its home pulls its outbox.
     let mut conn = app.engine.redis().connection().await.unwrap();
-    let inbox = app.engine.redis().keys().inbox(star.id);
+    let inbox = app.engine.redis().keys().inbox(UserId(star.id));
     let held = crate::helpers::feed_list(&mut conn, &inbox).await;
     assert!(held.is_none_or(|(entries, _)| entries.iter().all(|e| e.id != first.id)));
     assert_eq!(app.home(&star, 10).await, vec![first.id]);
@@ -171,7 +172,10 @@ async fn refreshing_with_prev_reaches_the_top_exactly_once_while_posts_keep_arri
     let (items, _, prev) = app.page_with(&path, &reader.token, "limit=1").await;
     let before_first = newest_first(&all)
         .into_iter()
-        .filter(|id| all.iter().any(|p| p.id == *id && p.author_id == author.id))
+        .filter(|id| {
+            all.iter()
+                .any(|p| p.id == *id && p.author_id == UserId(author.id))
+        })
         .collect::<Vec<_>>();
     let up = refresh_to_top(&app, &path, &reader.token, prev, 3, async |_| 0).await;
     assert!(

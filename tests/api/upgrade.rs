@@ -8,6 +8,7 @@ use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::MigrationHarness;
 use feed_service::store::pg::{ensure_database, MIGRATIONS};
+use feed_service::types::UserId;
 use secrecy::ExposeSecret;
 
 use crate::helpers::{ids, spawn_app, spawn_app_with, test_settings, Cleanup, TestUser};
@@ -55,7 +56,7 @@ async fn big_vs_of_a_database_from_before_epochs_are_pulled_after_the_upgrade() 
     let app = spawn_app_with(settings).await;
     let user = |id: i64| TestUser {
         id,
-        token: app.keys.mint(id, false, 3600).unwrap(),
+        token: app.keys.mint(UserId(id), false, 3600).unwrap(),
     };
     let (star, first, second) = (user(1), user(2), user(3));
     assert!(app.home(&first, 20).await.is_empty());
@@ -144,7 +145,10 @@ async fn feeds_left_in_the_sorted_set_layout_are_dropped_at_startup_and_rebuilt(
     first.settle().await;
     let redis = first.engine.redis();
     let keys = redis.keys().clone();
-    let (inbox, outbox) = (keys.inbox(reader.id), keys.outbox(author.id));
+    let (inbox, outbox) = (
+        keys.inbox(UserId(reader.id)),
+        keys.outbox(UserId(author.id)),
+    );
     let mut conn = redis.connection().await.unwrap();
     for key in [&inbox, &outbox] {
         let mut old = redis::pipe();

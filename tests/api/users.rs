@@ -1,3 +1,4 @@
+use feed_service::types::UserId;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -68,7 +69,7 @@ async fn unfollowing_ids_never_followed_leaves_the_readers_state_as_it_is() {
     // The reader's copy is built, then takes one follow change.
     app.home(&reader, 5).await;
     app.follow(&reader, &author).await;
-    let key = app.engine.redis().keys().following(reader.id);
+    let key = app.engine.redis().keys().following(UserId(reader.id));
     let fields = || async {
         let mut conn = app.engine.redis().connection().await.unwrap();
         let n: i64 = redis::cmd("HLEN")

@@ -21,6 +21,7 @@ mod stores;
 #[cfg(test)]
 mod tests;
 
+use crate::types::UserId;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -40,7 +41,7 @@ pub struct Lease {
     plan: Option<Plan>,
     /// The followers after a checkpoint, read while the batch before it
     /// was pushed: (checkpoint, page).
-    ahead: Option<(i64, Vec<i64>)>,
+    ahead: Option<(i64, Vec<UserId>)>,
 }
 
 /// A job's work, read once when its first batch runs.
@@ -56,7 +57,7 @@ enum Plan {
     /// A follow, unfollow, mute or unmute into Redis (its requester
     /// could not).
     Edge {
-        follower: i64,
+        follower: UserId,
         seq: i64,
         edge: Edge,
     },
@@ -69,7 +70,7 @@ enum Plan {
     /// Many follows of one reader (`seq`) into Redis.
     Follows {
         seq: i64,
-        targets: Vec<i64>,
+        targets: Vec<UserId>,
     },
     /// An import's list (its task's), a batch a step.
     Import {
@@ -97,7 +98,7 @@ enum Targets {
     /// keyset pages.
     Followers,
     /// These active fans (ascending ids).
-    Fans(Vec<i64>),
+    Fans(Vec<UserId>),
 }
 
 /// Whether the background work is to stop: told so, or no one is left to
@@ -190,7 +191,7 @@ impl<'a> FanOut<'a> {
         }
     }
 
-    #[tracing::instrument(skip(self, lease, shutdown), fields(job = lease.job.id, kind = %lease.job.kind(), author = lease.job.author_id))]
+    #[tracing::instrument(skip(self, lease, shutdown), fields(job = lease.job.id, kind = %lease.job.kind(), author = %lease.job.author_id))]
     async fn run_job(self, worker: usize, mut lease: Lease, shutdown: &watch::Receiver<bool>) {
         loop {
             match self.step(&mut lease, true).await {
@@ -382,7 +383,13 @@ impl<'a> FanOut<'a> {
     /// A follow, unfollow, mute or unmute into Redis. Whether the home
     /// shows the author is read now: a later change's job applies the
     /// state of its own time after it.
-    async fn edge_step(self, follower: i64, author: i64, seq: i64, edge: Edge) -> AppResult<()> {
+    async fn edge_step(
+        self,
+        follower: UserId,
+        author: UserId,
+        seq: i64,
+        edge: Edge,
+    ) -> AppResult<()> {
         let shown = match edge {
             Edge::Follow | Edge::Unmute => self.0.pg().users().shown(follower, author).await?,
             Edge::Unfollow | Edge::Mute => false,
@@ -565,7 +572,7 @@ impl<'a> FanOut<'a> {
                     };
                     let inboxes: Vec<String> = page.iter().map(|f| keys.inbox(*f)).collect();
                     self.0.redis().delete_many(&inboxes).await?;
-                    after = last;
+                    after = last.0;
                 }
             }
         }

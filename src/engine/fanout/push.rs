@@ -3,6 +3,7 @@
 //! delivery first redoes what its publish wrote (idempotent), so the post
 //! is in its outbox whatever became of the publish's own writes.
 
+use crate::types::UserId;
 use std::time::Duration;
 
 use super::stores::{PushCache, PushRecords};
@@ -30,7 +31,7 @@ pub struct Pusher<'a, R, C> {
 impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
     /// A backfill's plan: the author's pulled posts (its newest `cap`; if
     /// there were more, the push is cut) into every follower's inbox.
-    pub async fn plan_backfill(&self, author: i64) -> AppResult<Plan> {
+    pub async fn plan_backfill(&self, author: UserId) -> AppResult<Plan> {
         let cap = self.settings.inbox_max_len;
         let entries = self.records.entries(EntriesOf::Pulled(author), cap).await?;
         Ok(Plan::Push {
@@ -43,7 +44,7 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
     /// A delivery's plan: first what its publish did, or could not (the
     /// post's cache state, redone: idempotent), then whom it goes to.
     /// Nothing if the post is gone, or its author is being deleted.
-    pub async fn plan_delivery(&self, author: i64, post: i64) -> AppResult<Plan> {
+    pub async fn plan_delivery(&self, author: UserId, post: i64) -> AppResult<Plan> {
         let Some(delivery) = self.records.delivery(post).await? else {
             return Ok(Plan::Nothing);
         };
@@ -68,7 +69,12 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
     /// cache, the delivery in flight; a big-V's place among the pulled), in
     /// case it could not; streams hear of a post it had not written. False
     /// if the author is being deleted (the writes are taken back).
-    async fn redo_publish(&self, author: i64, post: i64, delivery: &Delivery) -> AppResult<bool> {
+    async fn redo_publish(
+        &self,
+        author: UserId,
+        post: i64,
+        delivery: &Delivery,
+    ) -> AppResult<bool> {
         let ttl = self.post_cache_ttl_secs;
         // A deleted post's tombstone goes first: the publish never clears
         // it, while the other order shows the post if the tombstone's call
@@ -108,7 +114,7 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
     /// either this sees the mark, or the purge's own forgetting comes after
     /// these writes: a purged author is never pulled, nor its outbox kept,
     /// by a delivery that raced it.
-    async fn undone_for_a_deleted_author(&self, author: i64, post: i64) -> AppResult<bool> {
+    async fn undone_for_a_deleted_author(&self, author: UserId, post: i64) -> AppResult<bool> {
         let here = self
             .records
             .user(author)
@@ -131,7 +137,7 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
     pub async fn push_step(
         &self,
         job: &mut Job,
-        ahead: &mut Option<(i64, Vec<i64>)>,
+        ahead: &mut Option<(i64, Vec<UserId>)>,
         push: Push<'_>,
         record: bool,
         mark: WriteMark,
@@ -151,7 +157,7 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
                 (page, last)
             }
             Targets::Fans(fans) => {
-                let start = fans.partition_point(|f| *f <= job.checkpoint);
+                let start = fans.partition_point(|f| *f <= UserId(job.checkpoint));
                 let end = fans.len().min(start + batch as usize);
                 (fans[start..end].to_vec(), end == fans.len())
             }
@@ -165,10 +171,10 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
         // follows meanwhile is either on it or gets the post from its
         // follow's backfill, as before.
         let added = if matches!(push.to, Targets::Followers) && !last_page {
-            let next = self.records.inboxes_after(job.author_id, last, batch);
+            let next = self.records.inboxes_after(job.author_id, last.0, batch);
             let (added, next) = futures::future::join(pushed, next).await;
             if let Ok(page) = next {
-                *ahead = Some((last, page));
+                *ahead = Some((last.0, page));
             }
             added?
         } else {
@@ -178,9 +184,9 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
         if !last_page && record {
             // A failover must not lose a checkpointed batch.
             self.cache.replicated(mark).await?;
-            self.records.checkpoint_job(job, last, self.lease).await?;
+            self.records.checkpoint_job(job, last.0, self.lease).await?;
         }
-        job.checkpoint = last;
+        job.checkpoint = last.0;
         Ok(last_page)
     }
 }

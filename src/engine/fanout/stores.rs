@@ -3,6 +3,7 @@
 //! progress; the cache's outbox, inboxes, pulled authors and hints. Pushes
 //! run (and are tested) over any store that answers them.
 
+use crate::types::UserId;
 use std::future::Future;
 use std::time::Duration;
 
@@ -21,10 +22,10 @@ pub trait PushRecords: Accounts + FeedEntries {
     /// and itself), by ascending id, after `after`.
     fn inboxes_after(
         &self,
-        author: i64,
+        author: UserId,
         after: i64,
         limit: i64,
-    ) -> impl Future<Output = AppResult<Vec<i64>>> + Send;
+    ) -> impl Future<Output = AppResult<Vec<UserId>>> + Send;
 
     /// Records `job`'s progress up to `checkpoint`, its lease extended by
     /// `lease` (refused if the lease is no longer the job's).
@@ -53,20 +54,20 @@ pub trait PushCache: Hints + Pulled + Replicas {
 
     /// Takes back what a publish wrote: `author`'s outbox and `post`'s
     /// cache entry go.
-    fn take_back(&self, author: i64, post: i64) -> impl Future<Output = AppResult<()>> + Send;
+    fn take_back(&self, author: UserId, post: i64) -> impl Future<Output = AppResult<()>> + Send;
 
     /// `author`'s active fans seen since `since_ms`, by ascending id.
     fn active_fans(
         &self,
-        author: i64,
+        author: UserId,
         since_ms: i64,
-    ) -> impl Future<Output = AppResult<Vec<i64>>> + Send;
+    ) -> impl Future<Output = AppResult<Vec<UserId>>> + Send;
 
     /// Pushes `entries` into the inboxes of `readers` that exist (each at
     /// most `cap`; `cut`: nothing at or below it is claimed). Entries added.
     fn push(
         &self,
-        readers: &[i64],
+        readers: &[UserId],
         entries: &[Entry],
         cap: i64,
         cut: Option<i64>,
@@ -78,7 +79,12 @@ impl PushRecords for PgStore {
         self.posts().delivery(id).await
     }
 
-    async fn inboxes_after(&self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
+    async fn inboxes_after(
+        &self,
+        author: UserId,
+        after: i64,
+        limit: i64,
+    ) -> AppResult<Vec<UserId>> {
         self.jobs().inboxes_after(author, after, limit).await
     }
 
@@ -102,24 +108,24 @@ impl PushCache for RedisStore {
         self.posts().tombstone(id, ttl_secs).await
     }
 
-    async fn take_back(&self, author: i64, post: i64) -> AppResult<()> {
+    async fn take_back(&self, author: UserId, post: i64) -> AppResult<()> {
         let keys = self.keys();
         self.delete_many(&[keys.outbox(author), keys.post(post)])
             .await
     }
 
-    async fn active_fans(&self, author: i64, since_ms: i64) -> AppResult<Vec<i64>> {
-        RedisStore::active_fans(self, author, since_ms).await
+    async fn active_fans(&self, author: UserId, since_ms: i64) -> AppResult<Vec<UserId>> {
+        self.fans().active_fans(author, since_ms).await
     }
 
     async fn push(
         &self,
-        readers: &[i64],
+        readers: &[UserId],
         entries: &[Entry],
         cap: i64,
         cut: Option<i64>,
     ) -> AppResult<i64> {
         let inboxes: Vec<String> = readers.iter().map(|r| self.keys().inbox(*r)).collect();
-        self.push_same(&inboxes, entries, cap, cut).await
+        self.feeds().push_same(&inboxes, entries, cap, cut).await
     }
 }

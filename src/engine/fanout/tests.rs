@@ -3,6 +3,7 @@
 //! checkpoint, and replication that may fail. What a follower checks: a
 //! post reaches its inbox exactly once, whatever became of the workers.
 
+use crate::types::UserId;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -95,7 +96,7 @@ impl World {
 fn delivery(pulled: bool) -> Delivery {
     Delivery {
         post: CachedPost {
-            author_id: AUTHOR,
+            author_id: UserId(AUTHOR),
             author_username: "author".into(),
             body: "hello".into(),
             created_at_ms: AT,
@@ -109,8 +110,12 @@ fn delivery(pulled: bool) -> Delivery {
 }
 
 impl Accounts for World {
-    async fn user(&self, id: i64) -> AppResult<Option<User>> {
-        Ok(self.state().users.get(&id).map(|status| user(id, *status)))
+    async fn user(&self, id: UserId) -> AppResult<Option<User>> {
+        Ok(self
+            .state()
+            .users
+            .get(&id.0)
+            .map(|status| user(id, *status)))
     }
 }
 
@@ -136,15 +141,21 @@ impl PushRecords for World {
         Ok(self.state().posts.get(&id).cloned())
     }
 
-    async fn inboxes_after(&self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
+    async fn inboxes_after(
+        &self,
+        author: UserId,
+        after: i64,
+        limit: i64,
+    ) -> AppResult<Vec<UserId>> {
         let s = self.state();
-        let mut ids: Vec<i64> = s
+        let mut ids: Vec<UserId> = s
             .follows
             .iter()
-            .filter(|(a, _)| *a == author)
+            .filter(|(a, _)| *a == author.0)
             .map(|(_, f)| *f)
-            .chain([author])
+            .chain([author.0])
             .filter(|id| *id > after)
+            .map(UserId)
             .collect();
         ids.sort_unstable();
         ids.truncate(limit as usize);
@@ -180,7 +191,7 @@ impl Hints for World {
 }
 
 impl Pulled for World {
-    async fn pulled_change(&self, _author: i64, change: PulledChange) -> AppResult<()> {
+    async fn pulled_change(&self, _author: UserId, change: PulledChange) -> AppResult<()> {
         self.state().pulled.push(change);
         Ok(())
     }
@@ -207,7 +218,7 @@ impl PushCache for World {
         Ok(())
     }
 
-    async fn take_back(&self, _author: i64, post: i64) -> AppResult<()> {
+    async fn take_back(&self, _author: UserId, post: i64) -> AppResult<()> {
         let mut s = self.state();
         s.log.push("take back");
         s.outbox.clear();
@@ -215,13 +226,13 @@ impl PushCache for World {
         Ok(())
     }
 
-    async fn active_fans(&self, _author: i64, since_ms: i64) -> AppResult<Vec<i64>> {
+    async fn active_fans(&self, _author: UserId, since_ms: i64) -> AppResult<Vec<UserId>> {
         let s = self.state();
-        let mut fans: Vec<i64> = s
+        let mut fans: Vec<UserId> = s
             .fans
             .iter()
             .filter(|(_, seen)| *seen >= since_ms)
-            .map(|(f, _)| *f)
+            .map(|(f, _)| UserId(*f))
             .collect();
         fans.sort_unstable();
         Ok(fans)
@@ -229,7 +240,7 @@ impl PushCache for World {
 
     async fn push(
         &self,
-        readers: &[i64],
+        readers: &[UserId],
         entries: &[Entry],
         _cap: i64,
         _cut: Option<i64>,
@@ -239,7 +250,7 @@ impl PushCache for World {
         let mut added = 0;
         for r in readers {
             s.writes += entries.len();
-            let Some(inbox) = s.inboxes.get_mut(r) else {
+            let Some(inbox) = s.inboxes.get_mut(&r.0) else {
                 continue;
             };
             for e in entries {
@@ -270,7 +281,7 @@ fn pusher(world: &World, batch: i64) -> Pusher<'_, World, World> {
 fn job() -> Job {
     Job {
         id: 1,
-        author_id: AUTHOR,
+        author_id: UserId(AUTHOR),
         checkpoint: 0,
         attempts: 1,
         created_at_ms: AT,
@@ -324,7 +335,7 @@ fn a_delivery_reaches_every_inbox_once_in_batches_and_checkpoints_each() {
     let world = World::with(23, &[15], false);
     let p = pusher(&world, 5);
     run(async {
-        let plan = p.plan_delivery(AUTHOR, POST).await.expect("a plan");
+        let plan = p.plan_delivery(UserId(AUTHOR), POST).await.expect("a plan");
         assert!(matches!(
             plan,
             Plan::Push {
@@ -357,7 +368,7 @@ fn a_batch_pushed_but_not_checkpointed_is_pushed_again_and_nothing_is_lost() {
     let world = World::with(23, &[], false);
     let p = pusher(&world, 5);
     run(async {
-        let plan = p.plan_delivery(AUTHOR, POST).await.expect("a plan");
+        let plan = p.plan_delivery(UserId(AUTHOR), POST).await.expect("a plan");
         let mut n = 0;
         deliver(&p, &plan, || {
             n += 1;
@@ -381,7 +392,7 @@ fn a_big_v_post_goes_only_to_its_active_fans_with_inboxes() {
     world.state().fans = vec![(11, now_ms()), (12, now_ms()), (13, now_ms() - 3_600_000)];
     let p = pusher(&world, 5);
     run(async {
-        let plan = p.plan_delivery(AUTHOR, POST).await.expect("a plan");
+        let plan = p.plan_delivery(UserId(AUTHOR), POST).await.expect("a plan");
         deliver(&p, &plan, || true).await;
         let holding: Vec<i64> = world.holding().into_keys().collect();
         assert_eq!(holding, vec![11]);
@@ -396,7 +407,7 @@ fn a_delivery_for_an_author_being_deleted_takes_its_writes_back() {
     world.state().users.insert(AUTHOR, AccountStatus::Deleted);
     let p = pusher(&world, 5);
     run(async {
-        let plan = p.plan_delivery(AUTHOR, POST).await.expect("a plan");
+        let plan = p.plan_delivery(UserId(AUTHOR), POST).await.expect("a plan");
         assert!(matches!(plan, Plan::Nothing));
         let s = world.state();
         assert!(s.outbox.is_empty() && s.cached.is_empty());
@@ -412,7 +423,7 @@ fn a_deleted_post_gets_its_tombstone_before_its_outbox_entry() {
     world.state().posts.get_mut(&POST).unwrap().post.deleted = true;
     let p = pusher(&world, 5);
     run(async {
-        p.plan_delivery(AUTHOR, POST).await.expect("a plan");
+        p.plan_delivery(UserId(AUTHOR), POST).await.expect("a plan");
         let s = world.state();
         assert_eq!(s.log[..2], ["tombstone", "publish"]);
         assert_eq!(s.cached.get(&POST), Some(&true));
@@ -425,7 +436,8 @@ fn no_checkpoint_is_recorded_before_a_replica_holds_its_batch() {
     world.replication_fails.store(true, Ordering::Relaxed);
     let p = pusher(&world, 5);
     run(async {
-        let Plan::Push { entries, cut, to } = p.plan_delivery(AUTHOR, POST).await.unwrap() else {
+        let Plan::Push { entries, cut, to } = p.plan_delivery(UserId(AUTHOR), POST).await.unwrap()
+        else {
             panic!("no push");
         };
         let mut job = job();
@@ -457,7 +469,7 @@ proptest! {
         let world = World::with(followers, &[], false);
         let p = pusher(&world, batch);
         run(async {
-            let plan = p.plan_delivery(AUTHOR, POST).await.expect("a plan");
+            let plan = p.plan_delivery(UserId(AUTHOR), POST).await.expect("a plan");
             let mut deaths = deaths.into_iter();
             deliver(&p, &plan, || !deaths.next().unwrap_or(false)).await;
         });

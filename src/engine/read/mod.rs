@@ -15,6 +15,7 @@ use super::{now_ms, Engine, Page, MARKED_READERS};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
+use crate::types::UserId;
 use crate::types::{PageRequest, Prev, Scope};
 pub(super) use reader::within_run;
 use reader::Reader;
@@ -26,7 +27,7 @@ pub struct Reads<'a>(pub(crate) &'a Engine);
 impl Reads<'_> {
     /// A page of `reader`'s home feed.
     #[tracing::instrument(skip(self))]
-    pub async fn home_page(self, reader: i64, req: PageRequest) -> AppResult<Page> {
+    pub async fn home_page(self, reader: UserId, req: PageRequest) -> AppResult<Page> {
         let note = |reader, big_vs| self.note_active(reader, big_vs);
         self.reader(&note).page(self.home_scope(reader), req).await
     }
@@ -37,8 +38,8 @@ impl Reads<'_> {
     /// unchecked, as warm pages are).
     pub async fn author_page_seen_by(
         self,
-        viewer: Option<i64>,
-        author: i64,
+        viewer: Option<UserId>,
+        author: UserId,
         req: PageRequest,
     ) -> AppResult<Page> {
         if let Some(viewer) = viewer {
@@ -65,7 +66,7 @@ impl Reads<'_> {
     }
 
     /// A reader's home feed as the settings define it now.
-    pub fn home_scope(self, reader: i64) -> Scope {
+    pub fn home_scope(self, reader: UserId) -> Scope {
         Scope::Home {
             reader,
             own: self.0.settings().home_includes_own_posts,
@@ -75,7 +76,7 @@ impl Reads<'_> {
     /// A page of `author`'s own posts. (An author that does not exist has
     /// no outbox: the cold path answers 404.)
     #[tracing::instrument(skip(self))]
-    pub async fn author_page(self, author: i64, req: PageRequest) -> AppResult<Page> {
+    pub async fn author_page(self, author: UserId, req: PageRequest) -> AppResult<Page> {
         self.reader(&|_, _| {})
             .page(Scope::Author(author), req)
             .await
@@ -90,7 +91,7 @@ impl Reads<'_> {
     /// each warm read of a home.
     fn reader<'a>(
         &'a self,
-        pulled: &'a (dyn Fn(i64, Vec<i64>) + Sync),
+        pulled: &'a (dyn Fn(UserId, Vec<UserId>) + Sync),
     ) -> Reader<'a, PgStore, RedisStore> {
         Reader {
             records: &self.0.inner.pg,
@@ -106,7 +107,7 @@ impl Reads<'_> {
     /// Notes a read, at most once per interval and off the request's path:
     /// the reader's keys get the idle TTL again, and it is recorded as an
     /// active fan of the big-Vs it follows.
-    fn note_active(self, reader: i64, big_vs: Vec<i64>) {
+    fn note_active(self, reader: UserId, big_vs: Vec<UserId>) {
         let interval = self.0.inner.tuning.active_mark_interval_secs;
         let live = self.0.settings();
         let ttls = (
@@ -135,6 +136,7 @@ impl Reads<'_> {
             if let Err(e) = engine
                 .inner
                 .redis
+                .fans()
                 .touch_reader(reader, &big_vs, now, interval, ttls)
                 .await
             {

@@ -2,6 +2,7 @@
 //! with the outboxes it pulls, where the cache can prove it holds the page;
 //! the records everywhere else, with the same order and cursor.
 
+use crate::types::UserId;
 use std::collections::HashMap;
 
 use super::stores::{Cache, FeedList, ListFill, Part, Records};
@@ -27,7 +28,7 @@ pub struct Reader<'a, R, C> {
     pub bodies: &'a SharedBodies,
     /// Told of each warm read of a home: its reader, and the authors whose
     /// outboxes it pulled.
-    pub pulled: &'a (dyn Fn(i64, Vec<i64>) + Sync),
+    pub pulled: &'a (dyn Fn(UserId, Vec<UserId>) + Sync),
 }
 
 /// Redis reads of one page before the engine answers from PostgreSQL.
@@ -118,7 +119,7 @@ fn refresh_page(cut: CutUp<Post>) -> Option<Page> {
 
 /// The sources a warm read found missing: the first (the inbox, or the
 /// author's outbox), and pulled authors' outboxes.
-fn missing_sources(scope: Scope, sources: &[(Option<i64>, Range)]) -> Vec<FeedList> {
+fn missing_sources(scope: Scope, sources: &[(Option<UserId>, Range)]) -> Vec<FeedList> {
     let first = match scope {
         Scope::Home { reader, .. } => FeedList::Inbox(reader),
         Scope::Author(a) => FeedList::Outbox(a),
@@ -171,7 +172,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     /// The page straight from the records.
     pub(super) async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
         // No account (or one being deleted) has a home or a page.
-        self.user(scope.user()).await?;
+        self.user(scope.user().0).await?;
         Stats::bump(&self.stats.pg_pages, 1);
         match req.min {
             None => self.page_down_from_pg(scope, req).await,
@@ -387,7 +388,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         &self,
         warm: &mut Warm,
         state: StateKey,
-        reader: Option<i64>,
+        reader: Option<UserId>,
     ) -> Result<(), Detour> {
         if warm.state.contains(&state) {
             return Err(Fallback::RebuildFailed.into());
@@ -409,7 +410,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         }
         warm.sources = true;
         if let Scope::Author(a) = scope {
-            self.user(a).await?;
+            self.user(a.0).await?;
         }
         let builds = missing.iter().map(|list| self.rebuild_list(*list));
         for outcome in futures::future::join_all(builds).await {
@@ -419,7 +420,10 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     }
 
     /// The sources' reads, counted, if every one was read.
-    fn ranges_read(&self, sources: Vec<(Option<i64>, Range)>) -> Result<Vec<SourceRead>, Detour> {
+    fn ranges_read(
+        &self,
+        sources: Vec<(Option<UserId>, Range)>,
+    ) -> Result<Vec<SourceRead>, Detour> {
         let mut reads = Vec::with_capacity(sources.len());
         for (_, range) in sources {
             let Range::Read(read) = range else {
@@ -592,7 +596,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
 
     /// Rebuilds the reader state a warm read missed, from the records;
     /// false if someone else is building it.
-    async fn rebuild_state(&self, state: StateKey, reader: Option<i64>) -> AppResult<bool> {
+    async fn rebuild_state(&self, state: StateKey, reader: Option<UserId>) -> AppResult<bool> {
         let part = match (state, reader) {
             (StateKey::Following, Some(r)) => Part::Following(r),
             (StateKey::Following, None) => return Ok(false),
@@ -678,6 +682,6 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
 
     /// The account `id` (not found if none, or being deleted).
     async fn user(&self, id: i64) -> AppResult<User> {
-        existing(id, self.records.user(id).await?)
+        existing(id, self.records.user(UserId(id)).await?)
     }
 }

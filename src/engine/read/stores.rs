@@ -3,6 +3,7 @@
 //! runs over any store that answers them (PostgreSQL and Redis in service,
 //! a model in memory in its unit tests).
 
+use crate::types::UserId;
 use std::collections::HashMap;
 use std::future::Future;
 
@@ -63,21 +64,21 @@ pub trait Records: Accounts + FeedEntries {
     /// Whom `reader`'s home shows, with its follow sequence number.
     fn following_state(
         &self,
-        reader: i64,
-    ) -> impl Future<Output = AppResult<(i64, Vec<i64>)>> + Send;
+        reader: UserId,
+    ) -> impl Future<Output = AppResult<(i64, Vec<UserId>)>> + Send;
 
     /// The authors every follower pulls.
     fn pulled_state(&self) -> impl Future<Output = AppResult<Vec<PulledAuthor>>> + Send;
 
     /// The accounts whose posts no feed shows.
-    fn hidden_accounts(&self) -> impl Future<Output = AppResult<Vec<i64>>> + Send;
+    fn hidden_accounts(&self) -> impl Future<Output = AppResult<Vec<UserId>>> + Send;
 }
 
 /// A part of the cache a page rebuilds when it finds it missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
     /// Whom a reader's home shows.
-    Following(i64),
+    Following(UserId),
     /// The authors every follower pulls.
     Pulled,
     /// The hidden accounts.
@@ -90,9 +91,9 @@ pub enum Part {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FeedList {
     /// A reader's inbox.
-    Inbox(i64),
+    Inbox(UserId),
     /// An author's outbox.
-    Outbox(i64),
+    Outbox(UserId),
 }
 
 /// A feed list filled in by a rebuild: at most `cap` entries, complete
@@ -137,16 +138,16 @@ pub trait Cache: Sync {
 
     fn fill_following(
         &self,
-        reader: i64,
+        reader: UserId,
         seq: i64,
-        followees: &[i64],
+        followees: &[UserId],
         idle_ttl_secs: u64,
     ) -> impl Future<Output = AppResult<bool>> + Send;
 
     fn fill_pulled(&self, authors: &[PulledAuthor])
         -> impl Future<Output = AppResult<bool>> + Send;
 
-    fn fill_hidden(&self, accounts: &[i64]) -> impl Future<Output = AppResult<bool>> + Send;
+    fn fill_hidden(&self, accounts: &[UserId]) -> impl Future<Output = AppResult<bool>> + Send;
 
     fn fill_list(
         &self,
@@ -186,7 +187,7 @@ impl Records for PgStore {
         self.posts().hydrate(ids, scope).await
     }
 
-    async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
+    async fn following_state(&self, reader: UserId) -> AppResult<(i64, Vec<UserId>)> {
         self.posts().following_state(reader).await
     }
 
@@ -194,7 +195,7 @@ impl Records for PgStore {
         self.posts().pulled_state().await
     }
 
-    async fn hidden_accounts(&self) -> AppResult<Vec<i64>> {
+    async fn hidden_accounts(&self) -> AppResult<Vec<UserId>> {
         self.users().hidden_accounts().await
     }
 }
@@ -217,7 +218,7 @@ impl Cache for RedisStore {
             Part::Following(reader) => self.state().begin_following(reader).await,
             Part::Pulled => self.state().begin_pulled().await,
             Part::Hidden => self.state().begin_hidden().await,
-            Part::List(list) => self.begin_build(&self.list_key(list)).await,
+            Part::List(list) => self.feeds().begin_build(&self.list_key(list)).await,
         }
     }
 
@@ -234,9 +235,9 @@ impl Cache for RedisStore {
 
     async fn fill_following(
         &self,
-        reader: i64,
+        reader: UserId,
         seq: i64,
-        followees: &[i64],
+        followees: &[UserId],
         idle_ttl_secs: u64,
     ) -> AppResult<bool> {
         self.state()
@@ -248,13 +249,14 @@ impl Cache for RedisStore {
         self.state().fill_pulled(authors).await
     }
 
-    async fn fill_hidden(&self, accounts: &[i64]) -> AppResult<bool> {
+    async fn fill_hidden(&self, accounts: &[UserId]) -> AppResult<bool> {
         self.state().fill_hidden(accounts).await
     }
 
     async fn fill_list(&self, list: FeedList, fill: ListFill<'_>) -> AppResult<bool> {
         let key = self.list_key(list);
-        self.fill(&key, fill.cap, fill.floor, fill.entries, fill.idle_ttl_secs)
+        self.feeds()
+            .fill(&key, fill.cap, fill.floor, fill.entries, fill.idle_ttl_secs)
             .await
     }
 }

@@ -5,6 +5,7 @@
 //! first, whatever the cache holds, and a warm scroll asks the records
 //! nothing.
 
+use crate::types::UserId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -15,7 +16,7 @@ use super::reader::Reader;
 use super::stores::{Cache, FeedList, ListFill, Part, Records};
 use crate::engine::bodies::SharedBodies;
 use crate::engine::stores::{Accounts, FeedEntries};
-use crate::engine::testing::{run, settings, user};
+use crate::engine::testing::{ids, run, settings, user};
 use crate::engine::{Page, Stats};
 use crate::error::{AppError, AppResult};
 use crate::types::{
@@ -40,18 +41,18 @@ struct List {
 
 #[derive(Debug, Default)]
 struct Truth {
-    users: HashSet<i64>,
-    follows: HashSet<(i64, i64)>,
-    big_vs: HashSet<i64>,
+    users: HashSet<UserId>,
+    follows: HashSet<(UserId, UserId)>,
+    big_vs: HashSet<UserId>,
     /// Post id to (author, time, live).
-    posts: BTreeMap<i64, (i64, i64, bool)>,
+    posts: BTreeMap<i64, (UserId, i64, bool)>,
 }
 
 #[derive(Debug, Default)]
 struct Cached {
-    following: HashMap<i64, Held<HashSet<i64>>>,
-    pulled: Option<Held<HashSet<i64>>>,
-    hidden: Option<Held<HashSet<i64>>>,
+    following: HashMap<UserId, Held<HashSet<UserId>>>,
+    pulled: Option<Held<HashSet<UserId>>>,
+    hidden: Option<Held<HashSet<UserId>>>,
     lists: HashMap<FeedList, Held<List>>,
     posts: HashMap<i64, CachedPost>,
 }
@@ -66,7 +67,7 @@ struct World {
     queries: AtomicU64,
 }
 
-fn post_of(id: i64, (author, at, _): (i64, i64, bool)) -> Post {
+fn post_of(id: i64, (author, at, _): (UserId, i64, bool)) -> Post {
     Post {
         id,
         author_id: author,
@@ -78,7 +79,7 @@ fn post_of(id: i64, (author, at, _): (i64, i64, bool)) -> Post {
 }
 
 impl Truth {
-    fn shows(&self, scope: Scope, author: i64) -> bool {
+    fn shows(&self, scope: Scope, author: UserId) -> bool {
         match scope {
             Scope::Home { reader, own } => {
                 self.follows.contains(&(reader, author)) || (own && author == reader)
@@ -102,7 +103,7 @@ impl Truth {
         rows
     }
 
-    fn entries_of(&self, authors: impl Fn(i64) -> bool, limit: i64) -> Vec<Entry> {
+    fn entries_of(&self, authors: impl Fn(UserId) -> bool, limit: i64) -> Vec<Entry> {
         let mut all: Vec<Entry> = self
             .posts
             .iter()
@@ -145,7 +146,7 @@ impl World {
     /// Publishes a post, as the service does: into the records, then the
     /// author's outbox and, for an ordinary author, the inboxes of its
     /// followers (and its own) where the cache holds them.
-    fn publish(&self, id: i64, author: i64, at: i64) {
+    fn publish(&self, id: i64, author: UserId, at: i64) {
         let mut truth = self.truth();
         truth.posts.insert(id, (author, at, true));
         let mut lists = vec![FeedList::Outbox(author)];
@@ -168,7 +169,7 @@ impl World {
 
     /// An unfollow, as the service applies it: the records, then the
     /// reader's copy of whom it follows; its inbox keeps the posts.
-    fn unfollow(&self, reader: i64) {
+    fn unfollow(&self, reader: UserId) {
         let mut truth = self.truth();
         let Some(&edge) = truth.follows.iter().find(|(f, _)| *f == reader) else {
             return;
@@ -209,7 +210,7 @@ impl World {
 }
 
 impl Accounts for World {
-    async fn user(&self, id: i64) -> AppResult<Option<User>> {
+    async fn user(&self, id: UserId) -> AppResult<Option<User>> {
         Ok(self
             .truth()
             .users
@@ -297,7 +298,7 @@ impl Records for World {
             .collect())
     }
 
-    async fn following_state(&self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
+    async fn following_state(&self, reader: UserId) -> AppResult<(i64, Vec<UserId>)> {
         let truth = self.truth();
         if !truth.users.contains(&reader) {
             return Err(AppError::NotFound(format!("user {reader} does not exist")));
@@ -319,7 +320,7 @@ impl Records for World {
             .collect())
     }
 
-    async fn hidden_accounts(&self) -> AppResult<Vec<i64>> {
+    async fn hidden_accounts(&self) -> AppResult<Vec<UserId>> {
         Ok(Vec::new())
     }
 }
@@ -353,7 +354,7 @@ impl Cache for World {
                 if own {
                     shown.insert(reader);
                 }
-                let mut pulled: Vec<i64> = shown.intersection(big_vs).copied().collect();
+                let mut pulled: Vec<UserId> = shown.intersection(big_vs).copied().collect();
                 pulled.sort_unstable();
                 (FeedList::Inbox(reader), pulled, shown)
             }
@@ -428,9 +429,9 @@ impl Cache for World {
 
     async fn fill_following(
         &self,
-        reader: i64,
+        reader: UserId,
         _seq: i64,
-        followees: &[i64],
+        followees: &[UserId],
         _idle_ttl_secs: u64,
     ) -> AppResult<bool> {
         let mut cache = self.cached()?;
@@ -444,7 +445,7 @@ impl Cache for World {
         Ok(fill(cache.pulled.as_mut(), pulled))
     }
 
-    async fn fill_hidden(&self, accounts: &[i64]) -> AppResult<bool> {
+    async fn fill_hidden(&self, accounts: &[UserId]) -> AppResult<bool> {
         let mut cache = self.cached()?;
         Ok(fill(
             cache.hidden.as_mut(),
@@ -506,13 +507,13 @@ impl Harness {
         }
     }
 
-    async fn page(&self, reader: i64, req: PageRequest) -> Page {
+    async fn page(&self, reader: UserId, req: PageRequest) -> Page {
         let scope = Scope::Home { reader, own: true };
         self.reader().page(scope, req).await.expect("a page")
     }
 
     /// Every post of `reader`'s home, scrolled `limit` at a time.
-    async fn scroll(&self, reader: i64, limit: u32) -> Vec<i64> {
+    async fn scroll(&self, reader: UserId, limit: u32) -> Vec<i64> {
         let mut seen = Vec::new();
         let mut page = self.page(reader, PageRequest::first(limit)).await;
         loop {
@@ -525,7 +526,7 @@ impl Harness {
     }
 
     /// What `reader`'s home holds, newest first, as the records say.
-    fn home(&self, reader: i64) -> Vec<i64> {
+    fn home(&self, reader: UserId) -> Vec<i64> {
         let feed = self.world.truth().feed(Scope::Home { reader, own: true });
         feed.into_iter()
             .filter(|r| r.live)
@@ -544,16 +545,17 @@ fn small_world() -> World {
     let world = World::default();
     {
         let mut t = world.truth();
-        t.users.extend([1, 2, 3, 4]);
-        t.follows.extend([(1, 2), (1, 3)]);
-        t.big_vs.insert(3);
+        t.users.extend(ids([1, 2, 3, 4]));
+        t.follows
+            .extend([(UserId(1), UserId(2)), (UserId(1), UserId(3))]);
+        t.big_vs.insert(UserId(3));
     }
     let mut id = 100;
     for at in [10, 10, 10, 20, 30, 30, 40, 50, 50, 50, 50, 60] {
         for author in [1, 2, 3, 4] {
             id += 1;
             if (id + author) % 3 != 0 {
-                world.publish(id, author, at);
+                world.publish(id, UserId(author), at);
             }
         }
     }
@@ -564,11 +566,11 @@ fn small_world() -> World {
 fn a_cold_then_warm_scroll_shows_every_post_once_and_the_warm_one_asks_the_records_nothing() {
     let h = Harness::new(small_world());
     run(async {
-        let home = h.home(1);
+        let home = h.home(UserId(1));
         assert!(home.len() > 10);
-        assert_eq!(h.scroll(1, 3).await, home, "cold");
+        assert_eq!(h.scroll(UserId(1), 3).await, home, "cold");
         let before = h.queries();
-        assert_eq!(h.scroll(1, 3).await, home, "warm");
+        assert_eq!(h.scroll(UserId(1), 3).await, home, "warm");
         assert_eq!(h.queries(), before, "a warm scroll queried the records");
         assert_eq!(Stats::get(&h.stats.pg_pages), 0);
     });
@@ -578,15 +580,15 @@ fn a_cold_then_warm_scroll_shows_every_post_once_and_the_warm_one_asks_the_recor
 fn deleted_posts_are_hidden_yet_keep_the_cursor_in_place() {
     let h = Harness::new(small_world());
     run(async {
-        h.scroll(1, 2).await;
-        let home = h.home(1);
+        h.scroll(UserId(1), 2).await;
+        let home = h.home(UserId(1));
         for id in home.iter().step_by(3) {
             h.world.delete(*id);
         }
-        let live = h.home(1);
+        let live = h.home(UserId(1));
         assert!(live.len() < home.len());
-        assert_eq!(h.scroll(1, 2).await, live);
-        assert_eq!(h.scroll(1, 5).await, live);
+        assert_eq!(h.scroll(UserId(1), 2).await, live);
+        assert_eq!(h.scroll(UserId(1), 5).await, live);
     });
 }
 
@@ -595,8 +597,8 @@ fn a_failing_cache_sends_every_page_to_the_records() {
     let h = Harness::new(small_world());
     run(async {
         h.world.down.store(true, Ordering::Relaxed);
-        let seen = h.scroll(1, 4).await;
-        assert_eq!(seen, h.home(1));
+        let seen = h.scroll(UserId(1), 4).await;
+        assert_eq!(seen, h.home(UserId(1)));
         let pages = seen.len().div_ceil(4) as u64;
         assert!(Stats::get(&h.stats.pg_pages) >= pages);
         assert!(Stats::get(&h.stats.redis_read_errors) >= pages);
@@ -607,22 +609,22 @@ fn a_failing_cache_sends_every_page_to_the_records() {
 fn each_lost_part_of_the_cache_is_rebuilt_and_read_warm_again() {
     let h = Harness::new(small_world());
     run(async {
-        let home = h.home(1);
-        h.scroll(1, 3).await;
+        let home = h.home(UserId(1));
+        h.scroll(UserId(1), 3).await;
         let lose: [fn(&mut Cached); 5] = [
-            |c| drop(c.following.remove(&1)),
+            |c| drop(c.following.remove(&UserId(1))),
             |c| c.pulled = None,
             |c| c.hidden = None,
-            |c| drop(c.lists.remove(&FeedList::Inbox(1))),
-            |c| drop(c.lists.remove(&FeedList::Outbox(3))),
+            |c| drop(c.lists.remove(&FeedList::Inbox(UserId(1)))),
+            |c| drop(c.lists.remove(&FeedList::Outbox(UserId(3)))),
         ];
         for (i, lose) in lose.iter().enumerate() {
             lose(&mut h.world.cache.lock().unwrap());
             let rebuilds = Stats::get(&h.stats.rebuilds);
-            assert_eq!(h.scroll(1, 3).await, home, "after loss {i}");
+            assert_eq!(h.scroll(UserId(1), 3).await, home, "after loss {i}");
             assert_eq!(Stats::get(&h.stats.rebuilds), rebuilds + 1, "loss {i}");
             let before = h.queries();
-            assert_eq!(h.scroll(1, 3).await, home, "warm after loss {i}");
+            assert_eq!(h.scroll(UserId(1), 3).await, home, "warm after loss {i}");
             assert_eq!(h.queries(), before, "loss {i} was not rebuilt");
         }
         assert_eq!(Stats::get(&h.stats.pg_pages), 0);
@@ -633,16 +635,16 @@ fn each_lost_part_of_the_cache_is_rebuilt_and_read_warm_again() {
 fn a_part_another_request_is_building_sends_the_page_to_the_records() {
     let h = Harness::new(small_world());
     run(async {
-        let home = h.home(1);
-        h.scroll(1, 3).await;
+        let home = h.home(UserId(1));
+        h.scroll(UserId(1), 3).await;
         let building = Held::Building;
         h.world
             .cache
             .lock()
             .unwrap()
             .lists
-            .insert(FeedList::Outbox(3), building);
-        let page = h.page(1, PageRequest::first(5)).await;
+            .insert(FeedList::Outbox(UserId(3)), building);
+        let page = h.page(UserId(1), PageRequest::first(5)).await;
         let ids: Vec<i64> = page.items.iter().map(|p| p.id).collect();
         assert_eq!(ids, home[..5]);
         assert_eq!(Stats::get(&h.stats.pg_pages), 1);
@@ -654,13 +656,13 @@ fn a_capped_inbox_hands_the_scroll_to_the_records_below_its_floor() {
     let mut h = Harness::new(small_world());
     h.inbox_max_len = 6;
     run(async {
-        let home = h.home(1);
-        assert_eq!(h.scroll(1, 2).await, home);
+        let home = h.home(UserId(1));
+        assert_eq!(h.scroll(UserId(1), 2).await, home);
         assert!(
             Stats::get(&h.stats.pg_pages) > 0,
             "the floor was not heeded"
         );
-        let first = h.page(1, PageRequest::first(2)).await;
+        let first = h.page(UserId(1), PageRequest::first(2)).await;
         assert_eq!(first.items.len(), 2);
     });
 }
@@ -669,18 +671,18 @@ fn a_capped_inbox_hands_the_scroll_to_the_records_below_its_floor() {
 fn posts_published_during_a_scroll_are_neither_repeated_below_nor_missed_above() {
     let h = Harness::new(small_world());
     run(async {
-        let home = h.home(1);
-        let first = h.page(1, PageRequest::first(4)).await;
+        let home = h.home(UserId(1));
+        let first = h.page(UserId(1), PageRequest::first(4)).await;
         // New posts come later, or at the same millisecond as the top with
         // greater ids (above it in feed order).
         for (i, author) in [2, 3, 1, 4, 2].into_iter().enumerate() {
-            h.world.publish(900 + i as i64, author, 60);
+            h.world.publish(900 + i as i64, UserId(author), 60);
         }
-        h.world.publish(910, 3, 70);
+        h.world.publish(910, UserId(3), 70);
         let mut seen: Vec<i64> = first.items.iter().map(|p| p.id).collect();
         let mut next = first.next;
         while let Some(cursor) = next {
-            let page = h.page(1, PageRequest::after(cursor, 4)).await;
+            let page = h.page(UserId(1), PageRequest::after(cursor, 4)).await;
             seen.extend(page.items.iter().map(|p| p.id));
             next = page.next;
         }
@@ -689,7 +691,7 @@ fn posts_published_during_a_scroll_are_neither_repeated_below_nor_missed_above()
         let mut fresh = Vec::new();
         let mut prev = first.prev;
         loop {
-            let page = h.page(1, PageRequest::before(prev, 2)).await;
+            let page = h.page(UserId(1), PageRequest::before(prev, 2)).await;
             if page.items.is_empty() {
                 break;
             }
@@ -698,7 +700,7 @@ fn posts_published_during_a_scroll_are_neither_repeated_below_nor_missed_above()
             fresh = ids;
             prev = page.prev;
         }
-        let now = h.home(1);
+        let now = h.home(UserId(1));
         let new: Vec<i64> = now
             .iter()
             .copied()
@@ -723,14 +725,19 @@ fn worlds() -> impl Strategy<Value = (World, u32, Vec<u8>)> {
             let world = World::default();
             {
                 let mut t = world.truth();
-                t.users.extend(1..=6);
-                t.follows
-                    .extend(follows.into_iter().filter(|(a, b)| a != b));
-                t.big_vs.extend((1..=6).filter(|a| big[*a as usize - 1]));
+                t.users.extend((1..=6).map(UserId));
+                t.follows.extend(
+                    follows
+                        .into_iter()
+                        .filter(|(a, b)| a != b)
+                        .map(|(a, b)| (UserId(a), UserId(b))),
+                );
+                t.big_vs
+                    .extend((1..=6).filter(|a| big[*a as usize - 1]).map(UserId));
             }
             for (i, (author, at, live)) in posts.into_iter().enumerate() {
                 let id = 1 + i as i64;
-                world.publish(id, author, at);
+                world.publish(id, UserId(author), at);
                 if !live {
                     world.delete(id);
                 }
@@ -747,13 +754,13 @@ proptest! {
         let h = Harness::new(world);
         run(async {
             for reader in 1..=6 {
-                let home = h.home(reader);
-                prop_assert_eq!(h.scroll(reader, limit).await, home.clone());
+                let home = h.home(UserId(reader));
+                prop_assert_eq!(h.scroll(UserId(reader), limit).await, home.clone());
                 for loss in &losses {
                     if *loss == 6 {
-                        h.world.unfollow(reader);
+                        h.world.unfollow(UserId(reader));
                     }
-                    let home = h.home(reader);
+                    let home = h.home(UserId(reader));
                     {
                         let mut c = h.world.cache.lock().unwrap();
                         match loss {
@@ -766,7 +773,7 @@ proptest! {
                             _ => {}
                         }
                     }
-                    prop_assert_eq!(h.scroll(reader, limit).await, home.clone());
+                    prop_assert_eq!(h.scroll(UserId(reader), limit).await, home.clone());
                     h.world.down.store(false, Ordering::Relaxed);
                 }
             }

@@ -11,6 +11,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::{EdgeChange, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
 use crate::store::redis::state::PulledChange;
+use crate::types::UserId;
 use crate::types::{AccountStatus, Edge, EntriesOf, Entry, FeedSettings, User};
 
 /// One call's changes of edges: the stores, and what of this instance it
@@ -30,14 +31,14 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// 503 and its `follow` job does it (repeating the call is safe).
     /// Refused (422) while either blocks the other, or the followee is
     /// suspended; a suspended follower is refused (403).
-    pub async fn follow(&self, follower: i64, followee: i64) -> AppResult<()> {
+    pub async fn follow(&self, follower: UserId, followee: UserId) -> AppResult<()> {
         if follower == followee {
             return Err(AppError::Unprocessable(
                 "a user cannot follow itself".into(),
             ));
         }
         self.active_user(follower).await?;
-        if self.user(followee).await?.status == AccountStatus::Suspended {
+        if self.user(followee.0).await?.status == AccountStatus::Suspended {
             return Err(AppError::Unprocessable(format!(
                 "user {followee} is suspended"
             )));
@@ -53,7 +54,11 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// `follower` follows `targets` at once ([`super::MAX_FOLLOW_MANY`] at
     /// the most: the caller checks), as [`Self::follow_many_fitting`]
     /// does, and each home stream hears of the authors it shows now.
-    pub async fn follow_many(&self, follower: i64, targets: &[i64]) -> AppResult<FollowedMany> {
+    pub async fn follow_many(
+        &self,
+        follower: UserId,
+        targets: &[UserId],
+    ) -> AppResult<FollowedMany> {
         self.active_user(follower).await?;
         let done = self.follow_many_fitting(follower, targets, false).await?;
         for author in done.new.iter().filter(|a| !done.muted.contains(a)) {
@@ -69,8 +74,8 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// authors past it are skipped.
     pub async fn follow_many_fitting(
         &self,
-        follower: i64,
-        targets: &[i64],
+        follower: UserId,
+        targets: &[UserId],
         fit: bool,
     ) -> AppResult<FollowedMany> {
         let done = self
@@ -78,7 +83,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             .follow_many(follower, targets, fit, now_ms())
             .await?;
         for (author, epoch) in &done.promoted {
-            self.promoted(*author, *epoch).await;
+            self.promoted(UserId(*author), *epoch).await;
         }
         let Some(job) = done.job else {
             return Ok(done);
@@ -97,10 +102,10 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// inbox's cap, in one call. Idempotent.
     pub async fn apply_follows(
         &self,
-        follower: i64,
+        follower: UserId,
         seq: i64,
-        new: &[i64],
-        muted: &[i64],
+        new: &[UserId],
+        muted: &[UserId],
     ) -> AppResult<()> {
         let cap = self.settings.inbox_max_len;
         let copy = self.copy_limit();
@@ -119,7 +124,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
         if let Some(c) = cut {
             all.retain(|e| e.score >= c);
         }
-        let authors: Vec<(i64, bool)> = new.iter().map(|a| (*a, !muted.contains(a))).collect();
+        let authors: Vec<(UserId, bool)> = new.iter().map(|a| (*a, !muted.contains(a))).collect();
         self.cache
             .follow_many(follower, seq, &authors, (cap, cut), &all)
             .await?;
@@ -131,7 +136,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// 503 and its `unfollow` job does it (repeating the call is safe).
     /// A user never follows itself, so its own unfollow changes nothing
     /// (its own posts stay in its inbox), as any unfollow of no follow.
-    pub async fn unfollow(&self, follower: i64, followee: i64) -> AppResult<()> {
+    pub async fn unfollow(&self, follower: UserId, followee: UserId) -> AppResult<()> {
         if follower == followee {
             return Ok(());
         }
@@ -147,13 +152,13 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// Returns once the reader's pages show the change: a muted author's
     /// posts leave its home (the inbox keeps them), an unmuted one's come
     /// back if it is followed.
-    pub async fn mute(&self, reader: i64, target: i64, mute: bool) -> AppResult<()> {
+    pub async fn mute(&self, reader: UserId, target: UserId, mute: bool) -> AppResult<()> {
         if reader == target {
             return Err(AppError::Unprocessable("a user cannot mute itself".into()));
         }
         self.active_user(reader).await?;
         if mute {
-            self.user(target).await?;
+            self.user(target.0).await?;
         }
         let change = self
             .records
@@ -168,12 +173,12 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// `blocker` blocks `target` (idempotent): the follows between them
     /// go, either way, as unfollows do, and none is made while the block
     /// stands; neither sees the other's posts.
-    pub async fn block(&self, blocker: i64, target: i64) -> AppResult<()> {
+    pub async fn block(&self, blocker: UserId, target: UserId) -> AppResult<()> {
         if blocker == target {
             return Err(AppError::Unprocessable("a user cannot block itself".into()));
         }
         self.active_user(blocker).await?;
-        self.user(target).await?;
+        self.user(target.0).await?;
         let blocked = self.records.block(blocker, target, now_ms()).await?;
         let mut first_error = Ok(());
         for (follower, followee, change) in blocked.unfollowed {
@@ -202,8 +207,8 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// Idempotent; changes apply in `seq` order.
     pub async fn apply_edge(
         &self,
-        follower: i64,
-        author: i64,
+        follower: UserId,
+        author: UserId,
         seq: i64,
         (edge, shown): (Edge, bool),
     ) -> AppResult<()> {
@@ -235,8 +240,8 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// requester.
     async fn after_edge_change(
         &self,
-        follower: i64,
-        followee: i64,
+        follower: UserId,
+        followee: UserId,
         edge: Edge,
         change: EdgeChange,
     ) -> AppResult<()> {
@@ -257,7 +262,13 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     /// Whether a repeated change's cache side is owed: only if an earlier
     /// call's is still missing there. (Anything else, an id never followed
     /// above all, must leave the reader's copy as it is.)
-    async fn owed(&self, follower: i64, followee: i64, edge: Edge, change: &EdgeChange) -> bool {
+    async fn owed(
+        &self,
+        follower: UserId,
+        followee: UserId,
+        edge: Edge,
+        change: &EdgeChange,
+    ) -> bool {
         let copy = self.cache.followed_in_copy(follower, followee).await;
         match (edge, copy) {
             (Edge::Follow, _) => true,
@@ -269,7 +280,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
 
     /// Records a promotion in the cache (best effort: the deliveries of
     /// the author's pulled posts record it too).
-    async fn promoted(&self, author: i64, epoch: i64) {
+    async fn promoted(&self, author: UserId, epoch: i64) {
         let promote = PulledChange::Promote(epoch);
         if let Err(e) = self.cache.pulled_change(author, promote).await {
             tracing::warn!(error = %e.chain(), "could not record a promotion in Redis yet");
@@ -278,7 +289,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
 
     /// Tells every instance's streams of `follower` what its home shows of
     /// `author` now.
-    async fn hint_edge(&self, follower: i64, author: i64, edge: Edge, shown: bool) {
+    async fn hint_edge(&self, follower: UserId, author: UserId, edge: Edge, shown: bool) {
         let change = match edge {
             Edge::Follow | Edge::Unmute if shown => ShownChange::Followed,
             Edge::Follow | Edge::Unmute => return,
@@ -311,10 +322,10 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
     }
 
     async fn user(&self, id: i64) -> AppResult<User> {
-        existing(id, self.records.user(id).await?)
+        existing(id, self.records.user(UserId(id)).await?)
     }
 
-    async fn active_user(&self, id: i64) -> AppResult<User> {
-        active(id, self.records.user(id).await?)
+    async fn active_user(&self, id: UserId) -> AppResult<User> {
+        active(id.0, self.records.user(id).await?)
     }
 }

@@ -14,6 +14,7 @@ use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
+use crate::types::UserId;
 use crate::types::{AccountStatus, Cursor, Edge, Entry, Job, PageRequest, Task, TaskState, User};
 use edges::Edges;
 
@@ -50,9 +51,9 @@ pub const MAX_IMPORT: usize = 1_000_000;
 /// oneself, suspended, across a block).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Followed {
-    pub followed: Vec<i64>,
-    pub already: Vec<i64>,
-    pub skipped: Vec<i64>,
+    pub followed: Vec<UserId>,
+    pub already: Vec<UserId>,
+    pub skipped: Vec<UserId>,
 }
 
 /// Which list of users a reader keeps.
@@ -69,7 +70,7 @@ pub struct Relations<'a>(pub(crate) &'a Engine);
 impl<'a> Relations<'a> {
     /// Follows ([`Edges::follow`]).
     #[tracing::instrument(skip(self))]
-    pub async fn follow(self, follower: i64, followee: i64) -> AppResult<()> {
+    pub async fn follow(self, follower: UserId, followee: UserId) -> AppResult<()> {
         self.edges().follow(follower, followee).await
     }
 
@@ -79,7 +80,7 @@ impl<'a> Relations<'a> {
     /// Those it cannot follow are skipped and named; past `max_follows`
     /// the whole call is refused (422) and nothing changes.
     #[tracing::instrument(skip(self, targets), fields(targets = targets.len()))]
-    pub async fn follow_many(self, follower: i64, targets: &[i64]) -> AppResult<Followed> {
+    pub async fn follow_many(self, follower: UserId, targets: &[UserId]) -> AppResult<Followed> {
         if targets.is_empty() || targets.len() > MAX_FOLLOW_MANY {
             return Err(AppError::Unprocessable(format!(
                 "from 1 to {MAX_FOLLOW_MANY} authors at once, got {}",
@@ -97,10 +98,10 @@ impl<'a> Relations<'a> {
     /// Applies follows `seq` of `follower` to Redis ([`Edges::apply_follows`]).
     pub(crate) async fn apply_follows(
         self,
-        follower: i64,
+        follower: UserId,
         seq: i64,
-        new: &[i64],
-        muted: &[i64],
+        new: &[UserId],
+        muted: &[UserId],
     ) -> AppResult<()> {
         let edges = self.edges();
         edges.apply_follows(follower, seq, new, muted).await
@@ -109,7 +110,7 @@ impl<'a> Relations<'a> {
     /// Imports a follow list of any length (up to [`MAX_IMPORT`] ids) as a
     /// task: a job follows them [`MAX_FOLLOW_MANY`] at a time, skipping
     /// those it cannot follow and, once `max_follows` is reached, the rest.
-    pub async fn import_follows(self, follower: i64, targets: &[i64]) -> AppResult<Task> {
+    pub async fn import_follows(self, follower: UserId, targets: &[UserId]) -> AppResult<Task> {
         if targets.is_empty() || targets.len() > MAX_IMPORT {
             return Err(AppError::Unprocessable(format!(
                 "from 1 to {MAX_IMPORT} ids in one import, got {}",
@@ -131,7 +132,7 @@ impl<'a> Relations<'a> {
 
     /// Refuses (429) while `follower` has `feed.imports_per_user` imports
     /// queued or running (before their body is read).
-    pub async fn import_room(self, follower: i64) -> AppResult<()> {
+    pub async fn import_room(self, follower: UserId) -> AppResult<()> {
         let most = self.0.tuning().imports_per_user;
         self.0.inner.pg.accounts().import_room(follower, most).await
     }
@@ -209,31 +210,31 @@ impl<'a> Relations<'a> {
 
     /// Unfollows ([`Edges::unfollow`]).
     #[tracing::instrument(skip(self))]
-    pub async fn unfollow(self, follower: i64, followee: i64) -> AppResult<()> {
+    pub async fn unfollow(self, follower: UserId, followee: UserId) -> AppResult<()> {
         self.edges().unfollow(follower, followee).await
     }
 
     /// Mutes or unmutes ([`Edges::mute`]).
     #[tracing::instrument(skip(self))]
-    pub async fn mute(self, reader: i64, target: i64, mute: bool) -> AppResult<()> {
+    pub async fn mute(self, reader: UserId, target: UserId, mute: bool) -> AppResult<()> {
         self.edges().mute(reader, target, mute).await
     }
 
     /// Blocks ([`Edges::block`]).
     #[tracing::instrument(skip(self))]
-    pub async fn block(self, blocker: i64, target: i64) -> AppResult<()> {
+    pub async fn block(self, blocker: UserId, target: UserId) -> AppResult<()> {
         self.edges().block(blocker, target).await
     }
 
     /// `blocker` no longer blocks `target` (idempotent; no follow comes
     /// back).
-    pub async fn unblock(self, blocker: i64, target: i64) -> AppResult<()> {
+    pub async fn unblock(self, blocker: UserId, target: UserId) -> AppResult<()> {
         self.0.inner.pg.users().unblock(blocker, target).await?;
         Ok(())
     }
 
     /// Whether `viewer` sees nothing of `author`: either blocks the other.
-    pub async fn apart(self, viewer: i64, author: i64) -> AppResult<bool> {
+    pub async fn apart(self, viewer: UserId, author: UserId) -> AppResult<bool> {
         if viewer == author {
             return Ok(false);
         }
@@ -241,7 +242,7 @@ impl<'a> Relations<'a> {
             .inner
             .pg
             .users()
-            .blocked_between(viewer, author)
+            .blocked_between(viewer.0, author.0)
             .await
     }
 
@@ -249,7 +250,7 @@ impl<'a> Relations<'a> {
     /// with the feed's cursor over (time, id).
     pub async fn relations(
         self,
-        owner: i64,
+        owner: UserId,
         which: Relation,
         req: PageRequest,
     ) -> AppResult<UserPage> {
@@ -280,7 +281,7 @@ impl<'a> Relations<'a> {
             let complete = (rows.len() as i64) < window + i64::from(req.offset);
             let stream = rows
                 .into_iter()
-                .map(|(at, user)| (crate::types::Entry::new(at, user.id), Slot::Shown(user)));
+                .map(|(at, user)| (crate::types::Entry::new(at, user.id.0), Slot::Shown(user)));
             match cut(after_seen(stream, &req), &req, complete) {
                 Cut::Page { items, next, .. } => return Ok(UserPage { items, next }),
                 Cut::NeedMore => window *= 4,
@@ -292,8 +293,8 @@ impl<'a> Relations<'a> {
     /// to Redis ([`Edges::apply_edge`]).
     pub(crate) async fn apply_edge(
         self,
-        follower: i64,
-        author: i64,
+        follower: UserId,
+        author: UserId,
         seq: i64,
         change: (Edge, bool),
     ) -> AppResult<()> {

@@ -2,6 +2,7 @@
 //! what the engine's parts share (`engine/stores.rs`): the records'
 //! changes of edges, and the cache's copy of whom a home shows.
 
+use crate::types::UserId;
 use std::future::Future;
 
 use crate::engine::policy;
@@ -17,8 +18,8 @@ pub trait EdgeRecords: Accounts + FeedEntries + Jobs {
     /// `follower` follows `followee` (idempotent; refused across a block).
     fn follow(
         &self,
-        follower: i64,
-        followee: i64,
+        follower: UserId,
+        followee: UserId,
         now_ms: i64,
     ) -> impl Future<Output = AppResult<EdgeChange>> + Send;
 
@@ -26,23 +27,23 @@ pub trait EdgeRecords: Accounts + FeedEntries + Jobs {
     /// with `fit`, past `max_follows` too (else the call is refused).
     fn follow_many(
         &self,
-        follower: i64,
-        targets: &[i64],
+        follower: UserId,
+        targets: &[UserId],
         fit: bool,
         now_ms: i64,
     ) -> impl Future<Output = AppResult<FollowedMany>> + Send;
 
     fn unfollow(
         &self,
-        follower: i64,
-        followee: i64,
+        follower: UserId,
+        followee: UserId,
         now_ms: i64,
     ) -> impl Future<Output = AppResult<EdgeChange>> + Send;
 
     fn set_mute(
         &self,
-        reader: i64,
-        target: i64,
+        reader: UserId,
+        target: UserId,
         mute: bool,
         now_ms: i64,
     ) -> impl Future<Output = AppResult<EdgeChange>> + Send;
@@ -50,17 +51,17 @@ pub trait EdgeRecords: Accounts + FeedEntries + Jobs {
     /// `blocker` blocks `target`: the follows between them go.
     fn block(
         &self,
-        blocker: i64,
-        target: i64,
+        blocker: UserId,
+        target: UserId,
         now_ms: i64,
     ) -> impl Future<Output = AppResult<Blocked>> + Send;
 
     /// The newest `limit` entries of each of `authors`.
     fn entries_of_many(
         &self,
-        authors: &[i64],
+        authors: &[UserId],
         limit: i64,
-    ) -> impl Future<Output = AppResult<Vec<(i64, Vec<Entry>)>>> + Send;
+    ) -> impl Future<Output = AppResult<Vec<(UserId, Vec<Entry>)>>> + Send;
 }
 
 /// The cache, as changes of edges write it: a reader's copy of whom its
@@ -70,8 +71,8 @@ pub trait EdgeCache: Hints + Pulled + Replicas {
     /// it, or there is no copy).
     fn followed_in_copy(
         &self,
-        reader: i64,
-        author: i64,
+        reader: UserId,
+        author: UserId,
     ) -> impl Future<Output = AppResult<Option<bool>>> + Send;
 
     /// Applies change `seq` of what `reader`'s home shows of `author`, and
@@ -79,8 +80,8 @@ pub trait EdgeCache: Hints + Pulled + Replicas {
     #[allow(clippy::too_many_arguments)]
     fn set_follow(
         &self,
-        reader: i64,
-        author: i64,
+        reader: UserId,
+        author: UserId,
         seq: i64,
         change: (Edge, bool),
         cap: i64,
@@ -93,9 +94,9 @@ pub trait EdgeCache: Hints + Pulled + Replicas {
     /// below `cut`.
     fn follow_many(
         &self,
-        reader: i64,
+        reader: UserId,
         seq: i64,
-        authors: &[(i64, bool)],
+        authors: &[(UserId, bool)],
         cap_cut: (i64, Option<i64>),
         entries: &[Entry],
     ) -> impl Future<Output = AppResult<i64>> + Send;
@@ -103,13 +104,18 @@ pub trait EdgeCache: Hints + Pulled + Replicas {
     /// `reader` is no longer an active fan of `author`.
     fn forget_active_fan(
         &self,
-        author: i64,
-        reader: i64,
+        author: UserId,
+        reader: UserId,
     ) -> impl Future<Output = AppResult<()>> + Send;
 }
 
 impl EdgeRecords for PgStore {
-    async fn follow(&self, follower: i64, followee: i64, now_ms: i64) -> AppResult<EdgeChange> {
+    async fn follow(
+        &self,
+        follower: UserId,
+        followee: UserId,
+        now_ms: i64,
+    ) -> AppResult<EdgeChange> {
         self.users()
             .follow(follower, followee, now_ms, policy::big_v_change)
             .await
@@ -117,8 +123,8 @@ impl EdgeRecords for PgStore {
 
     async fn follow_many(
         &self,
-        follower: i64,
-        targets: &[i64],
+        follower: UserId,
+        targets: &[UserId],
         fit: bool,
         now_ms: i64,
     ) -> AppResult<FollowedMany> {
@@ -128,7 +134,12 @@ impl EdgeRecords for PgStore {
             .await
     }
 
-    async fn unfollow(&self, follower: i64, followee: i64, now_ms: i64) -> AppResult<EdgeChange> {
+    async fn unfollow(
+        &self,
+        follower: UserId,
+        followee: UserId,
+        now_ms: i64,
+    ) -> AppResult<EdgeChange> {
         self.users()
             .unfollow(follower, followee, now_ms, policy::big_v_change)
             .await
@@ -136,15 +147,15 @@ impl EdgeRecords for PgStore {
 
     async fn set_mute(
         &self,
-        reader: i64,
-        target: i64,
+        reader: UserId,
+        target: UserId,
         mute: bool,
         now_ms: i64,
     ) -> AppResult<EdgeChange> {
         self.users().set_mute(reader, target, mute, now_ms).await
     }
 
-    async fn block(&self, blocker: i64, target: i64, now_ms: i64) -> AppResult<Blocked> {
+    async fn block(&self, blocker: UserId, target: UserId, now_ms: i64) -> AppResult<Blocked> {
         self.users()
             .block(blocker, target, now_ms, policy::big_v_change)
             .await
@@ -152,22 +163,22 @@ impl EdgeRecords for PgStore {
 
     async fn entries_of_many(
         &self,
-        authors: &[i64],
+        authors: &[UserId],
         limit: i64,
-    ) -> AppResult<Vec<(i64, Vec<Entry>)>> {
+    ) -> AppResult<Vec<(UserId, Vec<Entry>)>> {
         self.posts().entries_of_many(authors, limit).await
     }
 }
 
 impl EdgeCache for RedisStore {
-    async fn followed_in_copy(&self, reader: i64, author: i64) -> AppResult<Option<bool>> {
+    async fn followed_in_copy(&self, reader: UserId, author: UserId) -> AppResult<Option<bool>> {
         self.state().followed_in_copy(reader, author).await
     }
 
     async fn set_follow(
         &self,
-        reader: i64,
-        author: i64,
+        reader: UserId,
+        author: UserId,
         seq: i64,
         change: (Edge, bool),
         cap: i64,
@@ -181,9 +192,9 @@ impl EdgeCache for RedisStore {
 
     async fn follow_many(
         &self,
-        reader: i64,
+        reader: UserId,
         seq: i64,
-        authors: &[(i64, bool)],
+        authors: &[(UserId, bool)],
         cap_cut: (i64, Option<i64>),
         entries: &[Entry],
     ) -> AppResult<i64> {
@@ -192,7 +203,7 @@ impl EdgeCache for RedisStore {
             .await
     }
 
-    async fn forget_active_fan(&self, author: i64, reader: i64) -> AppResult<()> {
-        RedisStore::forget_active_fan(self, author, reader).await
+    async fn forget_active_fan(&self, author: UserId, reader: UserId) -> AppResult<()> {
+        self.fans().forget_active_fan(author, reader).await
     }
 }

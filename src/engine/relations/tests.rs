@@ -5,6 +5,7 @@
 //! a call the cache could not take answers 503 and a repeat finishes it;
 //! a refused call changes nothing.
 
+use crate::types::UserId;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -12,7 +13,7 @@ use std::sync::Mutex;
 use super::edges::Edges;
 use super::stores::{EdgeCache, EdgeRecords};
 use crate::engine::stores::{Accounts, FeedEntries, Hints, Jobs, Pulled, Replicas};
-use crate::engine::testing::{run, settings, user};
+use crate::engine::testing::{ids, run, settings, user};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{Blocked, EdgeChange, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
@@ -22,17 +23,17 @@ use crate::types::{feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettin
 
 #[derive(Debug, Default)]
 struct Records {
-    users: HashMap<i64, AccountStatus>,
+    users: HashMap<UserId, AccountStatus>,
     /// (follower, followee).
-    follows: BTreeSet<(i64, i64)>,
-    mutes: BTreeSet<(i64, i64)>,
-    blocks: BTreeSet<(i64, i64)>,
-    seq: HashMap<i64, i64>,
+    follows: BTreeSet<(UserId, UserId)>,
+    mutes: BTreeSet<(UserId, UserId)>,
+    blocks: BTreeSet<(UserId, UserId)>,
+    seq: HashMap<UserId, i64>,
     jobs: BTreeSet<i64>,
     next_job: i64,
-    big_vs: BTreeSet<i64>,
+    big_vs: BTreeSet<UserId>,
     /// (author, time, id).
-    posts: Vec<(i64, i64, i64)>,
+    posts: Vec<(UserId, i64, i64)>,
 }
 
 /// A reader's copy of whom its home shows: its sequence number, and each
@@ -40,13 +41,13 @@ struct Records {
 #[derive(Debug, Default, Clone)]
 struct Copy {
     seq: i64,
-    shows: HashMap<i64, bool>,
+    shows: HashMap<UserId, bool>,
 }
 
 #[derive(Debug, Default)]
 struct Cached {
-    copies: HashMap<i64, Copy>,
-    inboxes: HashMap<i64, Vec<Entry>>,
+    copies: HashMap<UserId, Copy>,
+    inboxes: HashMap<UserId, Vec<Entry>>,
     pulled: Vec<PulledChange>,
     hints: Vec<Signal>,
 }
@@ -73,11 +74,11 @@ impl World {
             let mut r = world.records();
             let mut c = world.cache.lock().unwrap();
             for u in 1..=5 {
-                r.users.insert(u, AccountStatus::Active);
-                c.copies.insert(u, Copy::default());
-                c.inboxes.insert(u, Vec::new());
+                r.users.insert(UserId(u), AccountStatus::Active);
+                c.copies.insert(UserId(u), Copy::default());
+                c.inboxes.insert(UserId(u), Vec::new());
                 for k in 0..5 {
-                    r.posts.push((u, 1000 * k + u, 100 * u + k));
+                    r.posts.push((UserId(u), 1000 * k + u, 100 * u + k));
                 }
             }
         }
@@ -99,7 +100,7 @@ impl World {
     }
 
     /// Whom `reader`'s copy shows.
-    fn shown(&self, reader: i64) -> BTreeSet<i64> {
+    fn shown(&self, reader: UserId) -> BTreeSet<UserId> {
         let c = self.cache.lock().unwrap();
         let copy = c.copies.get(&reader).cloned().unwrap_or_default();
         copy.shows
@@ -110,16 +111,19 @@ impl World {
     }
 
     /// The authors whose posts `reader`'s inbox holds.
-    fn inbox_authors(&self, reader: i64) -> BTreeSet<i64> {
+    fn inbox_authors(&self, reader: UserId) -> BTreeSet<UserId> {
         let c = self.cache.lock().unwrap();
-        c.inboxes[&reader].iter().map(|e| e.id / 100).collect()
+        c.inboxes[&reader]
+            .iter()
+            .map(|e| UserId(e.id / 100))
+            .collect()
     }
 
     fn hints(&self) -> Vec<Signal> {
         self.cache.lock().unwrap().hints.clone()
     }
 
-    fn change(&self, follower: i64, changed: bool, shown: bool) -> EdgeChange {
+    fn change(&self, follower: UserId, changed: bool, shown: bool) -> EdgeChange {
         let mut r = self.records();
         let seq = r.seq.entry(follower).or_default();
         if changed {
@@ -144,28 +148,29 @@ impl World {
 
 impl Records {
     fn apart(&self, a: i64, b: i64) -> bool {
-        self.blocks.contains(&(a, b)) || self.blocks.contains(&(b, a))
+        self.blocks.contains(&(UserId(a), UserId(b)))
+            || self.blocks.contains(&(UserId(b), UserId(a)))
     }
 
     /// Whether `follower` may follow `followee` (an active account, not
     /// itself, not across a block).
-    fn may_follow(&self, follower: i64, followee: i64) -> bool {
+    fn may_follow(&self, follower: UserId, followee: UserId) -> bool {
         follower != followee
             && self.users.get(&followee) == Some(&AccountStatus::Active)
-            && !self.apart(follower, followee)
+            && !self.apart(follower.0, followee.0)
     }
 
-    fn followers(&self, author: i64) -> usize {
+    fn followers(&self, author: UserId) -> usize {
         self.follows.iter().filter(|(_, a)| *a == author).count()
     }
 
     /// The epoch of `author`'s promotion, if its followers reached the
     /// threshold now.
-    fn promote(&mut self, author: i64) -> Option<i64> {
+    fn promote(&mut self, author: UserId) -> Option<i64> {
         (self.followers(author) >= THRESHOLD && self.big_vs.insert(author)).then_some(7)
     }
 
-    fn newest(&self, author: i64, limit: i64) -> Vec<Entry> {
+    fn newest(&self, author: UserId, limit: i64) -> Vec<Entry> {
         let mut all: Vec<Entry> = self
             .posts
             .iter()
@@ -179,7 +184,7 @@ impl Records {
 }
 
 impl Accounts for World {
-    async fn user(&self, id: i64) -> AppResult<Option<User>> {
+    async fn user(&self, id: UserId) -> AppResult<Option<User>> {
         Ok(self
             .records()
             .users
@@ -205,10 +210,15 @@ impl Jobs for World {
 }
 
 impl EdgeRecords for World {
-    async fn follow(&self, follower: i64, followee: i64, _now_ms: i64) -> AppResult<EdgeChange> {
+    async fn follow(
+        &self,
+        follower: UserId,
+        followee: UserId,
+        _now_ms: i64,
+    ) -> AppResult<EdgeChange> {
         let (new, shown, promoted) = {
             let mut r = self.records();
-            if r.apart(follower, followee) {
+            if r.apart(follower.0, followee.0) {
                 return Err(AppError::Unprocessable("a block stands".into()));
             }
             let new = r.follows.insert((follower, followee));
@@ -223,8 +233,8 @@ impl EdgeRecords for World {
 
     async fn follow_many(
         &self,
-        follower: i64,
-        targets: &[i64],
+        follower: UserId,
+        targets: &[UserId],
         _fit: bool,
         _now_ms: i64,
     ) -> AppResult<FollowedMany> {
@@ -250,15 +260,20 @@ impl EdgeRecords for World {
         Ok(done)
     }
 
-    async fn unfollow(&self, follower: i64, followee: i64, _now_ms: i64) -> AppResult<EdgeChange> {
+    async fn unfollow(
+        &self,
+        follower: UserId,
+        followee: UserId,
+        _now_ms: i64,
+    ) -> AppResult<EdgeChange> {
         let gone = self.records().follows.remove(&(follower, followee));
         Ok(self.change(follower, gone, false))
     }
 
     async fn set_mute(
         &self,
-        reader: i64,
-        target: i64,
+        reader: UserId,
+        target: UserId,
         mute: bool,
         _now_ms: i64,
     ) -> AppResult<EdgeChange> {
@@ -273,11 +288,11 @@ impl EdgeRecords for World {
         Ok(self.change(reader, changed, shown))
     }
 
-    async fn block(&self, blocker: i64, target: i64, _now_ms: i64) -> AppResult<Blocked> {
+    async fn block(&self, blocker: UserId, target: UserId, _now_ms: i64) -> AppResult<Blocked> {
         let (new, gone) = {
             let mut r = self.records();
             let new = r.blocks.insert((blocker, target));
-            let gone: Vec<(i64, i64)> = [(blocker, target), (target, blocker)]
+            let gone: Vec<(UserId, UserId)> = [(blocker, target), (target, blocker)]
                 .into_iter()
                 .filter(|edge| r.follows.remove(edge))
                 .collect();
@@ -292,9 +307,9 @@ impl EdgeRecords for World {
 
     async fn entries_of_many(
         &self,
-        authors: &[i64],
+        authors: &[UserId],
         limit: i64,
-    ) -> AppResult<Vec<(i64, Vec<Entry>)>> {
+    ) -> AppResult<Vec<(UserId, Vec<Entry>)>> {
         let r = self.records();
         Ok(authors.iter().map(|a| (*a, r.newest(*a, limit))).collect())
     }
@@ -317,14 +332,14 @@ impl Hints for World {
 }
 
 impl Pulled for World {
-    async fn pulled_change(&self, _author: i64, change: PulledChange) -> AppResult<()> {
+    async fn pulled_change(&self, _author: UserId, change: PulledChange) -> AppResult<()> {
         self.cached()?.pulled.push(change);
         Ok(())
     }
 }
 
 /// Applies change `seq` to `reader`'s copy if it is newer; true if it was.
-fn advance(copy: &mut Copy, seq: i64, authors: &[(i64, bool)]) -> bool {
+fn advance(copy: &mut Copy, seq: i64, authors: &[(UserId, bool)]) -> bool {
     if seq <= copy.seq {
         return false;
     }
@@ -344,7 +359,7 @@ fn merge_into(inbox: &mut Vec<Entry>, entries: &[Entry]) {
 }
 
 impl EdgeCache for World {
-    async fn followed_in_copy(&self, reader: i64, author: i64) -> AppResult<Option<bool>> {
+    async fn followed_in_copy(&self, reader: UserId, author: UserId) -> AppResult<Option<bool>> {
         let c = self.cached()?;
         Ok(c.copies
             .get(&reader)
@@ -353,8 +368,8 @@ impl EdgeCache for World {
 
     async fn set_follow(
         &self,
-        reader: i64,
-        author: i64,
+        reader: UserId,
+        author: UserId,
         seq: i64,
         (edge, shown): (Edge, bool),
         _cap: i64,
@@ -383,9 +398,9 @@ impl EdgeCache for World {
 
     async fn follow_many(
         &self,
-        reader: i64,
+        reader: UserId,
         seq: i64,
-        authors: &[(i64, bool)],
+        authors: &[(UserId, bool)],
         (cap, _cut): (i64, Option<i64>),
         entries: &[Entry],
     ) -> AppResult<i64> {
@@ -404,7 +419,7 @@ impl EdgeCache for World {
         Ok((inbox.len() - before) as i64)
     }
 
-    async fn forget_active_fan(&self, _author: i64, _reader: i64) -> AppResult<()> {
+    async fn forget_active_fan(&self, _author: UserId, _reader: UserId) -> AppResult<()> {
         self.cached().map(drop)
     }
 }
@@ -426,7 +441,7 @@ fn edges(world: &World) -> Edges<'_, World, World> {
     }
 }
 
-fn shown(reader: i64, author: i64, change: ShownChange) -> Signal {
+fn shown(reader: UserId, author: UserId, change: ShownChange) -> Signal {
     Signal::Shown {
         reader,
         author,
@@ -439,9 +454,9 @@ fn a_follow_shows_the_authors_newest_posts_once_it_returns() {
     let world = World::new();
     let e = edges(&world);
     run(async {
-        e.follow(1, 2).await.unwrap();
-        assert_eq!(world.shown(1), BTreeSet::from([2]));
-        let inbox = world.cache.lock().unwrap().inboxes[&1].clone();
+        e.follow(UserId(1), UserId(2)).await.unwrap();
+        assert_eq!(world.shown(UserId(1)), BTreeSet::from_iter(ids([2])));
+        let inbox = world.cache.lock().unwrap().inboxes[&UserId(1)].clone();
         let newest: Vec<i64> = inbox.iter().map(|e| e.id).collect();
         assert_eq!(
             newest,
@@ -452,7 +467,10 @@ fn a_follow_shows_the_authors_newest_posts_once_it_returns() {
             world.records().jobs.is_empty(),
             "the follow's job was not dropped"
         );
-        assert_eq!(world.hints(), vec![shown(1, 2, ShownChange::Followed)]);
+        assert_eq!(
+            world.hints(),
+            vec![shown(UserId(1), UserId(2), ShownChange::Followed)]
+        );
     });
 }
 
@@ -462,20 +480,26 @@ fn a_follow_the_cache_cannot_take_answers_503_and_a_repeat_finishes_it() {
     let e = edges(&world);
     run(async {
         world.down.store(true, Ordering::Relaxed);
-        let err = e.follow(1, 2).await.unwrap_err();
+        let err = e.follow(UserId(1), UserId(2)).await.unwrap_err();
         assert!(matches!(err, AppError::Unavailable { .. }), "{err:?}");
-        assert!(world.records().follows.contains(&(1, 2)), "not recorded");
+        assert!(
+            world.records().follows.contains(&(UserId(1), UserId(2))),
+            "not recorded"
+        );
         assert_eq!(
             world.records().jobs.len(),
             1,
             "its job is not left for a worker"
         );
         assert_eq!(world.deferred.load(Ordering::Relaxed), 1);
-        assert!(world.shown(1).is_empty());
+        assert!(world.shown(UserId(1)).is_empty());
         world.down.store(false, Ordering::Relaxed);
-        e.follow(1, 2).await.unwrap();
-        assert_eq!(world.shown(1), BTreeSet::from([2]));
-        assert_eq!(world.inbox_authors(1), BTreeSet::from([2]));
+        e.follow(UserId(1), UserId(2)).await.unwrap();
+        assert_eq!(world.shown(UserId(1)), BTreeSet::from_iter(ids([2])));
+        assert_eq!(
+            world.inbox_authors(UserId(1)),
+            BTreeSet::from_iter(ids([2]))
+        );
     });
 }
 
@@ -484,27 +508,27 @@ fn a_repeated_unfollow_touches_the_copy_only_while_it_still_shows_the_author() {
     let world = World::new();
     let e = edges(&world);
     run(async {
-        e.follow(1, 2).await.unwrap();
+        e.follow(UserId(1), UserId(2)).await.unwrap();
         world.down.store(true, Ordering::Relaxed);
-        assert!(e.unfollow(1, 2).await.is_err());
+        assert!(e.unfollow(UserId(1), UserId(2)).await.is_err());
         world.down.store(false, Ordering::Relaxed);
         assert_eq!(
-            world.shown(1),
-            BTreeSet::from([2]),
+            world.shown(UserId(1)),
+            BTreeSet::from_iter(ids([2])),
             "the copy moved while down"
         );
-        e.unfollow(1, 2).await.unwrap();
+        e.unfollow(UserId(1), UserId(2)).await.unwrap();
         assert!(
-            world.shown(1).is_empty(),
+            world.shown(UserId(1)).is_empty(),
             "the owed unfollow was not applied"
         );
         assert!(
-            world.inbox_authors(1).is_empty(),
+            world.inbox_authors(UserId(1)).is_empty(),
             "its posts stayed in the inbox"
         );
         let writes = world.copy_writes.load(Ordering::Relaxed);
-        e.unfollow(1, 2).await.unwrap();
-        e.unfollow(1, 3).await.unwrap();
+        e.unfollow(UserId(1), UserId(2)).await.unwrap();
+        e.unfollow(UserId(1), UserId(3)).await.unwrap();
         assert_eq!(
             world.copy_writes.load(Ordering::Relaxed),
             writes,
@@ -518,22 +542,22 @@ fn a_mute_hides_the_author_and_keeps_its_posts_for_the_unmute() {
     let world = World::new();
     let e = edges(&world);
     run(async {
-        e.follow(1, 2).await.unwrap();
-        e.mute(1, 2, true).await.unwrap();
-        assert!(world.shown(1).is_empty());
+        e.follow(UserId(1), UserId(2)).await.unwrap();
+        e.mute(UserId(1), UserId(2), true).await.unwrap();
+        assert!(world.shown(UserId(1)).is_empty());
         assert_eq!(
-            world.inbox_authors(1),
-            BTreeSet::from([2]),
+            world.inbox_authors(UserId(1)),
+            BTreeSet::from_iter(ids([2])),
             "a mute emptied the inbox"
         );
-        e.mute(1, 2, false).await.unwrap();
-        assert_eq!(world.shown(1), BTreeSet::from([2]));
+        e.mute(UserId(1), UserId(2), false).await.unwrap();
+        assert_eq!(world.shown(UserId(1)), BTreeSet::from_iter(ids([2])));
         let hints = world.hints();
         assert_eq!(
             hints[1..],
             [
-                shown(1, 2, ShownChange::Muted),
-                shown(1, 2, ShownChange::Followed)
+                shown(UserId(1), UserId(2), ShownChange::Muted),
+                shown(UserId(1), UserId(2), ShownChange::Followed)
             ]
         );
     });
@@ -544,39 +568,47 @@ fn a_block_ends_the_follows_both_ways_and_no_follow_crosses_it() {
     let world = World::new();
     let e = edges(&world);
     run(async {
-        e.follow(1, 2).await.unwrap();
-        e.follow(2, 1).await.unwrap();
-        e.block(1, 2).await.unwrap();
-        assert!(world.shown(1).is_empty() && world.shown(2).is_empty());
-        assert!(world.inbox_authors(1).is_empty() && world.inbox_authors(2).is_empty());
+        e.follow(UserId(1), UserId(2)).await.unwrap();
+        e.follow(UserId(2), UserId(1)).await.unwrap();
+        e.block(UserId(1), UserId(2)).await.unwrap();
+        assert!(world.shown(UserId(1)).is_empty() && world.shown(UserId(2)).is_empty());
+        assert!(
+            world.inbox_authors(UserId(1)).is_empty() && world.inbox_authors(UserId(2)).is_empty()
+        );
         let hints = world.hints();
-        assert!(hints.contains(&shown(1, 2, ShownChange::Blocked)));
-        assert!(hints.contains(&shown(2, 1, ShownChange::Blocked)));
+        assert!(hints.contains(&shown(UserId(1), UserId(2), ShownChange::Blocked)));
+        assert!(hints.contains(&shown(UserId(2), UserId(1), ShownChange::Blocked)));
         assert!(matches!(
-            e.follow(2, 1).await,
+            e.follow(UserId(2), UserId(1)).await,
             Err(AppError::Unprocessable(_))
         ));
-        assert!(world.shown(2).is_empty());
+        assert!(world.shown(UserId(2)).is_empty());
     });
 }
 
 #[test]
 fn refused_calls_change_nothing() {
     let world = World::new();
-    world.records().users.insert(3, AccountStatus::Suspended);
-    world.records().users.insert(4, AccountStatus::Deleted);
+    world
+        .records()
+        .users
+        .insert(UserId(3), AccountStatus::Suspended);
+    world
+        .records()
+        .users
+        .insert(UserId(4), AccountStatus::Deleted);
     let e = edges(&world);
     run(async {
         let refusals = [
-            (e.follow(1, 1).await, "unprocessable"),
-            (e.follow(1, 3).await, "unprocessable"),
-            (e.follow(3, 1).await, "forbidden"),
-            (e.follow(1, 4).await, "not_found"),
-            (e.follow(1, 9).await, "not_found"),
-            (e.mute(1, 1, true).await, "unprocessable"),
-            (e.mute(1, 9, true).await, "not_found"),
-            (e.block(1, 1).await, "unprocessable"),
-            (e.block(9, 1).await, "not_found"),
+            (e.follow(UserId(1), UserId(1)).await, "unprocessable"),
+            (e.follow(UserId(1), UserId(3)).await, "unprocessable"),
+            (e.follow(UserId(3), UserId(1)).await, "forbidden"),
+            (e.follow(UserId(1), UserId(4)).await, "not_found"),
+            (e.follow(UserId(1), UserId(9)).await, "not_found"),
+            (e.mute(UserId(1), UserId(1), true).await, "unprocessable"),
+            (e.mute(UserId(1), UserId(9), true).await, "not_found"),
+            (e.block(UserId(1), UserId(1)).await, "unprocessable"),
+            (e.block(UserId(9), UserId(1)).await, "not_found"),
         ];
         for (i, (refused, code)) in refusals.into_iter().enumerate() {
             let err = refused.expect_err("refused");
@@ -596,7 +628,7 @@ fn the_follow_that_makes_a_big_v_records_its_promotion() {
     let e = edges(&world);
     run(async {
         for follower in [2, 3, 4] {
-            e.follow(follower, 1).await.unwrap();
+            e.follow(UserId(follower), UserId(1)).await.unwrap();
         }
         let c = world.cache.lock().unwrap();
         assert_eq!(c.pulled, vec![PulledChange::Promote(7)]);
@@ -606,17 +638,36 @@ fn the_follow_that_makes_a_big_v_records_its_promotion() {
 #[test]
 fn a_follow_of_many_follows_whom_it_may_and_names_the_rest() {
     let world = World::new();
-    world.records().users.insert(4, AccountStatus::Suspended);
+    world
+        .records()
+        .users
+        .insert(UserId(4), AccountStatus::Suspended);
     let e = edges(&world);
     run(async {
-        e.follow(1, 3).await.unwrap();
-        let done = e.follow_many(1, &[2, 3, 1, 9, 4, 5]).await.unwrap();
-        assert_eq!(done.new, vec![2, 5]);
-        assert_eq!(done.already, vec![3]);
-        assert_eq!(done.skipped, vec![1, 9, 4]);
-        assert_eq!(world.shown(1), BTreeSet::from([2, 3, 5]));
-        assert_eq!(world.inbox_authors(1), BTreeSet::from([2, 3, 5]));
-        let inbox = world.cache.lock().unwrap().inboxes[&1].clone();
+        e.follow(UserId(1), UserId(3)).await.unwrap();
+        let done = e
+            .follow_many(
+                UserId(1),
+                &[
+                    UserId(2),
+                    UserId(3),
+                    UserId(1),
+                    UserId(9),
+                    UserId(4),
+                    UserId(5),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(done.new, ids([2, 5]));
+        assert_eq!(done.already, ids([3]));
+        assert_eq!(done.skipped, ids([1, 9, 4]));
+        assert_eq!(world.shown(UserId(1)), BTreeSet::from_iter(ids([2, 3, 5])));
+        assert_eq!(
+            world.inbox_authors(UserId(1)),
+            BTreeSet::from_iter(ids([2, 3, 5]))
+        );
+        let inbox = world.cache.lock().unwrap().inboxes[&UserId(1)].clone();
         assert!(inbox.windows(2).all(|w| feed_order(&w[0], &w[1]).is_lt()));
         assert!(world.records().jobs.is_empty());
     });
@@ -637,22 +688,26 @@ fn a_user_unfollowing_itself_keeps_its_own_posts_and_changes_nothing() {
     ];
     {
         let mut c = world.cache.lock().unwrap();
-        c.inboxes.insert(1, own.clone());
+        c.inboxes.insert(UserId(1), own.clone());
         // Whatever the reader's copy says of the reader itself, an
         // unfollow would otherwise take it as owed and remove its posts.
-        c.copies.get_mut(&1).unwrap().shows.insert(1, true);
+        c.copies
+            .get_mut(&UserId(1))
+            .unwrap()
+            .shows
+            .insert(UserId(1), true);
     }
     // The reader has changed its follows since its copy was built.
-    world.records().seq.insert(1, 5);
+    world.records().seq.insert(UserId(1), 5);
     let e = edges(&world);
     run(async {
-        e.unfollow(1, 1).await.unwrap();
-        assert_eq!(world.cache.lock().unwrap().inboxes[&1], own);
+        e.unfollow(UserId(1), UserId(1)).await.unwrap();
+        assert_eq!(world.cache.lock().unwrap().inboxes[&UserId(1)], own);
         assert_eq!(world.copy_writes.load(Ordering::Relaxed), 0);
         assert!(world.records().jobs.is_empty());
         assert!(world.hints().is_empty());
         assert!(
-            e.unfollow(9, 9).await.is_ok(),
+            e.unfollow(UserId(9), UserId(9)).await.is_ok(),
             "idempotent, as for no follow"
         );
     });

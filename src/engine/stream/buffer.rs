@@ -114,10 +114,11 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::UserId;
 
     fn heavy() -> Event {
         Event::Remove {
-            author: 1,
+            author: UserId(1),
             reason: "mute",
         }
     }
@@ -146,7 +147,7 @@ mod tests {
         let post = |n: usize| Event::Post {
             post: crate::types::Post {
                 id: 1,
-                author_id: 2,
+                author_id: UserId(2),
                 author_username: "a".into(),
                 body: "x".repeat(n),
                 created_at_ms: 3,

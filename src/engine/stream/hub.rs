@@ -8,6 +8,7 @@
 //! which brings the subscriptions to what the streams need, so that hints
 //! keep flowing while a reader with thousands of follows subscribes.
 
+use crate::types::UserId;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,9 +52,9 @@ struct Synced {
 
 #[derive(Default)]
 struct State {
-    readers: HashMap<i64, Reader>,
+    readers: HashMap<UserId, Reader>,
     /// The local readers whose homes show each author.
-    fans: HashMap<i64, HashSet<i64>>,
+    fans: HashMap<UserId, HashSet<UserId>>,
     /// Streams open per client address.
     addresses: HashMap<IpAddr, usize>,
     open: usize,
@@ -67,7 +68,7 @@ struct State {
 
 struct Reader {
     /// The authors its home shows (itself, with its own posts).
-    authors: HashSet<i64>,
+    authors: HashSet<UserId>,
     streams: Vec<(u64, Option<IpAddr>, Arc<Mailbox>)>,
     /// Its authors read and their channels subscribed to, once for all
     /// its streams.
@@ -77,7 +78,7 @@ struct Reader {
 /// An open stream's place in the hub; dropping it closes the stream there.
 pub(super) struct Slot {
     hub: Arc<Hub>,
-    reader: i64,
+    reader: UserId,
     id: u64,
 }
 
@@ -146,7 +147,7 @@ impl Hub {
     /// one more, in one critical section; nothing is read.
     pub fn reserve(
         self: &Arc<Self>,
-        reader: i64,
+        reader: UserId,
         address: Option<IpAddr>,
     ) -> AppResult<(Slot, Arc<Mailbox>)> {
         let tuning = self.engine.tuning();
@@ -211,7 +212,7 @@ impl Hub {
     /// channels, once for all its streams (a stream opening meanwhile
     /// waits for it); returns once the subscriptions took, so that a
     /// position read afterwards misses no hint.
-    pub async fn load(&self, reader: i64) -> AppResult<()> {
+    pub async fn load(&self, reader: UserId) -> AppResult<()> {
         let Some(loaded) = lock(&self.state)
             .readers
             .get(&reader)
@@ -273,9 +274,9 @@ impl Hub {
     }
 
     /// The authors `reader`'s home shows, from the records.
-    async fn authors_of(&self, reader: i64) -> AppResult<HashSet<i64>> {
+    async fn authors_of(&self, reader: UserId) -> AppResult<HashSet<UserId>> {
         let (_, followees) = self.engine.pg().posts().following_state(reader).await?;
-        let mut authors: HashSet<i64> = followees.into_iter().collect();
+        let mut authors: HashSet<UserId> = followees.into_iter().collect();
         if self.engine.settings().home_includes_own_posts {
             authors.insert(reader);
         }
@@ -283,7 +284,7 @@ impl Hub {
     }
 
     /// A stream leaves: its reader's channels go when it was the last.
-    fn leave(&self, reader: i64, id: u64) {
+    fn leave(&self, reader: UserId, id: u64) {
         let keys = self.engine.redis().keys();
         let mut guard = lock(&self.state);
         let state = &mut *guard;
@@ -341,7 +342,7 @@ impl Hub {
     }
 
     /// Tells every stream of `reader`.
-    fn tell_reader(&self, reader: i64, tell: impl Fn(&Mailbox)) {
+    fn tell_reader(&self, reader: UserId, tell: impl Fn(&Mailbox)) {
         let state = lock(&self.state);
         if let Some(r) = state.readers.get(&reader) {
             for (_, _, m) in &r.streams {
@@ -351,7 +352,7 @@ impl Hub {
     }
 
     /// Tells every stream whose home shows `author`.
-    fn tell_fans(&self, author: i64, tell: impl Fn(&Mailbox)) {
+    fn tell_fans(&self, author: UserId, tell: impl Fn(&Mailbox)) {
         let state = lock(&self.state);
         let Some(fans) = state.fans.get(&author) else {
             return;
@@ -367,7 +368,7 @@ impl Hub {
 
     /// `reader`'s home shows `author` from now on (`shown`), or not: its
     /// fans and channels follow, and its streams are told of a removal.
-    fn shown(&self, reader: i64, author: i64, shown: bool, reason: &'static str) {
+    fn shown(&self, reader: UserId, author: UserId, shown: bool, reason: &'static str) {
         let channel = || self.engine.redis().keys().author_channel(author);
         {
             let mut state = lock(&self.state);
@@ -472,7 +473,7 @@ impl Hub {
                 .iter()
                 .filter_map(|c| author_of_channel(self.engine.redis().keys(), c))
             {
-                self.tell_fans(author, Mailbox::read);
+                self.tell_fans(UserId(author), Mailbox::read);
             }
             self.keeper.notified().await;
         }
@@ -481,9 +482,9 @@ impl Hub {
     /// Reads every local reader's authors again (hints of follows may have
     /// been missed), a chunk of readers per query.
     async fn reload_authors(&self) {
-        let readers: Vec<i64> = lock(&self.state).readers.keys().copied().collect();
+        let readers: Vec<UserId> = lock(&self.state).readers.keys().copied().collect();
         let own = self.engine.settings().home_includes_own_posts;
-        let chunks = futures::stream::iter(readers.chunks(RELOAD_CHUNK).map(<[i64]>::to_vec))
+        let chunks = futures::stream::iter(readers.chunks(RELOAD_CHUNK).map(<[UserId]>::to_vec))
             .map(|chunk| async move {
                 let read = self.engine.pg().posts().followees_of_many(&chunk).await;
                 (chunk, read)
@@ -496,7 +497,7 @@ impl Hub {
                 continue;
             };
             for reader in chunk {
-                let mut authors: HashSet<i64> = followees
+                let mut authors: HashSet<UserId> = followees
                     .remove(&reader)
                     .unwrap_or_default()
                     .into_iter()
@@ -504,7 +505,7 @@ impl Hub {
                 if own {
                     authors.insert(reader);
                 }
-                let gone: Vec<i64> = lock(&self.state)
+                let gone: Vec<UserId> = lock(&self.state)
                     .readers
                     .get(&reader)
                     .map(|r| r.authors.difference(&authors).copied().collect())
@@ -541,7 +542,7 @@ impl Hub {
                     author,
                     change,
                 }) => self.shown(reader, author, change.shows(), change.reason()),
-                Some(Signal::Hidden { account, change }) => self.hidden(account, change),
+                Some(Signal::Hidden { account, change }) => self.hidden(account.0, change),
                 None => {}
             }
         }
@@ -551,13 +552,15 @@ impl Hub {
     /// it is deleted), or came back.
     fn hidden(&self, a: i64, change: HiddenChange) {
         match change {
-            HiddenChange::Suspended => self.tell_fans(a, |m| m.removed(a, "suspend")),
-            HiddenChange::Deleted => {
-                self.engine.account_gone(a);
-                self.tell_fans(a, |m| m.removed(a, "delete"));
-                self.tell_reader(a, |m| m.close(Closing::AccountGone));
+            HiddenChange::Suspended => {
+                self.tell_fans(UserId(a), |m| m.removed(UserId(a), "suspend"))
             }
-            HiddenChange::Restored => self.tell_fans(a, Mailbox::read),
+            HiddenChange::Deleted => {
+                self.engine.account_gone(UserId(a));
+                self.tell_fans(UserId(a), |m| m.removed(UserId(a), "delete"));
+                self.tell_reader(UserId(a), |m| m.close(Closing::AccountGone));
+            }
+            HiddenChange::Restored => self.tell_fans(UserId(a), Mailbox::read),
         }
     }
 }

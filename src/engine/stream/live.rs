@@ -2,6 +2,7 @@
 //! whenever the hub says something may be new, each entry sent oldest
 //! first with the position right above it.
 
+use crate::types::UserId;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,11 +34,11 @@ const PROFILES_KEPT: usize = 64;
 /// The wait before a stream's read is tried again, after `failures` in a
 /// row (at least one): [`RETRY`] doubled per earlier failure, capped, plus
 /// up to half of it again, chosen by the reader (a spread, not a secret).
-pub(super) fn retry_after(failures: u32, reader: i64) -> Duration {
+pub(super) fn retry_after(failures: u32, reader: UserId) -> Duration {
     let base = RETRY
         .saturating_mul(1 << failures.saturating_sub(1).min(8))
         .min(RETRY_MAX);
-    let share = (reader as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54; // 0..1024
+    let share = (reader.0 as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54; // 0..1024
     base + base / 2 * share as u32 / 1024
 }
 
@@ -67,7 +68,7 @@ pub(super) struct Live {
     pub engine: Engine,
     /// The instance's turns to read.
     pub reads: Arc<Semaphore>,
-    pub reader: i64,
+    pub reader: UserId,
     /// Its position: everything up to here has been sent.
     pub at: Prev,
     /// Its reads that failed in a row, and when it reads again
@@ -131,7 +132,11 @@ impl Live {
             }
         }
         for (author, reason) in pending.removed {
-            self.send(Event::Remove { author, reason }).await?;
+            self.send(Event::Remove {
+                author: UserId(author),
+                reason,
+            })
+            .await?;
         }
         if pending.read || !self.untimed.is_empty() {
             self.catch_up().await?;
@@ -156,7 +161,7 @@ impl Live {
                 Ok(read) => read,
                 Err(AppError::NotFound(_) | AppError::BadRequest(_)) => return Err(End::Refused),
                 Err(e) => {
-                    tracing::debug!(error = %e.chain(), reader = self.reader, "a stream could not read");
+                    tracing::debug!(error = %e.chain(), reader = %self.reader, "a stream could not read");
                     self.failures = self.failures.saturating_add(1);
                     let wait = retry_after(self.failures, self.reader);
                     self.retry_at = Some(tokio::time::Instant::now() + wait);
@@ -211,7 +216,7 @@ impl Live {
         let page = self.engine.reads().home_page(self.reader, req).await?;
         let mut deletions = Vec::new();
         if let Some(profiles) = self.profiles.as_mut() {
-            let authors: Vec<i64> = page.items.iter().map(|p| p.author_id).collect();
+            let authors: Vec<UserId> = page.items.iter().map(|p| p.author_id).collect();
             profiles.refresh(&self.engine, &authors).await?;
             for &id in &self.untimed {
                 deletions.push((id, self.engine.profiles().post_time(id).await?));
@@ -228,13 +233,13 @@ impl Live {
 
 impl Profiles {
     /// Reads the profiles of `authors` not read within [`PROFILE_TTL`].
-    async fn refresh(&mut self, engine: &Engine, authors: &[i64]) -> Result<(), AppError> {
-        let stale: Vec<i64> = authors
+    async fn refresh(&mut self, engine: &Engine, authors: &[UserId]) -> Result<(), AppError> {
+        let stale: Vec<UserId> = authors
             .iter()
             .copied()
             .filter(|a| {
                 self.0
-                    .get(a)
+                    .get(&a.0)
                     .is_none_or(|(at, _)| at.elapsed() >= PROFILE_TTL)
             })
             .collect();
@@ -245,21 +250,21 @@ impl Profiles {
         if self.0.len() + rows.len() > PROFILES_KEPT {
             // Room for this page's authors (a page may name more than are
             // kept: they stay until the next page's).
-            self.0.retain(|a, _| authors.contains(a));
+            self.0.retain(|a, _| authors.contains(&UserId(*a)));
         }
         let now = Instant::now();
         for a in stale {
-            self.0.remove(&a);
+            self.0.remove(&a.0);
         }
         for row in rows {
-            self.0.insert(row.id, (now, Arc::new(row)));
+            self.0.insert(row.id.0, (now, Arc::new(row)));
         }
         Ok(())
     }
 
     /// An author's profile as last read (none: not an active account).
-    fn fresh(&self, author: i64) -> Option<Arc<AccountRow>> {
-        self.0.get(&author).map(|(_, row)| row.clone())
+    fn fresh(&self, author: UserId) -> Option<Arc<AccountRow>> {
+        self.0.get(&author.0).map(|(_, row)| row.clone())
     }
 }
 
@@ -270,13 +275,15 @@ mod tests {
 
     #[test]
     fn retries_back_off_to_a_cap_and_spread_readers_over_half_of_it() {
-        assert!(retry_after(1, 1) >= RETRY && retry_after(1, 1) <= RETRY * 3 / 2);
-        assert!(retry_after(2, 1) >= RETRY * 2);
+        assert!(retry_after(1, UserId(1)) >= RETRY && retry_after(1, UserId(1)) <= RETRY * 3 / 2);
+        assert!(retry_after(2, UserId(1)) >= RETRY * 2);
         for failures in [7, 8, 50, u32::MAX] {
-            let wait = retry_after(failures, 12345);
+            let wait = retry_after(failures, UserId(12345));
             assert!(wait >= RETRY_MAX && wait <= RETRY_MAX * 3 / 2, "{wait:?}");
         }
-        let waits: HashSet<Duration> = (1..200).map(|reader| retry_after(3, reader)).collect();
+        let waits: HashSet<Duration> = (1..200)
+            .map(|reader| retry_after(3, UserId(reader)))
+            .collect();
         assert!(waits.len() > 100, "readers retry apart: {}", waits.len());
     }
 }

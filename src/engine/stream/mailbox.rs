@@ -3,6 +3,7 @@
 //! deletions and removals wait by id, at most [`MAX_WAITING`] of them.
 //! Telling never blocks the hub, whatever the stream is doing.
 
+use crate::types::UserId;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -64,12 +65,12 @@ impl Mailbox {
         });
     }
 
-    pub fn removed(&self, author: i64, reason: &'static str) {
+    pub fn removed(&self, author: UserId, reason: &'static str) {
         self.with(|p| {
             if p.deleted.len() + p.removed.len() >= MAX_WAITING {
                 p.overflowed = true;
             } else {
-                p.removed.insert(author, reason);
+                p.removed.insert(author.0, reason);
             }
         });
     }

@@ -34,6 +34,7 @@ mod hub;
 mod live;
 mod mailbox;
 
+use crate::types::UserId;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,7 +71,10 @@ pub enum Event {
     Delete { id: i64, at: Option<i64> },
     /// An author's posts leave the home (`reason`: `unfollow`, `mute`,
     /// `block`, `suspend`, `delete`): a client removes them.
-    Remove { author: i64, reason: &'static str },
+    Remove {
+        author: UserId,
+        reason: &'static str,
+    },
     /// Nothing new; the stream is alive.
     Heartbeat,
 }
@@ -99,7 +103,7 @@ impl Event {
 /// A stream to open.
 #[derive(Debug, Clone, Copy)]
 pub struct Opening {
-    pub reader: i64,
+    pub reader: UserId,
     /// The client's last event id: resume after it.
     pub from: Option<Prev>,
     /// The client's address, for the per-address limit.
@@ -111,7 +115,7 @@ pub struct Opening {
 
 impl Opening {
     /// A stream of `reader`'s home from its top now.
-    pub fn of(reader: i64) -> Self {
+    pub fn of(reader: UserId) -> Self {
         Opening {
             reader,
             from: None,
@@ -202,7 +206,7 @@ impl Streams {
     /// position if it is among the newest `feed.stream_replay` entries,
     /// else below the oldest of them (with the client's position as the
     /// gap). A position whose offset the service never gave is refused.
-    async fn start(&self, reader: i64, from: Option<Prev>) -> AppResult<(Prev, Option<Prev>)> {
+    async fn start(&self, reader: UserId, from: Option<Prev>) -> AppResult<(Prev, Option<Prev>)> {
         let engine = &self.hub.engine;
         let _turn = self.hub.turn().await?;
         let Some(from) = from else {

@@ -1,3 +1,4 @@
+use crate::types::UserId;
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 
@@ -111,7 +112,7 @@ pub async fn relationships(
         .iter()
         .filter(|(k, _)| k == "id" || k == "id[]" || (k.starts_with("id[") && k.ends_with(']')))
         .map(|(_, v)| account_id(v))
-        .collect::<Result<Vec<i64>, AppError>>()?;
+        .collect::<Result<Vec<UserId>, AppError>>()?;
     if ids.len() > MAX_PROFILES {
         return Err(AppError::Unprocessable(format!(
             "at most {MAX_PROFILES} ids at once"
@@ -121,7 +122,7 @@ pub async fn relationships(
     let answer: Vec<Relationship> = ids
         .iter()
         .zip(&rows)
-        .map(|(id, rel)| Relationship::new(*id, rel))
+        .map(|(id, rel)| Relationship::new(id.0, rel))
         .collect();
     Ok(HttpResponse::Ok().json(answer))
 }
@@ -177,7 +178,7 @@ async fn relate(
         Change::Unblock => engine.relations().unblock(me, target).await?,
     }
     let rel = engine.profiles().relationships(me, &[target]).await?;
-    Ok(HttpResponse::Ok().json(Relationship::new(target, &rel[0])))
+    Ok(HttpResponse::Ok().json(Relationship::new(target.0, &rel[0])))
 }
 
 macro_rules! relationship_route {

@@ -15,6 +15,7 @@ pub mod statuses;
 pub mod streaming;
 pub mod timelines;
 
+use crate::types::UserId;
 use std::collections::HashMap;
 
 use actix_web::{HttpRequest, HttpResponse};
@@ -112,8 +113,8 @@ pub(crate) async fn statuses(
     origin: &Origin,
     posts: &[Post],
 ) -> Result<Vec<Status>, AppError> {
-    let authors: Vec<i64> = posts.iter().map(|p| p.author_id).collect();
-    let profiles: HashMap<i64, AccountRow> = engine
+    let authors: Vec<UserId> = posts.iter().map(|p| p.author_id).collect();
+    let profiles: HashMap<UserId, AccountRow> = engine
         .profiles()
         .profiles(&authors)
         .await?
@@ -157,6 +158,8 @@ fn link(req: &HttpRequest, origin: &Origin, last: &str, first: &str) -> String {
 }
 
 /// An account id in a path (a user id).
-fn account_id(raw: &str) -> Result<i64, AppError> {
-    crate::domain::parse_id(raw, "account id").map_err(AppError::BadRequest)
+fn account_id(raw: &str) -> Result<UserId, AppError> {
+    crate::domain::parse_id(raw, "account id")
+        .map(UserId)
+        .map_err(AppError::BadRequest)
 }

@@ -1,3 +1,4 @@
+use crate::types::UserId;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{delete, get, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -165,7 +166,10 @@ async fn post_of(caller: &Caller, engine: &Engine, raw: &str) -> Result<Post, Ap
             None,
         ),
     };
-    let post = engine.posts().post_seen_by(caller.viewer(), id).await?;
+    let post = engine
+        .posts()
+        .post_seen_by(caller.viewer().map(UserId), id)
+        .await?;
     if score.is_some_and(|s| s != post.created_at_ms) {
         return Err(gone());
     }

@@ -3,6 +3,7 @@
 //! browser clients and masto.js use), both over the service's live
 //! streams.
 
+use crate::types::UserId;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -173,7 +174,7 @@ pub struct Sockets {
 /// One open socket's place among its user's.
 pub struct Held {
     sockets: web::Data<Sockets>,
-    user: i64,
+    user: UserId,
 }
 
 impl Sockets {
@@ -187,9 +188,9 @@ impl Sockets {
 
     /// A place for one more socket of `user`, if it holds fewer than
     /// `most` (checked and taken at once).
-    fn hold(sockets: &web::Data<Self>, who: i64, most: usize) -> Result<Held, AppError> {
+    fn hold(sockets: &web::Data<Self>, who: UserId, most: usize) -> Result<Held, AppError> {
         sockets.with(|held| {
-            let n = held.entry(who).or_default();
+            let n = held.entry(who.0).or_default();
             if *n >= most {
                 return Err(AppError::RateLimited {
                     message: format!(
@@ -217,10 +218,10 @@ impl Sockets {
 impl Drop for Held {
     fn drop(&mut self) {
         self.sockets.with(|held| {
-            if let Some(n) = held.get_mut(&self.user) {
+            if let Some(n) = held.get_mut(&self.user.0) {
                 *n -= 1;
                 if *n == 0 {
-                    held.remove(&self.user);
+                    held.remove(&self.user.0);
                 }
             }
         });

@@ -1,3 +1,4 @@
+use crate::types::UserId;
 use actix_web::{get, web, HttpRequest, HttpResponse};
 
 use super::entities::Status;
@@ -40,7 +41,7 @@ pub async fn home(
     engine.user(caller.id).await?;
     let posts = engine
         .reads()
-        .page_between(Feed::Home(caller.id), bounds, limit)
+        .page_between(Feed::Home(caller.id.0), bounds, limit)
         .await?;
     status_list(&req, &engine, posts).await
 }
@@ -72,7 +73,7 @@ pub async fn account_statuses(
     );
     engine.profiles().profile(author).await?;
     let feed = Feed::Author {
-        viewer: caller.viewer(),
+        viewer: caller.viewer().map(UserId),
         author,
     };
     let posts = engine.reads().page_between(feed, bounds, limit).await?;

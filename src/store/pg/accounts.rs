@@ -1,6 +1,7 @@
 //! Accounts' status (suspended, deleted), the purge of a deleted account,
 //! and the tasks users watch.
 
+use crate::types::UserId;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::{AsyncConnection, RunQueryDsl};
@@ -56,7 +57,7 @@ impl AccountRecords<'_> {
             let Some(user) = user else {
                 return Ok(None);
             };
-            let job = insert_job(conn, JobKind::Hide, id, None, now_ms).await?;
+            let job = insert_job(conn, JobKind::Hide, UserId(id), None, now_ms).await?;
             Ok(Some(StatusChange {
                 user: user.into(),
                 job,
@@ -69,7 +70,7 @@ impl AccountRecords<'_> {
     /// job and the `purge` job and task that remove the rest: its follows
     /// either way and its posts count as the task's work. `None`: no such
     /// account, or deleted already.
-    pub async fn delete_account(self, id: i64, now_ms: i64) -> AppResult<Option<(Task, i64)>> {
+    pub async fn delete_account(self, id: UserId, now_ms: i64) -> AppResult<Option<(Task, i64)>> {
         let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let marked = diesel::update(
@@ -100,7 +101,7 @@ impl AccountRecords<'_> {
     }
 
     /// The newest deletion task of an account (deleted already, or being).
-    pub async fn deletion_of(self, account: i64) -> AppResult<Option<Task>> {
+    pub async fn deletion_of(self, account: UserId) -> AppResult<Option<Task>> {
         let mut conn = self.0.conn().await?;
         let row: Option<TaskRow> = diesel::sql_query(format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE kind = 'delete_account' AND user_id = $1 \
@@ -120,8 +121,8 @@ impl AccountRecords<'_> {
     /// imports cannot pass the cap together (429).
     pub async fn create_import(
         self,
-        follower: i64,
-        targets: &[i64],
+        follower: UserId,
+        targets: &[UserId],
         most_open: usize,
         now_ms: i64,
     ) -> AppResult<Task> {
@@ -171,7 +172,7 @@ impl AccountRecords<'_> {
 
     /// Refuses (429) when `user` already has `most_open` imports queued or
     /// running: what the import route checks before it reads a body.
-    pub async fn import_room(self, user: i64, most_open: usize) -> AppResult<()> {
+    pub async fn import_room(self, user: UserId, most_open: usize) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         let open = open_imports(&mut conn, user).await?;
         if open >= most_open as i64 {
@@ -184,13 +185,13 @@ impl AccountRecords<'_> {
     /// Every chunk but the last is full, so a `from` that is not a multiple
     /// of `IMPORT_CHUNK` is past the end. (A task an older release
     /// queued keeps its list whole: sliced.)
-    pub async fn import_batch(self, task: i64, from: i64, limit: i64) -> AppResult<Vec<i64>> {
+    pub async fn import_batch(self, task: i64, from: i64, limit: i64) -> AppResult<Vec<UserId>> {
         use super::schema::import_chunks;
         if from % IMPORT_CHUNK as i64 != 0 {
             return Ok(Vec::new());
         }
         let mut conn = self.0.conn().await?;
-        let chunk: Option<Vec<i64>> = import_chunks::table
+        let chunk: Option<Vec<UserId>> = import_chunks::table
             .find((task, from / IMPORT_CHUNK as i64))
             .select(import_chunks::ids)
             .first(&mut conn)
@@ -202,7 +203,7 @@ impl AccountRecords<'_> {
         #[derive(QueryableByName)]
         struct Slice {
             #[diesel(sql_type = diesel::sql_types::Nullable<Array<BigInt>>)]
-            ids: Option<Vec<i64>>,
+            ids: Option<Vec<UserId>>,
         }
         let slice: Option<Slice> =
             diesel::sql_query("SELECT targets[$2 + 1 : $2 + $3] AS ids FROM tasks WHERE id = $1")
@@ -288,7 +289,12 @@ impl AccountRecords<'_> {
 
     /// The first `limit` of `account`'s followers (`followers`) or of whom
     /// it follows, ascending.
-    pub async fn edges_of(self, account: i64, followers: bool, limit: i64) -> AppResult<Vec<i64>> {
+    pub async fn edges_of(
+        self,
+        account: UserId,
+        followers: bool,
+        limit: i64,
+    ) -> AppResult<Vec<UserId>> {
         use super::schema::follows;
         let mut conn = self.0.conn().await?;
         Ok(if followers {
@@ -312,7 +318,7 @@ impl AccountRecords<'_> {
 
     /// Removes `account`'s follows by `followers`, each follower's count
     /// with it, in one transaction. How many were there.
-    pub async fn drop_followers(self, account: i64, followers: &[i64]) -> AppResult<usize> {
+    pub async fn drop_followers(self, account: UserId, followers: &[UserId]) -> AppResult<usize> {
         let mut conn = self.0.conn().await?;
         Ok(diesel::sql_query(
             "WITH gone AS (DELETE FROM follows WHERE followee_id = $1 AND follower_id = ANY($2) \
@@ -327,7 +333,7 @@ impl AccountRecords<'_> {
     }
 
     /// The first `limit` of `account`'s posts (live or deleted).
-    pub async fn post_ids_of(self, account: i64, limit: i64) -> AppResult<Vec<i64>> {
+    pub async fn post_ids_of(self, account: UserId, limit: i64) -> AppResult<Vec<i64>> {
         use super::schema::posts;
         let mut conn = self.0.conn().await?;
         Ok(posts::table
@@ -340,7 +346,7 @@ impl AccountRecords<'_> {
     }
 
     /// Deletes posts of `account`, and their deliveries still queued.
-    pub async fn drop_posts(self, account: i64, ids: &[i64]) -> AppResult<usize> {
+    pub async fn drop_posts(self, account: UserId, ids: &[i64]) -> AppResult<usize> {
         let mut conn = self.0.conn().await?;
         diesel::sql_query("DELETE FROM fanout_jobs WHERE kind = 'deliver' AND post_id = ANY($1)")
             .bind::<Array<BigInt>, _>(ids)
@@ -357,7 +363,7 @@ impl AccountRecords<'_> {
 
     /// The end of a purge: the account's row (its mutes, blocks and keys
     /// with it) and every other job about it go, and its task is done.
-    pub async fn finish_purge(self, account: i64, purge_job: i64, task: i64) -> AppResult<()> {
+    pub async fn finish_purge(self, account: UserId, purge_job: i64, task: i64) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             diesel::sql_query(
@@ -407,7 +413,7 @@ impl AccountRecords<'_> {
 pub const IMPORT_CHUNK: usize = 1000;
 
 /// Imports of `user` queued or running.
-async fn open_imports(conn: &mut diesel_async::AsyncPgConnection, user: i64) -> AppResult<i64> {
+async fn open_imports(conn: &mut diesel_async::AsyncPgConnection, user: UserId) -> AppResult<i64> {
     #[derive(QueryableByName)]
     struct Open {
         #[diesel(sql_type = BigInt)]
@@ -423,7 +429,7 @@ async fn open_imports(conn: &mut diesel_async::AsyncPgConnection, user: i64) -> 
     Ok(open.n)
 }
 
-fn too_many_imports(user: i64, open: i64) -> AppError {
+fn too_many_imports(user: UserId, open: i64) -> AppError {
     AppError::RateLimited {
         message: format!(
             "user {user} has {open} imports queued or running, the most allowed \
@@ -437,14 +443,14 @@ fn too_many_imports(user: i64, open: i64) -> AppError {
 async fn insert_job(
     conn: &mut diesel_async::AsyncPgConnection,
     kind: JobKind,
-    account: i64,
+    account: UserId,
     task: Option<i64>,
     now_ms: i64,
 ) -> AppResult<i64> {
     Ok(diesel::insert_into(fanout_jobs::table)
         .values(NewJob {
             kind: kind.as_str(),
-            author_id: account,
+            author_id: account.0,
             post_id: None,
             follower_id: None,
             epoch: None,

@@ -5,6 +5,7 @@
 //! reader follows, in feed order (`created_at_ms` descending, then the id's
 //! decimal bytes descending). An author's page: that author's posts.
 
+use crate::types::UserId;
 use std::collections::BTreeMap;
 
 use diesel::prelude::*;
@@ -103,7 +104,7 @@ pub enum Published {
 pub enum Deletion {
     /// Deleted now; `job` writes its tombstone if the requester cannot.
     Deleted {
-        author_id: i64,
+        author_id: UserId,
         /// The post's time (its place in feeds).
         created_at_ms: i64,
         job: i64,
@@ -123,7 +124,7 @@ impl PostRecords<'_> {
     /// at the same time) nothing is inserted: [`Published::KeyTaken`].
     pub async fn publish(
         self,
-        author: i64,
+        author: UserId,
         draft: (&str, Option<&str>),
         key: Option<&str>,
         created_at_ms: i64,
@@ -152,7 +153,7 @@ impl PostRecords<'_> {
                     ", p.author_id, p.id, ",
                     END,
                 ],
-                vec![Bind::BigInt(author), Bind::Text(key)],
+                vec![Bind::BigInt(author.0), Bind::Text(key)],
             ),
             None => (
                 &[
@@ -168,7 +169,7 @@ impl PostRecords<'_> {
                     ", p.author_id, p.id, ",
                     END,
                 ],
-                vec![Bind::BigInt(author)],
+                vec![Bind::BigInt(author.0)],
             ),
         };
         binds.extend([
@@ -202,7 +203,7 @@ impl PostRecords<'_> {
     /// The post `author` published with `key` in the last
     /// [`PUBLISH_KEY_HOURS`] hours, deleted since or not; forgets the key if
     /// it is older.
-    pub async fn published_with(self, author: i64, key: &str) -> AppResult<Option<Post>> {
+    pub async fn published_with(self, author: UserId, key: &str) -> AppResult<Option<Post>> {
         let mut conn = self.0.conn().await?;
         let row: Option<PostRow> = diesel::sql_query(format!(
             "WITH old AS (DELETE FROM publish_keys WHERE author_id = $1 AND key = $2 \
@@ -272,7 +273,7 @@ impl PostRecords<'_> {
     pub async fn delete_post(
         self,
         id: i64,
-        actor: Option<i64>,
+        actor: Option<UserId>,
         now_ms: i64,
     ) -> AppResult<Deletion> {
         let mut conn = self.0.conn().await?;
@@ -293,7 +294,7 @@ impl PostRecords<'_> {
                 Some((_, _, false)) => return Ok(Deletion::AlreadyDeleted),
                 None => return Ok(Deletion::NotFound),
             };
-            if actor.is_some_and(|a| a != author_id) {
+            if actor.is_some_and(|a| a != UserId(author_id)) {
                 return Ok(Deletion::Forbidden);
             }
             diesel::update(posts::table.find(id))
@@ -303,7 +304,7 @@ impl PostRecords<'_> {
             let job = queue_job(
                 conn,
                 JobKind::Retract,
-                author_id,
+                UserId(author_id),
                 Some(id),
                 None,
                 None,
@@ -311,7 +312,7 @@ impl PostRecords<'_> {
             )
             .await?;
             Ok(Deletion::Deleted {
-                author_id,
+                author_id: UserId(author_id),
                 created_at_ms,
                 job,
             })
@@ -343,7 +344,7 @@ impl PostRecords<'_> {
                         ),
                         ")",
                     ],
-                    vec![Bind::BigInt(reader), Bind::Bool(own), Bind::BigInts(ids)],
+                    vec![Bind::BigInt(reader.0), Bind::Bool(own), Bind::BigInts(ids)],
                 )
                 .load(&mut conn)
                 .await?
@@ -361,7 +362,7 @@ impl PostRecords<'_> {
                         ") AND p.author_id = ",
                         "",
                     ],
-                    vec![Bind::BigInts(ids), Bind::BigInt(author)],
+                    vec![Bind::BigInts(ids), Bind::BigInt(author.0)],
                 )
                 .load(&mut conn)
                 .await?
@@ -419,7 +420,7 @@ impl PostRecords<'_> {
                         ")",
                     ],
                     vec![
-                        Bind::BigInt(reader),
+                        Bind::BigInt(reader.0),
                         Bind::Bool(own),
                         Bind::BigInt(top),
                         Bind::BigInt(offset as i64),
@@ -457,11 +458,11 @@ impl PostRecords<'_> {
                         ")",
                     ],
                     vec![
-                        Bind::BigInt(author),
+                        Bind::BigInt(author.0),
                         Bind::BigInt(top),
                         Bind::BigInt(offset as i64),
                         Bind::BigInt(window),
-                        Bind::BigInt(author),
+                        Bind::BigInt(author.0),
                         Bind::BigInt(top),
                         Bind::BigInt(window),
                     ],
@@ -530,7 +531,7 @@ impl PostRecords<'_> {
                         ")",
                     ],
                     vec![
-                        Bind::BigInt(reader),
+                        Bind::BigInt(reader.0),
                         Bind::Bool(own),
                         Bind::BigInt(min),
                         Bind::BigInt(min),
@@ -564,9 +565,9 @@ impl PostRecords<'_> {
                         ")",
                     ],
                     vec![
-                        Bind::BigInt(author),
+                        Bind::BigInt(author.0),
                         Bind::BigInt(min),
-                        Bind::BigInt(author),
+                        Bind::BigInt(author.0),
                         Bind::BigInt(min),
                         Bind::BigInt(window),
                     ],
@@ -697,13 +698,13 @@ impl PostRecords<'_> {
     /// included), by author: what a follow of many copies.
     pub async fn entries_of_many(
         self,
-        authors: &[i64],
+        authors: &[UserId],
         limit: i64,
-    ) -> AppResult<Vec<(i64, Vec<Entry>)>> {
+    ) -> AppResult<Vec<(UserId, Vec<Entry>)>> {
         #[derive(QueryableByName)]
         struct Row {
             #[diesel(sql_type = BigInt)]
-            author_id: i64,
+            author_id: UserId,
             #[diesel(sql_type = BigInt)]
             id: i64,
             #[diesel(sql_type = BigInt)]
@@ -719,7 +720,7 @@ impl PostRecords<'_> {
         .bind::<BigInt, _>(limit)
         .load(&mut conn)
         .await?;
-        let mut by_author: std::collections::BTreeMap<i64, Vec<Entry>> = Default::default();
+        let mut by_author: std::collections::BTreeMap<UserId, Vec<Entry>> = Default::default();
         for r in rows {
             by_author
                 .entry(r.author_id)
@@ -735,7 +736,7 @@ impl PostRecords<'_> {
     /// Whom `reader`'s home shows (whom it follows and has not muted) and
     /// its follow sequence number, read in one snapshot (to build the Redis
     /// copy). Not found for no account, or one being deleted.
-    pub async fn following_state(self, reader: i64) -> AppResult<(i64, Vec<i64>)> {
+    pub async fn following_state(self, reader: UserId) -> AppResult<(i64, Vec<UserId>)> {
         let mut conn = self.0.conn().await?;
         let rows: Vec<(i64, Option<i64>)> =
             Prepared::<(BigInt, diesel::sql_types::Nullable<BigInt>)>::new(
@@ -746,7 +747,7 @@ impl PostRecords<'_> {
                  WHERE u.status <> 'deleted' AND u.id = ",
                     "",
                 ],
-                vec![Bind::BigInt(reader)],
+                vec![Bind::BigInt(reader.0)],
             )
             .load::<(i64, Option<i64>)>(&mut conn)
             .await?;
@@ -755,7 +756,10 @@ impl PostRecords<'_> {
             return Err(AppError::NotFound(format!("user {reader} does not exist")));
         }
         let seq = <[_]>::first(&rows).map_or(0, |r| r.0);
-        Ok((seq, rows.into_iter().filter_map(|r| r.1).collect()))
+        Ok((
+            seq,
+            rows.into_iter().filter_map(|r| r.1.map(UserId)).collect(),
+        ))
     }
 
     /// Whom each of `readers` follows and has not muted (their homes'
@@ -763,14 +767,14 @@ impl PostRecords<'_> {
     /// follow nobody (or are no account) are absent.
     pub async fn followees_of_many(
         self,
-        readers: &[i64],
-    ) -> AppResult<std::collections::HashMap<i64, Vec<i64>>> {
+        readers: &[UserId],
+    ) -> AppResult<std::collections::HashMap<UserId, Vec<UserId>>> {
         #[derive(QueryableByName)]
         struct Edge {
             #[diesel(sql_type = BigInt)]
-            follower_id: i64,
+            follower_id: UserId,
             #[diesel(sql_type = BigInt)]
-            followee_id: i64,
+            followee_id: UserId,
         }
         let mut conn = self.0.conn().await?;
         let edges: Vec<Edge> = diesel::sql_query(
@@ -782,7 +786,7 @@ impl PostRecords<'_> {
         .bind::<diesel::sql_types::Array<BigInt>, _>(readers)
         .load(&mut conn)
         .await?;
-        let mut out = std::collections::HashMap::<i64, Vec<i64>>::new();
+        let mut out = std::collections::HashMap::<UserId, Vec<UserId>>::new();
         for e in edges {
             out.entry(e.follower_id).or_default().push(e.followee_id);
         }
@@ -823,7 +827,7 @@ impl PostRecords<'_> {
         let mut by_author: BTreeMap<i64, PulledAuthor> = BTreeMap::new();
         for row in rows {
             let a = by_author.entry(row.author).or_insert(PulledAuthor {
-                author: row.author,
+                author: UserId(row.author),
                 epoch: None,
                 in_flight: Vec::new(),
             });

@@ -3,6 +3,7 @@
 //! (`FOR UPDATE SKIP LOCKED` and a lease), checkpointed, and deleted when its
 //! work is done.
 
+use crate::types::UserId;
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -46,15 +47,15 @@ impl From<JobRow> for Claimed {
         };
         let payload = Payload {
             post: r.post_id,
-            reader: r.follower_id,
+            reader: r.follower_id.map(UserId),
             epoch: r.epoch,
             task: r.task_id,
-            targets: r.targets,
+            targets: r.targets.map(|t| t.into_iter().map(UserId).collect()),
         };
         match Work::of(kind, payload) {
             Ok(work) => Claimed::Job(Job {
                 id: r.id,
-                author_id: r.author_id,
+                author_id: UserId(r.author_id),
                 checkpoint: r.checkpoint,
                 attempts: r.attempts,
                 created_at_ms: r.created_at_ms,
@@ -284,11 +285,16 @@ impl JobTable<'_> {
     /// A page of the inboxes an author's posts go to, after `after`,
     /// ascending (keyset): its followers', and its own (a reader's home
     /// holds its own posts).
-    pub async fn inboxes_after(self, author: i64, after: i64, limit: i64) -> AppResult<Vec<i64>> {
+    pub async fn inboxes_after(
+        self,
+        author: UserId,
+        after: i64,
+        limit: i64,
+    ) -> AppResult<Vec<UserId>> {
         #[derive(QueryableByName)]
         struct Id {
             #[diesel(sql_type = BigInt)]
-            id: i64,
+            id: UserId,
         }
         let mut conn = self.0.conn().await?;
         let rows: Vec<Id> = diesel::sql_query(
@@ -321,18 +327,18 @@ fn held(rows: usize, id: i64) -> AppResult<()> {
 pub(super) async fn queue_job(
     conn: &mut AsyncPgConnection,
     kind: JobKind,
-    author: i64,
+    author: UserId,
     post: Option<i64>,
-    follower: Option<i64>,
+    follower: Option<UserId>,
     epoch: Option<i64>,
     now_ms: i64,
 ) -> AppResult<i64> {
     Ok(diesel::insert_into(fanout_jobs::table)
         .values(NewJob {
             kind: kind.as_str(),
-            author_id: author,
+            author_id: author.0,
             post_id: post,
-            follower_id: follower,
+            follower_id: follower.map(|i| i.0),
             epoch,
             created_at_ms: now_ms,
             task_id: None,
@@ -350,8 +356,8 @@ pub(super) async fn queue_job(
 pub(super) async fn queue_pair_job(
     conn: &mut AsyncPgConnection,
     kind: JobKind,
-    author: i64,
-    follower: i64,
+    author: UserId,
+    follower: UserId,
     seq: i64,
     now_ms: i64,
 ) -> AppResult<i64> {

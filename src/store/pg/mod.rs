@@ -75,27 +75,27 @@ impl PgStore {
         })
     }
 
-    /// Users, follows, mutes, blocks and the admin settings.
+    /// The [`UserRecords`] part of the records.
     pub fn users(&self) -> UserRecords<'_> {
         UserRecords(self)
     }
 
-    /// Posts and the feed queries.
+    /// The [`PostRecords`] part of the records.
     pub fn posts(&self) -> PostRecords<'_> {
         PostRecords(self)
     }
 
-    /// The fan-out jobs table and the instances' heartbeats.
+    /// The [`JobTable`] part of the records.
     pub fn jobs(&self) -> JobTable<'_> {
         JobTable(self)
     }
 
-    /// Suspended and deleted accounts, their purge, and tasks.
+    /// The [`AccountRecords`] part of the records.
     pub fn accounts(&self) -> AccountRecords<'_> {
         AccountRecords(self)
     }
 
-    /// Accounts with their counts, relationships and follow lists.
+    /// The [`ProfileRecords`] part of the records.
     pub fn profiles(&self) -> ProfileRecords<'_> {
         ProfileRecords(self)
     }

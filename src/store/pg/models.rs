@@ -4,7 +4,9 @@
 
 use super::schema::{fanout_jobs, settings, users};
 use crate::error::{AppError, Message};
-use crate::types::{AccountStatus, CachedPost, Delivery, FeedPost, FeedSettings, Post, Task, User};
+use crate::types::{
+    AccountStatus, CachedPost, Delivery, FeedPost, FeedSettings, Post, PostId, Task, User, UserId,
+};
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text};
 
@@ -23,7 +25,7 @@ pub struct UserRow {
 impl From<UserRow> for User {
     fn from(r: UserRow) -> Self {
         User {
-            id: r.id,
+            id: UserId(r.id),
             username: r.username,
             follower_count: r.follower_count,
             following_count: r.following_count,
@@ -48,6 +50,28 @@ impl diesel::deserialize::FromSql<Text, diesel::pg::Pg> for AccountStatus {
         Ok(text.parse()?)
     }
 }
+
+/// An id's SQL mapping: a `BIGINT`, as the number.
+macro_rules! id_sql {
+    ($($id:ident),+) => {$(
+        impl diesel::serialize::ToSql<BigInt, diesel::pg::Pg> for $id {
+            fn to_sql<'b>(
+                &'b self,
+                out: &mut diesel::serialize::Output<'b, '_, diesel::pg::Pg>,
+            ) -> diesel::serialize::Result {
+                <i64 as diesel::serialize::ToSql<BigInt, diesel::pg::Pg>>::to_sql(&self.0, out)
+            }
+        }
+
+        impl diesel::deserialize::FromSql<BigInt, diesel::pg::Pg> for $id {
+            fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
+                <i64 as diesel::deserialize::FromSql<BigInt, diesel::pg::Pg>>::from_sql(bytes).map($id)
+            }
+        }
+    )+};
+}
+
+id_sql!(UserId, PostId);
 
 #[derive(Debug, Insertable)]
 #[diesel(table_name = users)]
@@ -76,7 +100,7 @@ impl From<PostRow> for Post {
     fn from(r: PostRow) -> Self {
         Post {
             id: r.id,
-            author_id: r.author_id,
+            author_id: UserId(r.author_id),
             author_username: r.author_username,
             body: r.body,
             created_at_ms: r.created_at_ms,
@@ -112,7 +136,7 @@ impl From<FeedRow> for FeedPost {
         FeedPost {
             post: Post {
                 id: row.id,
-                author_id: row.author_id,
+                author_id: UserId(row.author_id),
                 author_username: row.author_username,
                 body: row.body,
                 created_at_ms: row.created_at_ms,
@@ -152,7 +176,7 @@ impl From<DeliveryRow> for Delivery {
     fn from(row: DeliveryRow) -> Self {
         Delivery {
             post: CachedPost {
-                author_id: row.author_id,
+                author_id: UserId(row.author_id),
                 author_username: row.author_username,
                 body: row.body,
                 created_at_ms: row.created_at_ms,
@@ -245,7 +269,7 @@ impl TryFrom<TaskRow> for Task {
         Ok(Task {
             id: r.id,
             kind: r.kind.parse().map_err(unknown)?,
-            user_id: r.user_id,
+            user_id: UserId(r.user_id),
             state: r.state.parse().map_err(unknown)?,
             total: r.total,
             done: r.done,

@@ -2,6 +2,7 @@
 //! relationship between two users, and the lists of followers and
 //! followings (paged by user id).
 
+use crate::types::UserId;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl;
@@ -19,7 +20,7 @@ pub struct ProfileRecords<'a>(pub(super) &'a PgStore);
 #[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
 pub struct AccountRow {
     #[diesel(sql_type = BigInt)]
-    pub id: i64,
+    pub id: UserId,
     #[diesel(sql_type = Text)]
     pub username: String,
     #[diesel(sql_type = BigInt)]
@@ -71,7 +72,7 @@ pub struct IdRange {
 
 impl ProfileRecords<'_> {
     /// The active accounts among `ids` (in no particular order).
-    pub async fn accounts(self, ids: &[i64]) -> AppResult<Vec<AccountRow>> {
+    pub async fn accounts(self, ids: &[UserId]) -> AppResult<Vec<AccountRow>> {
         let mut conn = self.0.conn().await?;
         Ok(diesel::sql_query(
             "SELECT u.id, u.username, u.follower_count, u.following_count, \
@@ -101,7 +102,11 @@ impl ProfileRecords<'_> {
     }
 
     /// How `of` stands to each of `others`, in their order.
-    pub async fn relationships(self, of: i64, others: &[i64]) -> AppResult<Vec<RelationshipRow>> {
+    pub async fn relationships(
+        self,
+        of: UserId,
+        others: &[UserId],
+    ) -> AppResult<Vec<RelationshipRow>> {
         let mut conn = self.0.conn().await?;
         #[derive(QueryableByName)]
         struct Row {
@@ -127,7 +132,7 @@ impl ProfileRecords<'_> {
             rows.into_iter().map(|r| (r.other, r.rel)).collect();
         Ok(others
             .iter()
-            .map(|o| by_id.get(o).copied().unwrap_or_default())
+            .map(|o| by_id.get(&o.0).copied().unwrap_or_default())
             .collect())
     }
 
@@ -135,11 +140,11 @@ impl ProfileRecords<'_> {
     /// ids in `range`, highest id first.
     pub async fn follow_list(
         self,
-        owner: i64,
+        owner: UserId,
         list: FollowList,
         range: IdRange,
         limit: i64,
-    ) -> AppResult<Vec<i64>> {
+    ) -> AppResult<Vec<UserId>> {
         let (mine, theirs) = match list {
             FollowList::Followers => ("followee_id", "follower_id"),
             FollowList::Following => ("follower_id", "followee_id"),
@@ -149,7 +154,7 @@ impl ProfileRecords<'_> {
         #[derive(QueryableByName)]
         struct Row {
             #[diesel(sql_type = BigInt)]
-            id: i64,
+            id: UserId,
         }
         let rows: Vec<Row> = diesel::sql_query(format!(
             "SELECT f.{theirs} AS id FROM follows f JOIN users u ON u.id = f.{theirs} \
@@ -162,7 +167,7 @@ impl ProfileRecords<'_> {
         .bind::<BigInt, _>(limit)
         .load(&mut conn)
         .await?;
-        let mut ids: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
+        let mut ids: Vec<UserId> = rows.into_iter().map(|r| r.id).collect();
         if range.closest {
             ids.reverse();
         }

@@ -1,5 +1,6 @@
 //! Users, follows and the admin settings.
 
+use crate::types::UserId;
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -44,13 +45,13 @@ pub struct EdgeChange {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FollowedMany {
     /// Followed by this call, in the order given.
-    pub new: Vec<i64>,
+    pub new: Vec<UserId>,
     /// Followed before.
-    pub already: Vec<i64>,
+    pub already: Vec<UserId>,
     /// Not followed: no such account, the reader itself, suspended or
     /// being deleted, across a block; and, when fitting, past
     /// `max_follows`.
-    pub skipped: Vec<i64>,
+    pub skipped: Vec<UserId>,
     /// The reader's follow sequence number of the change.
     pub seq: i64,
     /// The job that applies it, for its requester to do at once.
@@ -59,7 +60,7 @@ pub struct FollowedMany {
     pub promoted: Vec<(i64, i64)>,
     /// Of the new ones, those the reader mutes (its home does not show
     /// them).
-    pub muted: Vec<i64>,
+    pub muted: Vec<UserId>,
 }
 
 /// What a block changed: whether it is new, and the follows it removed,
@@ -67,7 +68,7 @@ pub struct FollowedMany {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Blocked {
     pub new: bool,
-    pub unfollowed: Vec<(i64, i64, EdgeChange)>,
+    pub unfollowed: Vec<(UserId, UserId, EdgeChange)>,
 }
 
 impl UserRecords<'_> {
@@ -85,7 +86,7 @@ impl UserRecords<'_> {
             .ok_or_else(|| AppError::Conflict(format!("username {username:?} is taken")))
     }
 
-    pub async fn user(self, id: i64) -> AppResult<Option<User>> {
+    pub async fn user(self, id: UserId) -> AppResult<Option<User>> {
         let mut conn = self.0.conn().await?;
         Ok(users::table
             .find(id)
@@ -102,15 +103,15 @@ impl UserRecords<'_> {
     /// transaction. Refused (422) while either blocks the other.
     pub async fn follow(
         self,
-        follower: i64,
-        followee: i64,
+        follower: UserId,
+        followee: UserId,
         now_ms: i64,
         rule: impl BigVRule,
     ) -> AppResult<EdgeChange> {
         let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
-            lock_pair(conn, follower, followee).await?;
-            if blocked_between(conn, follower, followee).await? {
+            lock_pair(conn, follower.0, followee.0).await?;
+            if blocked_between(conn, follower.0, followee.0).await? {
                 return Err(AppError::Unprocessable(format!(
                     "users {follower} and {followee}: one blocks the other"
                 )));
@@ -127,8 +128,8 @@ impl UserRecords<'_> {
     /// refused (422), or with `fit` the ones that do not fit are skipped.
     pub async fn follow_many(
         self,
-        follower: i64,
-        targets: &[i64],
+        follower: UserId,
+        targets: &[UserId],
         fit: bool,
         now_ms: i64,
         rule: impl BigVRule + Copy,
@@ -138,9 +139,9 @@ impl UserRecords<'_> {
         conn.transaction::<_, AppError, _>(async move |conn| {
             // Every row touched, locked in id order (as a follow locks its
             // pair): no deadlock with a follow or a block.
-            let mut rows: Vec<i64> = targets.clone();
+            let mut rows: Vec<UserId> = targets.clone();
             rows.push(follower);
-            let locked: Vec<(i64, AccountStatus)> = users::table
+            let locked: Vec<(UserId, AccountStatus)> = users::table
                 .filter(users::id.eq_any(&rows))
                 .order(users::id)
                 .select((users::id, users::status))
@@ -157,7 +158,7 @@ impl UserRecords<'_> {
                     "user {follower} does not exist (or may not follow)"
                 )));
             }
-            let valid: Vec<i64> = diesel::sql_query(
+            let valid: Vec<UserId> = diesel::sql_query(
                 "SELECT u.id AS n FROM users u WHERE u.id = ANY($2) AND u.id <> $1 \
                  AND u.status = 'active' AND NOT EXISTS (SELECT 1 FROM blocks b \
                     WHERE (b.blocker_id = $1 AND b.blocked_id = u.id) \
@@ -170,7 +171,7 @@ impl UserRecords<'_> {
             .into_iter()
             .map(|r| r.n)
             .collect();
-            let already: Vec<i64> = follows::table
+            let already: Vec<UserId> = follows::table
                 .filter(follows::follower_id.eq(follower))
                 .filter(follows::followee_id.eq_any(&valid))
                 .select(follows::followee_id)
@@ -246,7 +247,7 @@ impl UserRecords<'_> {
             let live = FeedSettings::from(live);
             for (author, count, big_v) in counted {
                 if let Some(change) = rule(count, big_v, &live) {
-                    if let Some(epoch) = record_big_v(conn, author, change, now_ms).await? {
+                    if let Some(epoch) = record_big_v(conn, UserId(author), change, now_ms).await? {
                         out.promoted.push((author, epoch));
                     }
                 }
@@ -261,13 +262,13 @@ impl UserRecords<'_> {
                 diesel::insert_into(super::schema::fanout_jobs::table)
                     .values(super::models::NewJob {
                         kind: JobKind::Follows.as_str(),
-                        author_id: follower,
+                        author_id: follower.0,
                         post_id: None,
                         follower_id: None,
                         epoch: Some(out.seq),
                         created_at_ms: now_ms,
                         task_id: None,
-                        targets: Some(out.new.clone()),
+                        targets: Some(out.new.iter().map(|u| u.0).collect()),
                     })
                     .returning(super::schema::fanout_jobs::id)
                     .get_result(conn)
@@ -279,7 +280,7 @@ impl UserRecords<'_> {
     }
 
     /// Of `authors`, those `reader` mutes.
-    pub async fn muted_of(self, reader: i64, authors: &[i64]) -> AppResult<Vec<i64>> {
+    pub async fn muted_of(self, reader: UserId, authors: &[UserId]) -> AppResult<Vec<UserId>> {
         let mut conn = self.0.conn().await?;
         Ok(mutes::table
             .filter(mutes::muter_id.eq(reader))
@@ -294,8 +295,8 @@ impl UserRecords<'_> {
     /// records what `rule` decides for the followee.
     pub async fn unfollow(
         self,
-        follower: i64,
-        followee: i64,
+        follower: UserId,
+        followee: UserId,
         now_ms: i64,
         rule: impl BigVRule,
     ) -> AppResult<EdgeChange> {
@@ -311,15 +312,15 @@ impl UserRecords<'_> {
     /// job that applies it, in one transaction.
     pub async fn set_mute(
         self,
-        reader: i64,
-        target: i64,
+        reader: UserId,
+        target: UserId,
         mute: bool,
         now_ms: i64,
     ) -> AppResult<EdgeChange> {
         let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             if mute {
-                lock_pair(conn, reader, target).await?;
+                lock_pair(conn, reader.0, target.0).await?;
             }
             let changed = (if mute {
                 diesel::insert_into(mutes::table)
@@ -370,14 +371,14 @@ impl UserRecords<'_> {
     /// in one transaction.
     pub async fn block(
         self,
-        blocker: i64,
-        target: i64,
+        blocker: UserId,
+        target: UserId,
         now_ms: i64,
         rule: impl BigVRule + Copy,
     ) -> AppResult<Blocked> {
         let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
-            lock_pair(conn, blocker, target).await?;
+            lock_pair(conn, blocker.0, target.0).await?;
             let new = diesel::insert_into(blocks::table)
                 .values((
                     blocks::blocker_id.eq(blocker),
@@ -402,7 +403,7 @@ impl UserRecords<'_> {
 
     /// `blocker` no longer blocks `target` (idempotent; no follow comes
     /// back). Whether a block was there.
-    pub async fn unblock(self, blocker: i64, target: i64) -> AppResult<bool> {
+    pub async fn unblock(self, blocker: UserId, target: UserId) -> AppResult<bool> {
         let mut conn = self.0.conn().await?;
         Ok(diesel::delete(blocks::table.find((blocker, target)))
             .execute(&mut conn)
@@ -412,7 +413,7 @@ impl UserRecords<'_> {
 
     /// The accounts whose posts are in no feed: suspended, or being
     /// deleted (to build the Redis copy).
-    pub async fn hidden_accounts(self) -> AppResult<Vec<i64>> {
+    pub async fn hidden_accounts(self) -> AppResult<Vec<UserId>> {
         let mut conn = self.0.conn().await?;
         Ok(users::table
             .filter(users::status.ne(AccountStatus::Active))
@@ -428,7 +429,7 @@ impl UserRecords<'_> {
     }
 
     /// Whether `reader`'s home shows `author`'s posts: followed, not muted.
-    pub async fn shown(self, reader: i64, author: i64) -> AppResult<bool> {
+    pub async fn shown(self, reader: UserId, author: UserId) -> AppResult<bool> {
         let mut conn = self.0.conn().await?;
         Ok(follows_now(&mut conn, reader, author).await?
             && mutes::table
@@ -443,7 +444,7 @@ impl UserRecords<'_> {
     /// by when it did, with the feed's cursor over (time, user id).
     pub async fn relations(
         self,
-        owner: i64,
+        owner: UserId,
         mutes: bool,
         max: Option<i64>,
         offset: u32,
@@ -480,7 +481,7 @@ impl UserRecords<'_> {
     }
 
     /// How many of `owner`'s mutes (or blocks) were made at `at`.
-    pub async fn relations_at(self, owner: i64, mutes: bool, at: i64) -> AppResult<i64> {
+    pub async fn relations_at(self, owner: UserId, mutes: bool, at: i64) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let sql = if mutes {
             "SELECT count(*) AS n FROM mutes WHERE muter_id = $1 AND created_at_ms = $2"
@@ -565,8 +566,8 @@ impl UserRecords<'_> {
 /// job, and records what `rule` decides for the followee.
 async fn change_edge(
     conn: &mut AsyncPgConnection,
-    follower: i64,
-    followee: i64,
+    follower: UserId,
+    followee: UserId,
     follow: bool,
     now_ms: i64,
     rule: impl BigVRule,
@@ -674,8 +675,8 @@ async fn blocked_between(conn: &mut AsyncPgConnection, a: i64, b: i64) -> AppRes
 
 async fn follows_now(
     conn: &mut AsyncPgConnection,
-    follower: i64,
-    followee: i64,
+    follower: UserId,
+    followee: UserId,
 ) -> AppResult<bool> {
     Ok(follows::table
         .find((follower, followee))
@@ -688,10 +689,10 @@ async fn follows_now(
 #[derive(QueryableByName)]
 struct Id {
     #[diesel(sql_type = BigInt)]
-    n: i64,
+    n: UserId,
 }
 
-async fn follow_seq(conn: &mut AsyncPgConnection, user: i64) -> AppResult<i64> {
+async fn follow_seq(conn: &mut AsyncPgConnection, user: UserId) -> AppResult<i64> {
     Ok(users::table
         .find(user)
         .select(users::follow_seq)
@@ -711,8 +712,8 @@ async fn follow_seq(conn: &mut AsyncPgConnection, user: i64) -> AppResult<i64> {
 /// count.
 async fn bump_counts(
     conn: &mut AsyncPgConnection,
-    follower: i64,
-    followee: i64,
+    follower: UserId,
+    followee: UserId,
     delta: i64,
 ) -> AppResult<(i64, bool, (i64, i64))> {
     let bump_follower = async |conn: &mut AsyncPgConnection| -> AppResult<(i64, i64)> {
@@ -744,7 +745,7 @@ async fn bump_counts(
 /// the backfill of its epoch a demotion owes).
 async fn record_big_v(
     conn: &mut AsyncPgConnection,
-    author: i64,
+    author: UserId,
     change: BigVChange,
     now_ms: i64,
 ) -> AppResult<Option<i64>> {

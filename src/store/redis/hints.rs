@@ -4,29 +4,37 @@
 //! read again from the stores.
 
 use super::Keys;
+use crate::types::UserId;
 
 /// Something that changed, which the open streams of every instance may
 /// need to know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
     /// An author published a post (`p:<post>:<score>` on its channel).
-    Published { author: i64, post: i64, score: i64 },
+    Published {
+        author: UserId,
+        post: i64,
+        score: i64,
+    },
     /// An author's post was deleted (`d:<post>[:<score>]`).
     Deleted {
-        author: i64,
+        author: UserId,
         post: i64,
         score: Option<i64>,
     },
     /// What a reader's home shows of an author changed (`f`, `u`, `m`,
     /// `b`, with the author, on the reader's channel).
     Shown {
-        reader: i64,
-        author: i64,
+        reader: UserId,
+        author: UserId,
         change: ShownChange,
     },
     /// An account's posts left every feed or came back (`h`, `x`, `s`,
     /// with the account, on the hidden accounts' channel).
-    Hidden { account: i64, change: HiddenChange },
+    Hidden {
+        account: UserId,
+        change: HiddenChange,
+    },
 }
 
 /// How a reader's home changed for one author.
@@ -133,7 +141,7 @@ impl Signal {
         if name == "{pulled}" {
             let change = named(&HiddenChange::CODES, op)?;
             return Some(Signal::Hidden {
-                account: first,
+                account: UserId(first),
                 change,
             });
         }
@@ -141,19 +149,19 @@ impl Signal {
             let change = named(&ShownChange::CODES, op)?;
             return Some(Signal::Shown {
                 reader: reader.1.parse().ok()?,
-                author: first,
+                author: UserId(first),
                 change,
             });
         }
         let author = author_of(name)?;
         match op {
             "p" => Some(Signal::Published {
-                author,
+                author: UserId(author),
                 post: first,
                 score: second?,
             }),
             "d" => Some(Signal::Deleted {
-                author,
+                author: UserId(author),
                 post: first,
                 score: second,
             }),
@@ -184,30 +192,33 @@ mod tests {
         let keys = Keys::new("t:");
         let mut all = vec![
             Signal::Published {
-                author: 7,
+                author: UserId(7),
                 post: 12,
                 score: 1_700_000_000_123,
             },
             Signal::Deleted {
-                author: 7,
+                author: UserId(7),
                 post: 12,
                 score: Some(1_700_000_000_123),
             },
             Signal::Deleted {
-                author: 7,
+                author: UserId(7),
                 post: 12,
                 score: None,
             },
         ];
         for (change, _) in ShownChange::CODES {
             all.push(Signal::Shown {
-                reader: 5_000,
-                author: 3,
+                reader: UserId(5_000),
+                author: UserId(3),
                 change,
             });
         }
         for (change, _) in HiddenChange::CODES {
-            all.push(Signal::Hidden { account: 9, change });
+            all.push(Signal::Hidden {
+                account: UserId(9),
+                change,
+            });
         }
         for signal in all {
             let channel = signal.channel(&keys);
@@ -219,7 +230,10 @@ mod tests {
             );
         }
         assert_eq!(author_of_channel(&keys, "t:hints:{7}"), Some(7));
-        assert_eq!(author_of_channel(&keys, &keys.reader_channel(7)), None);
+        assert_eq!(
+            author_of_channel(&keys, &keys.reader_channel(UserId(7))),
+            None
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! - an author's outbox and active fans carry its id (`{7}`), a post its
 //!   id.
 
+use crate::types::UserId;
+
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
@@ -20,8 +22,8 @@ pub struct Keys {
 pub const READER_BLOCK: i64 = 1024;
 
 /// The hash tag of a reader's keys: its block of ids.
-fn reader_tag(reader: i64) -> String {
-    format!("{{r{}}}", reader.div_euclid(READER_BLOCK))
+fn reader_tag(reader: UserId) -> String {
+    format!("{{r{}}}", reader.0.div_euclid(READER_BLOCK))
 }
 
 impl Keys {
@@ -36,28 +38,28 @@ impl Keys {
     }
 
     /// Inbox: a feed list of the posts pushed to the reader (scripts.rs).
-    pub fn inbox(&self, user: i64) -> String {
+    pub fn inbox(&self, user: UserId) -> String {
         format!("{}feed:{}{user}", self.prefix, reader_tag(user))
     }
 
     /// Outbox: a feed list of the author's own posts, as an inbox.
-    pub fn outbox(&self, author: i64) -> String {
+    pub fn outbox(&self, author: UserId) -> String {
         format!("{}outbox:{{{author}}}", self.prefix)
     }
 
     /// Active fans ZSET of a big-V: follower id → last-active ms.
-    pub fn active_fans(&self, author: i64) -> String {
+    pub fn active_fans(&self, author: UserId) -> String {
         format!("{}active_fans:{{{author}}}", self.prefix)
     }
 
     /// Whom a reader follows (HASH followee → change seq; see scripts.rs).
-    pub fn following(&self, reader: i64) -> String {
+    pub fn following(&self, reader: UserId) -> String {
         format!("{}following:{}{reader}", self.prefix, reader_tag(reader))
     }
 
     /// The authors a reader follows (a SET beside [`Keys::following`], of
     /// its slot; see scripts.rs).
-    pub fn followees(&self, reader: i64) -> String {
+    pub fn followees(&self, reader: UserId) -> String {
         format!("{}followees:{}{reader}", self.prefix, reader_tag(reader))
     }
 
@@ -87,12 +89,12 @@ impl Keys {
 
     /// The channel of hints about an author's posts (its slot: sharded
     /// pub/sub keeps a hint on the master of its outbox).
-    pub fn author_channel(&self, author: i64) -> String {
+    pub fn author_channel(&self, author: UserId) -> String {
         format!("{}hints:{{{author}}}", self.prefix)
     }
 
     /// The channel of hints about what a reader's home shows.
-    pub fn reader_channel(&self, reader: i64) -> String {
+    pub fn reader_channel(&self, reader: UserId) -> String {
         format!("{}hints:{}{reader}", self.prefix, reader_tag(reader))
     }
 
@@ -102,7 +104,7 @@ impl Keys {
     }
 
     /// Marker that rate-limits recording a reader as an active fan.
-    pub fn active_mark(&self, reader: i64) -> String {
+    pub fn active_mark(&self, reader: UserId) -> String {
         format!("{}active_mark:{}{reader}", self.prefix, reader_tag(reader))
     }
 
@@ -132,13 +134,13 @@ mod tests {
     #[test]
     fn keys_carry_the_prefix_and_a_hash_tag() {
         let k = Keys::new("t1:");
-        assert_eq!(k.inbox(42), "t1:feed:{r0}42");
-        assert_eq!(k.inbox(5000), "t1:feed:{r4}5000");
-        assert_eq!(k.outbox(7), "t1:outbox:{7}");
-        assert_eq!(k.active_fans(7), "t1:active_fans:{7}");
-        assert_eq!(k.active_mark(42), "t1:active_mark:{r0}42");
-        assert_eq!(k.following(42), "t1:following:{r0}42");
-        assert_eq!(k.followees(42), "t1:followees:{r0}42");
+        assert_eq!(k.inbox(UserId(42)), "t1:feed:{r0}42");
+        assert_eq!(k.inbox(UserId(5000)), "t1:feed:{r4}5000");
+        assert_eq!(k.outbox(UserId(7)), "t1:outbox:{7}");
+        assert_eq!(k.active_fans(UserId(7)), "t1:active_fans:{7}");
+        assert_eq!(k.active_mark(UserId(42)), "t1:active_mark:{r0}42");
+        assert_eq!(k.following(UserId(42)), "t1:following:{r0}42");
+        assert_eq!(k.followees(UserId(42)), "t1:followees:{r0}42");
         assert_eq!(k.pulled(), "t1:pulled:{pulled}");
         assert_eq!(k.post(9), "t1:post:{9}");
         assert_eq!(k.pattern(), "t1:*");
@@ -149,13 +151,13 @@ mod tests {
         use crate::store::redis::slot;
         let k = Keys::new("feed:");
         let at = |key: String| slot(key.as_bytes());
-        assert_eq!(at(k.inbox(1024)), at(k.inbox(2047)));
-        assert_eq!(at(k.inbox(1024)), at(k.following(1500)));
-        assert_eq!(at(k.following(1500)), at(k.followees(1500)));
+        assert_eq!(at(k.inbox(UserId(1024))), at(k.inbox(UserId(2047))));
+        assert_eq!(at(k.inbox(UserId(1024))), at(k.following(UserId(1500))));
+        assert_eq!(at(k.following(UserId(1500))), at(k.followees(UserId(1500))));
         assert_eq!(at(k.pulled()), at(k.pulled_authors()));
         assert_eq!(at(k.pulled()), at(k.hidden()));
-        assert_eq!(at(k.inbox(1024)), at(k.active_mark(2000)));
-        assert_ne!(at(k.inbox(1023)), at(k.inbox(1024)));
-        assert_ne!(at(k.inbox(1)), at(k.outbox(1)));
+        assert_eq!(at(k.inbox(UserId(1024))), at(k.active_mark(UserId(2000))));
+        assert_ne!(at(k.inbox(UserId(1023))), at(k.inbox(UserId(1024))));
+        assert_ne!(at(k.inbox(UserId(1))), at(k.outbox(UserId(1))));
     }
 }

@@ -1,8 +1,11 @@
-//! The Redis store: feed lists (inboxes, outboxes) and active fans.
+//! The Redis store: its connections, and its parts by concern (feed
+//! lists, active fans, readers' state, cached posts).
 //! Everything here is derived from PostgreSQL and may vanish at any time.
 
 mod conn;
+pub mod fans;
 pub mod faults;
+pub mod feeds;
 pub mod hints;
 pub mod keys;
 pub mod layout;
@@ -18,53 +21,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
 use redis::{AsyncCommands, Value};
 
 use crate::error::{AppError, AppResult, Message};
 use crate::settings::RedisSettings;
-use crate::types::{Entry, Range, SourceRead};
+use crate::types::{PostId, UserId};
 
 use conn::Topology;
 pub use conn::{slot, Conn};
 pub use faults::{Fault, Faults};
 pub use keys::Keys;
 
-/// PUSH calls sent together in one fan-out pipeline: Redis runs a client's
-/// whole pipeline before serving anyone else, so pipelines of a few calls
-/// keep publishes and reads from waiting behind a whole batch.
-const CALLS_PER_PIPELINE: usize = 3;
-
-/// Fan-out pipelines one push keeps in flight: Redis works on the next
-/// while the reply of one travels back and the service builds the one
-/// after, and a request's call still waits behind at most this many.
-const PIPELINES_IN_FLIGHT: usize = 2;
-
-/// Keys in one PUSH call of a fan-out, for a single entry: the call is paid
-/// once per this many followers.
-const KEYS_PER_CALL: usize = 100;
-
-/// Entry writes one PUSH call may make: a push of many entries (a backfill, a
-/// follow) goes to fewer keys per call, so that every call stays short.
-const WRITES_PER_CALL: usize = 1000;
-
 /// Which cluster connection writes went on (see [`RedisStore::replicated`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(test, derive(Default))]
 pub struct WriteMark(u64);
 
-/// Entry writes of a cluster fan-out's round (its "pipeline"), at most: a round
-/// goes as one pipeline per master, so a master's share of a round spread
-/// over three makes no more writes than a single node's pipeline.
-const CLUSTER_WRITES_PER_ROUND: usize = CALLS_PER_PIPELINE * KEYS_PER_CALL * 3;
-
 thread_local! {
     /// Whether this thread uses [`RedisStore`]'s connections apart.
     static APART: Cell<bool> = const { Cell::new(false) };
 }
-
-/// Active fans read per Redis call.
-const FANS_PER_CALL: usize = 5000;
 
 /// How long a feed list may stay in the building state before it expires.
 const BUILD_TTL_SECS: u64 = 30;
@@ -99,12 +75,22 @@ impl RedisStore {
         })
     }
 
-    /// Whom readers follow, the pulled authors and the hidden accounts.
+    /// The [`ReaderState`](state::ReaderState) part of the cache.
     pub fn state(&self) -> state::ReaderState<'_> {
         state::ReaderState(self)
     }
 
-    /// Cached posts, and publishing one.
+    /// The [`FeedLists`](feeds::FeedLists) part of the cache.
+    pub fn feeds(&self) -> feeds::FeedLists<'_> {
+        feeds::FeedLists(self)
+    }
+
+    /// The [`ActiveFans`](fans::ActiveFans) part of the cache.
+    pub fn fans(&self) -> fans::ActiveFans<'_> {
+        fans::ActiveFans(self)
+    }
+
+    /// The [`PostCache`](posts::PostCache) part of the cache.
     pub fn posts(&self) -> posts::PostCache<'_> {
         posts::PostCache(self)
     }
@@ -282,40 +268,6 @@ impl RedisStore {
         .await
     }
 
-    /// Reads `fetch` entries of each feed from `max` down (and the rest of
-    /// a run of equal scores the limit cuts), each floor with its range at
-    /// one moment: one [`scripts::SOURCES`] call per node holding some
-    /// (one round trip, one call on a single node).
-    pub async fn ranges(
-        &self,
-        keys: &[String],
-        max: Option<i64>,
-        fetch: usize,
-    ) -> AppResult<Vec<Range>> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
-        let args = [max, fetch.to_string(), scripts::TIES.to_string()];
-        let replies = self
-            .with_conn(
-                |mut c| async move { c.invoke_by_node(&scripts::SOURCES, keys, &args).await },
-            )
-            .await?;
-        keys.iter()
-            .zip(&replies)
-            .map(|(key, reply)| match reply {
-                Value::Array(parts) if parts.len() == 3 => {
-                    source_of(key, &parts[0], &parts[1], &parts[2])
-                }
-                other => Err(AppError::internal(
-                    format!("reading {key}"),
-                    Message(format!("{other:?}")),
-                )),
-            })
-            .collect()
-    }
-
     /// Sends, for every key, the commands `add` puts in a pipeline: one
     /// pipeline per slot group (`Topology::groups`), not atomic (on a
     /// cluster a master's groups travel together). Returns the replies in
@@ -360,11 +312,6 @@ impl RedisStore {
         Ok(out.into_iter().map(|v| v.unwrap_or(Value::Nil)).collect())
     }
 
-    /// Starts building a missing feed list; true if this caller must fill it.
-    pub async fn begin_build(&self, key: &str) -> AppResult<bool> {
-        self.begin(&scripts::BEGIN, &[key]).await
-    }
-
     /// Runs a begin script (`BEGIN`, `BEGIN_STATE`) on `key`: true if this
     /// caller created the key in the building state and must fill it.
     async fn begin(&self, script: &redis::Script, keys: &[&str]) -> AppResult<bool> {
@@ -378,52 +325,6 @@ impl RedisStore {
             })
             .await?;
         Ok(started == 1)
-    }
-
-    /// Completes a build with the newest entries read from PostgreSQL.
-    /// `floor`: `None` when they are all there are; `idle_ttl_secs`: the
-    /// key's TTL (an inbox's; 0 for none). False if the key was no longer
-    /// building (it vanished, or a cut push abandoned the build).
-    pub async fn fill(
-        &self,
-        key: &str,
-        cap: i64,
-        floor: Option<i64>,
-        entries: &[Entry],
-        idle_ttl_secs: u64,
-    ) -> AppResult<bool> {
-        let floor = floor.map_or_else(|| "-inf".to_string(), |f| f.to_string());
-        self.with_conn(|mut c| async move {
-            let mut inv = scripts::FILL.key(key);
-            inv.arg(cap).arg(&floor).arg(idle_ttl_secs);
-            for e in entries {
-                inv.arg(e.score).arg(e.id);
-            }
-            let filled: i64 = inv.invoke_async(&mut c).await?;
-            Ok(filled == 1)
-        })
-        .await
-    }
-
-    /// Pushes each target's entries into its feed list if it exists, one
-    /// pipeline for all (scripts.rs, clauses 3 and 4). Returns how many
-    /// entries were added.
-    pub async fn push(&self, targets: &[(String, &[Entry])], cap: i64) -> AppResult<i64> {
-        if targets.is_empty() {
-            return Ok(0);
-        }
-        let calls: Vec<_> = targets
-            .iter()
-            .map(|(key, entries)| {
-                let call = push_call(std::slice::from_ref(key), entries, cap, None);
-                (slot(key.as_bytes()), call)
-            })
-            .collect();
-        self.with_conn(|mut c| async move {
-            let added: Vec<i64> = c.invoke_all(&scripts::PUSH, &calls).await?;
-            Ok(added.iter().sum())
-        })
-        .await
     }
 
     /// Runs `steps` (each the commands of one slot) in their order, and
@@ -470,91 +371,6 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// Pushes the same entries into many feed lists (fan-out): PUSH calls of as
-    /// many keys as keep a call short, a few calls per pipeline, each
-    /// pipeline bounded by the timeout. `cut`: the entries are the newest of
-    /// a longer list, and this is their lowest score (clause 3). Returns how
-    /// many entries were added.
-    pub async fn push_same(
-        &self,
-        keys: &[String],
-        entries: &[Entry],
-        cap: i64,
-        cut: Option<i64>,
-    ) -> AppResult<i64> {
-        if keys.is_empty() || entries.is_empty() {
-            return Ok(0);
-        }
-        let group = (WRITES_PER_CALL / entries.len()).clamp(1, KEYS_PER_CALL);
-        // One call's keys share a slot: on a cluster, grouped by slot (a
-        // batch's followers, read in id order, share their block's slot:
-        // keys.rs).
-        let calls: Vec<Vec<String>> = self
-            .topology()
-            .groups(keys)
-            .iter()
-            .flat_map(|g| {
-                g.chunks(group)
-                    .map(|c| c.iter().map(|&i| keys[i].clone()).collect())
-            })
-            .collect();
-        let rounds: Vec<&[Vec<String>]> = if self.topology().is_cluster() {
-            // A round holds as many writes as a single node's pipeline, for
-            // each master.
-            by_weight(&calls, CLUSTER_WRITES_PER_ROUND, |c| {
-                c.len() * entries.len()
-            })
-        } else {
-            calls.chunks(CALLS_PER_PIPELINE).collect()
-        };
-        let pipelines: Vec<_> = rounds
-            .into_iter()
-            .map(|calls| self.push_pipeline(calls, entries, cap, cut))
-            .collect();
-        let counts: Vec<i64> = futures::stream::iter(pipelines)
-            .buffer_unordered(PIPELINES_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        Ok(counts.iter().sum())
-    }
-
-    /// One fan-out pipeline: a PUSH call for each group of keys.
-    async fn push_pipeline(
-        &self,
-        calls: &[Vec<String>],
-        entries: &[Entry],
-        cap: i64,
-        cut: Option<i64>,
-    ) -> AppResult<i64> {
-        let calls: Vec<_> = calls
-            .iter()
-            .map(|keys| (slot(keys[0].as_bytes()), push_call(keys, entries, cap, cut)))
-            .collect();
-        self.with_conn(|mut c| async move {
-            // Every pipeline loads the script, for a Redis that restarted or
-            // flushed its scripts (they run concurrently, so any may be the
-            // first).
-            let counts: Vec<i64> = c.invoke_all(&scripts::PUSH, &calls).await?;
-            Ok(counts.iter().sum::<i64>())
-        })
-        .await
-    }
-
-    /// Removes entries from feed lists, one pipeline for all keys.
-    pub async fn remove(&self, keys: &[String], entries: &[Entry]) -> AppResult<()> {
-        if keys.is_empty() || entries.is_empty() {
-            return Ok(());
-        }
-        let packed: Vec<Vec<u8>> = entries.iter().map(layout::pack).collect();
-        self.query_per_slot(keys, |pipe, key| {
-            for e in &packed {
-                pipe.lrem(key, 1, e);
-            }
-        })
-        .await?;
-        Ok(())
-    }
-
     pub async fn delete(&self, key: &str) -> AppResult<()> {
         self.delete_many(&[key.to_string()]).await
     }
@@ -566,98 +382,6 @@ impl RedisStore {
         })
         .await?;
         Ok(())
-    }
-
-    /// Notes a read by `reader`, at most once per `interval_secs` (a marker
-    /// key rate-limits it): its inbox and copy of whom it follows get the
-    /// idle TTL again (scripts.rs, clause 11), and it is recorded as an
-    /// active fan of `authors`. An active-fans set keeps only the fans of
-    /// the last `active_window_secs` and expires that long after its last
-    /// fan (an author pulled only while a delivery was in flight leaves
-    /// nothing behind). Returns whether it did.
-    pub async fn touch_reader(
-        &self,
-        reader: i64,
-        authors: &[i64],
-        now_ms: i64,
-        interval_secs: u64,
-        (idle_ttl_secs, active_window_secs): (u64, u64),
-    ) -> AppResult<bool> {
-        let mark = self.keys.active_mark(reader);
-        let inbox = self.keys.inbox(reader);
-        let following = self.keys.following(reader);
-        let followees = self.keys.followees(reader);
-        let touched: i64 = self
-            .with_conn(|mut c| async move {
-                scripts::TOUCH
-                    .key(&mark)
-                    .key(&inbox)
-                    .key(&following)
-                    .key(&followees)
-                    .arg(now_ms)
-                    .arg(interval_secs.max(1))
-                    .arg(idle_ttl_secs)
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        if touched == 0 {
-            return Ok(false);
-        }
-        let fans: Vec<String> = authors.iter().map(|a| self.keys.active_fans(*a)).collect();
-        let window = active_window_secs.max(1);
-        let stale = format!("({}", now_ms - window as i64 * 1000);
-        self.query_per_slot(&fans, |pipe, key| {
-            pipe.zadd(key, reader, now_ms)
-                .zrembyscore(key, "-inf", &stale)
-                .expire(key, window as i64);
-        })
-        .await?;
-        Ok(true)
-    }
-
-    /// Active fans of `author` seen at or after `since_ms`, ascending by id;
-    /// older entries are dropped first. The rest is read by rank in pages of
-    /// `FANS_PER_CALL`: one reply of a big-V's hundred thousand fans held
-    /// Redis for 15 to 20 ms, and every request with it; a page takes well
-    /// under one. (A fan that leaves mid-read, by unfollowing, may shift
-    /// another past a page boundary: that one misses a push, not the post,
-    /// which every follower of a big-V also pulls from its outbox.)
-    pub async fn active_fans(&self, author: i64, since_ms: i64) -> AppResult<Vec<i64>> {
-        let key = self.keys.active_fans(author);
-        let key = &key;
-        self.with_conn(|mut c| async move {
-            let _: i64 = c.zrembyscore(key, "-inf", format!("({since_ms}")).await?;
-            Ok(())
-        })
-        .await?;
-        let mut fans = Vec::new();
-        loop {
-            let start = fans.len() as isize;
-            let page: Vec<i64> = self
-                .with_conn(|mut c| async move {
-                    c.zrange(key, start, start + FANS_PER_CALL as isize - 1)
-                        .await
-                })
-                .await?;
-            let last = page.len() < FANS_PER_CALL;
-            fans.extend(page);
-            if last {
-                break;
-            }
-        }
-        fans.sort_unstable();
-        fans.dedup();
-        Ok(fans)
-    }
-
-    pub async fn forget_active_fan(&self, author: i64, reader: i64) -> AppResult<()> {
-        let key = self.keys.active_fans(author);
-        self.with_conn(|mut c| async move {
-            let _: i64 = c.zrem(&key, reader).await?;
-            Ok(())
-        })
-        .await
     }
 
     /// Deletes the feeds an older layout left (sorted sets where feed lists
@@ -755,92 +479,29 @@ impl RedisStore {
     }
 }
 
-/// One feed's floor (its sentinel), cut and entries (packed: a list, or
-/// one string of 9-byte entries end to end), as read together (clause 6).
-pub(super) fn source_of(
-    key: &str,
-    floor: &Value,
-    cut: &Value,
-    entries: &Value,
-) -> AppResult<Range> {
-    let bad = |e: redis::ParsingError| AppError::internal(format!("reading {key}"), e);
-    let floor: Option<String> = redis::from_redis_value_ref(floor).map_err(bad)?;
-    let floor = match floor.as_deref() {
-        None | Some("") => return Ok(Range::Missing),
-        Some("inf") | Some("+inf") => return Ok(Range::Building),
-        Some("-inf") => None,
-        Some(text) => Some(parse_score(text)?),
-    };
-    let unpack = |bytes: &[u8]| {
-        layout::unpack(bytes).ok_or_else(|| {
-            AppError::internal(
-                format!("reading {key}"),
-                Message(format!("{} bytes are not an entry", bytes.len())),
-            )
-        })
-    };
-    let entries = match entries {
-        // Entries of 9 bytes each, end to end.
-        Value::BulkString(packed) if packed.len() % 9 == 0 => packed
-            .chunks(9)
-            .map(unpack)
-            .collect::<AppResult<Vec<Entry>>>()?,
-        list => {
-            let raw: Vec<Vec<u8>> = redis::from_redis_value_ref(list).map_err(bad)?;
-            raw.iter()
-                .map(|b| unpack(b))
-                .collect::<AppResult<Vec<Entry>>>()?
+/// An id's Redis mapping: an argument, and a reply, as the number.
+macro_rules! id_redis {
+    ($($id:ident),+) => {$(
+        impl redis::ToRedisArgs for $id {
+            fn write_redis_args<W>(&self, out: &mut W)
+            where
+                W: ?Sized + redis::RedisWrite,
+            {
+                self.0.write_redis_args(out)
+            }
         }
-    };
-    let cut: String = redis::from_redis_value_ref(cut).map_err(bad)?;
-    let cut = match cut.as_str() {
-        "" => None,
-        t => Some(parse_score(t)?),
-    };
-    Ok(Range::Read(SourceRead {
-        entries,
-        floor,
-        cut,
-    }))
+
+        impl redis::ToSingleRedisArg for $id {}
+
+        impl redis::FromRedisValue for $id {
+            fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
+                i64::from_redis_value(v).map($id)
+            }
+        }
+    )+};
 }
 
-/// `items` cut into runs of at most `budget` in weight (a run holds at least
-/// one item).
-fn by_weight<T>(items: &[T], budget: usize, weight: impl Fn(&T) -> usize) -> Vec<&[T]> {
-    let mut runs = Vec::new();
-    let (mut start, mut held) = (0, 0);
-    for (i, item) in items.iter().enumerate() {
-        let w = weight(item);
-        if i > start && held + w > budget {
-            runs.push(&items[start..i]);
-            (start, held) = (i, 0);
-        }
-        held += w;
-    }
-    if start < items.len() {
-        runs.push(&items[start..]);
-    }
-    runs
-}
-
-/// One PUSH call: `keys` get `entries` (scripts.rs, clause 3).
-pub(super) fn push_call(
-    keys: &[String],
-    entries: &[Entry],
-    cap: i64,
-    cut: Option<i64>,
-) -> redis::ScriptInvocation<'static> {
-    let mut inv = scripts::PUSH.prepare_invoke();
-    for key in keys {
-        inv.key(key);
-    }
-    inv.arg(cap)
-        .arg(cut.map_or_else(String::new, |c| c.to_string()));
-    for e in entries {
-        inv.arg(e.score).arg(e.id);
-    }
-    inv
-}
+id_redis!(UserId, PostId);
 
 /// A reply that does not parse as `what`: an internal error naming it.
 pub(super) fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppError + '_ {
@@ -867,20 +528,4 @@ fn unknown_script(err: &redis::RedisError) -> bool {
             .clone()
             .into_server_errors()
             .is_some_and(|errs| errs.iter().any(|(_, e)| e.kind() == Some(NoScript)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rounds_hold_their_weight_and_every_item_once() {
-        let items = [40, 70, 10, 100, 5, 5, 300];
-        let runs = by_weight(&items, 100, |&w| w);
-        assert_eq!(
-            runs,
-            [&[40][..], &[70, 10], &[100], &[5, 5], &[300]].to_vec()
-        );
-        assert!(by_weight(&[] as &[usize], 100, |&w| w).is_empty());
-    }
 }

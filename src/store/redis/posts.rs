@@ -5,8 +5,9 @@ use std::collections::HashMap;
 
 use redis::Value;
 
+use super::feeds::push_call;
 use super::state::PulledChange;
-use super::{bad, push_call, scripts, RedisStore};
+use super::{bad, scripts, RedisStore};
 use crate::error::AppResult;
 use crate::types::{CachedPost, Entry};
 

@@ -2,6 +2,7 @@
 //! follows, the authors every follower pulls and the hidden accounts (the
 //! warm read that uses them is in warm.rs, the cached posts in posts.rs).
 
+use crate::types::UserId;
 use std::collections::HashMap;
 
 use super::{bad, scripts, RedisStore};
@@ -32,7 +33,7 @@ pub struct ReaderState<'a>(pub(super) &'a RedisStore);
 impl ReaderState<'_> {
     /// Starts building whom `reader` follows (clause 7); true if this
     /// caller must fill it.
-    pub async fn begin_following(self, reader: i64) -> AppResult<bool> {
+    pub async fn begin_following(self, reader: UserId) -> AppResult<bool> {
         let (hash, names) = (self.0.keys.following(reader), self.0.keys.followees(reader));
         self.0.begin(&scripts::BEGIN_STATE, &[&hash, &names]).await
     }
@@ -48,9 +49,9 @@ impl ReaderState<'_> {
     /// idle TTL of the reader's keys.
     pub async fn fill_following(
         self,
-        reader: i64,
+        reader: UserId,
         seq: i64,
-        followees: &[i64],
+        followees: &[UserId],
         idle_ttl_secs: u64,
     ) -> AppResult<bool> {
         let key = self.0.keys.following(reader);
@@ -77,8 +78,8 @@ impl ReaderState<'_> {
     #[allow(clippy::too_many_arguments)]
     pub async fn set_follow(
         self,
-        reader: i64,
-        author: i64,
+        reader: UserId,
+        author: UserId,
         seq: i64,
         (edge, shown): (Edge, bool),
         cap: i64,
@@ -120,9 +121,9 @@ impl ReaderState<'_> {
     /// the change set.
     pub async fn follow_many(
         self,
-        reader: i64,
+        reader: UserId,
         seq: i64,
-        authors: &[(i64, bool)],
+        authors: &[(UserId, bool)],
         (cap, cut): (i64, Option<i64>),
         entries: &[Entry],
     ) -> AppResult<i64> {
@@ -148,7 +149,7 @@ impl ReaderState<'_> {
 
     /// Whether `reader`'s copy of whom it follows has `author` followed:
     /// `None` when the copy has no word of it (no field, or no copy).
-    pub async fn followed_in_copy(self, reader: i64, author: i64) -> AppResult<Option<bool>> {
+    pub async fn followed_in_copy(self, reader: UserId, author: UserId) -> AppResult<Option<bool>> {
         let key = self.0.keys.following(reader);
         let field: Option<String> = self
             .0
@@ -165,7 +166,7 @@ impl ReaderState<'_> {
 
     /// The deliveries in flight the pulled authors hold (clause 8), by
     /// author; empty while the state is missing or being built.
-    pub async fn pulled_in_flight(self) -> AppResult<Vec<(i64, Vec<i64>)>> {
+    pub async fn pulled_in_flight(self) -> AppResult<Vec<(UserId, Vec<i64>)>> {
         let key = self.0.keys.pulled();
         let fields: HashMap<String, String> = self
             .0
@@ -178,7 +179,7 @@ impl ReaderState<'_> {
         }
         let mut out = Vec::new();
         for (author, value) in fields.iter().filter(|(a, _)| !a.is_empty()) {
-            let author: i64 = author.parse().map_err(bad("a pulled author"))?;
+            let author: UserId = author.parse().map_err(bad("a pulled author"))?;
             let ids = value.split_once(';').map_or("", |(_, ids)| ids);
             let ids: Vec<i64> = ids
                 .split(',')
@@ -194,7 +195,7 @@ impl ReaderState<'_> {
     }
 
     /// Changes the pulled authors (clause 8).
-    pub async fn pulled_change(self, author: i64, change: PulledChange) -> AppResult<()> {
+    pub async fn pulled_change(self, author: UserId, change: PulledChange) -> AppResult<()> {
         let call = self.pulled_call(author, change);
         self.0
             .with_conn(|mut c| async move {
@@ -207,7 +208,7 @@ impl ReaderState<'_> {
     /// The PULLED call that makes `change`.
     pub(super) fn pulled_call(
         self,
-        author: i64,
+        author: UserId,
         change: PulledChange,
     ) -> redis::ScriptInvocation<'static> {
         let (op, x) = match change {
@@ -228,7 +229,7 @@ impl ReaderState<'_> {
 
     /// Hides (`hide`) or shows again an account's posts everywhere
     /// (clause 12).
-    pub async fn hidden_change(self, account: i64, hide: bool) -> AppResult<()> {
+    pub async fn hidden_change(self, account: UserId, hide: bool) -> AppResult<()> {
         let key = self.0.keys.hidden();
         self.0
             .with_conn(|mut c| async move {
@@ -251,7 +252,7 @@ impl ReaderState<'_> {
     }
 
     /// Completes the build of the hidden accounts.
-    pub async fn fill_hidden(self, accounts: &[i64]) -> AppResult<bool> {
+    pub async fn fill_hidden(self, accounts: &[UserId]) -> AppResult<bool> {
         let key = self.0.keys.hidden();
         let filled: i64 = self
             .0

@@ -2,6 +2,7 @@
 //! trips on any topology, each costing what the reader and the page hold,
 //! never what the system holds; the merge is the service's.
 
+use crate::types::UserId;
 use std::collections::{HashMap, HashSet};
 
 use redis::Value;
@@ -17,19 +18,19 @@ const MEMBERS_PER_CALL: usize = 1000;
 /// Whom a home shows, as its reader's copy says (clause 7): the authors it
 /// follows, and itself with `own`.
 struct Shown {
-    reader: i64,
+    reader: UserId,
     own: bool,
-    authors: HashSet<i64>,
+    authors: HashSet<UserId>,
 }
 
 impl Shown {
-    fn shows(&self, author: i64) -> bool {
+    fn shows(&self, author: UserId) -> bool {
         (self.own && author == self.reader) || self.authors.contains(&author)
     }
 
     /// The authors whose outboxes the page may pull, in order.
-    fn candidates(&self) -> Vec<i64> {
-        let mut all: Vec<i64> = self.authors.iter().copied().collect();
+    fn candidates(&self) -> Vec<UserId> {
+        let mut all: Vec<UserId> = self.authors.iter().copied().collect();
         if self.own && !self.authors.contains(&self.reader) {
             all.push(self.reader);
         }
@@ -41,8 +42,8 @@ impl Shown {
 /// Of some authors, those whose outboxes every follower pulls (clause 8)
 /// and those hidden (clause 12).
 struct Marks {
-    pulled: Vec<i64>,
-    hidden: HashSet<i64>,
+    pulled: Vec<UserId>,
+    hidden: HashSet<UserId>,
 }
 
 impl RedisStore {
@@ -73,7 +74,7 @@ impl RedisStore {
                     Ok(marks) => marks,
                     Err(state) => return Ok(state),
                 };
-                let pulled: Vec<i64> = marks
+                let pulled: Vec<UserId> = marks
                     .pulled
                     .iter()
                     .copied()
@@ -81,24 +82,26 @@ impl RedisStore {
                     .collect();
                 let mut keys = vec![self.keys.inbox(reader)];
                 keys.extend(pulled.iter().map(|a| self.keys.outbox(*a)));
-                let ranges = self.ranges(&keys, max, fetch).await?;
+                let ranges = self.feeds().ranges(&keys, max, fetch).await?;
                 let authors = std::iter::once(None).chain(pulled.into_iter().map(Some));
                 let sources: Vec<_> = authors.zip(ranges).collect();
                 let visible: Box<dyn Fn(i64) -> bool + Send> =
-                    Box::new(move |a| shown.shows(a) && !marks.hidden.contains(&a));
+                    Box::new(move |a| shown.shows(UserId(a)) && !marks.hidden.contains(&UserId(a)));
                 (sources, visible)
             }
             Scope::Author(author) => {
                 let (keys, authors) = ([self.keys.outbox(author)], [author]);
-                let (marks, ranges) =
-                    futures::join!(self.marks(&authors, false), self.ranges(&keys, max, fetch));
+                let (marks, ranges) = futures::join!(
+                    self.marks(&authors, false),
+                    self.feeds().ranges(&keys, max, fetch)
+                );
                 let marks = match marks? {
                     Ok(marks) => marks,
                     Err(state) => return Ok(state),
                 };
                 let sources = ranges?.into_iter().map(|r| (None, r)).collect();
                 let visible: Box<dyn Fn(i64) -> bool + Send> =
-                    Box::new(move |a| !marks.hidden.contains(&a));
+                    Box::new(move |a| !marks.hidden.contains(&UserId(a)));
                 (sources, visible)
             }
         };
@@ -109,7 +112,7 @@ impl RedisStore {
 
     /// Round trip (1): whom `reader`'s home shows, or the state of its
     /// copy if that is missing or being built.
-    async fn shown(&self, reader: i64, own: bool) -> AppResult<Result<Shown, WarmRead>> {
+    async fn shown(&self, reader: UserId, own: bool) -> AppResult<Result<Shown, WarmRead>> {
         let (hash, names) = (self.keys.following(reader), self.keys.followees(reader));
         let (built, members): (Option<String>, Vec<String>) = self
             .with_conn(|mut c| async move {
@@ -131,7 +134,7 @@ impl RedisStore {
         let authors = members
             .iter()
             .filter(|m| *m != "0")
-            .map(|m| m.parse::<i64>())
+            .map(|m| m.parse::<UserId>())
             .collect::<Result<_, _>>()
             .map_err(bad("whom a reader follows"))?;
         Ok(Ok(Shown {
@@ -145,7 +148,7 @@ impl RedisStore {
     /// (`pulled`), which are pulled; or the state of the shared key that is
     /// missing or being built. Asked by name, so its cost follows the
     /// authors named, not how many the keys hold.
-    async fn marks(&self, authors: &[i64], pulled: bool) -> AppResult<Result<Marks, WarmRead>> {
+    async fn marks(&self, authors: &[UserId], pulled: bool) -> AppResult<Result<Marks, WarmRead>> {
         let (state, names, hidden) = (
             self.keys.pulled(),
             self.keys.pulled_authors(),
@@ -249,7 +252,7 @@ impl RedisStore {
             meta.insert(
                 id,
                 EntryMeta {
-                    author,
+                    author: author.map(UserId),
                     deleted: d.as_deref() == Some("1"),
                     followed: author.is_none_or(&visible),
                 },
@@ -262,7 +265,7 @@ impl RedisStore {
 /// The sources cut down to what the page can use
 /// ([`page_reads`]), whose posts alone are looked up (none while a source
 /// is not there). Returns their ids, in feed order.
-fn page_ids(sources: &mut [(Option<i64>, Range)], fetch: usize) -> Vec<i64> {
+fn page_ids(sources: &mut [(Option<UserId>, Range)], fetch: usize) -> Vec<i64> {
     let mut reads = Vec::with_capacity(sources.len());
     for (_, range) in sources.iter_mut() {
         match range {

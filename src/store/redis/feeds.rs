@@ -1,0 +1,318 @@
+//! Feed lists (inboxes and outboxes, scripts.rs clauses 1 to 6): their
+//! reads, builds, pushes and removals, whatever the topology.
+
+use futures::{StreamExt, TryStreamExt};
+use redis::Value;
+
+use super::{layout, parse_score, scripts, slot, RedisStore};
+use crate::error::{AppError, AppResult, Message};
+use crate::types::{Entry, Range, SourceRead};
+
+/// PUSH calls sent together in one fan-out pipeline: Redis runs a client's
+/// whole pipeline before serving anyone else, so pipelines of a few calls
+/// keep publishes and reads from waiting behind a whole batch.
+const CALLS_PER_PIPELINE: usize = 3;
+
+/// Fan-out pipelines one push keeps in flight: Redis works on the next
+/// while the reply of one travels back and the service builds the one
+/// after, and a request's call still waits behind at most this many.
+const PIPELINES_IN_FLIGHT: usize = 2;
+
+/// Keys in one PUSH call of a fan-out, for a single entry: the call is paid
+/// once per this many followers.
+const KEYS_PER_CALL: usize = 100;
+
+/// Entry writes one PUSH call may make: a push of many entries (a backfill, a
+/// follow) goes to fewer keys per call, so that every call stays short.
+const WRITES_PER_CALL: usize = 1000;
+
+/// Entry writes of a cluster fan-out's round (its "pipeline"), at most: a round
+/// goes as one pipeline per master, so a master's share of a round spread
+/// over three makes no more writes than a single node's pipeline.
+const CLUSTER_WRITES_PER_ROUND: usize = CALLS_PER_PIPELINE * KEYS_PER_CALL * 3;
+
+/// Feed lists: reads of their ranges, builds, pushes and removals
+/// ([`RedisStore::feeds`]).
+#[derive(Clone, Copy)]
+pub struct FeedLists<'a>(pub(super) &'a RedisStore);
+
+impl FeedLists<'_> {
+    /// Reads `fetch` entries of each feed from `max` down (and the rest of
+    /// a run of equal scores the limit cuts), each floor with its range at
+    /// one moment: one [`scripts::SOURCES`] call per node holding some
+    /// (one round trip, one call on a single node).
+    pub async fn ranges(
+        self,
+        keys: &[String],
+        max: Option<i64>,
+        fetch: usize,
+    ) -> AppResult<Vec<Range>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
+        let args = [max, fetch.to_string(), scripts::TIES.to_string()];
+        let replies = self
+            .0
+            .with_conn(
+                |mut c| async move { c.invoke_by_node(&scripts::SOURCES, keys, &args).await },
+            )
+            .await?;
+        keys.iter()
+            .zip(&replies)
+            .map(|(key, reply)| match reply {
+                Value::Array(parts) if parts.len() == 3 => {
+                    source_of(key, &parts[0], &parts[1], &parts[2])
+                }
+                other => Err(AppError::internal(
+                    format!("reading {key}"),
+                    Message(format!("{other:?}")),
+                )),
+            })
+            .collect()
+    }
+
+    /// Starts building a missing feed list; true if this caller must fill it.
+    pub async fn begin_build(self, key: &str) -> AppResult<bool> {
+        self.0.begin(&scripts::BEGIN, &[key]).await
+    }
+
+    /// Completes a build with the newest entries read from PostgreSQL.
+    /// `floor`: `None` when they are all there are; `idle_ttl_secs`: the
+    /// key's TTL (an inbox's; 0 for none). False if the key was no longer
+    /// building (it vanished, or a cut push abandoned the build).
+    pub async fn fill(
+        self,
+        key: &str,
+        cap: i64,
+        floor: Option<i64>,
+        entries: &[Entry],
+        idle_ttl_secs: u64,
+    ) -> AppResult<bool> {
+        let floor = floor.map_or_else(|| "-inf".to_string(), |f| f.to_string());
+        self.0
+            .with_conn(|mut c| async move {
+                let mut inv = scripts::FILL.key(key);
+                inv.arg(cap).arg(&floor).arg(idle_ttl_secs);
+                for e in entries {
+                    inv.arg(e.score).arg(e.id);
+                }
+                let filled: i64 = inv.invoke_async(&mut c).await?;
+                Ok(filled == 1)
+            })
+            .await
+    }
+
+    /// Pushes each target's entries into its feed list if it exists, one
+    /// pipeline for all (scripts.rs, clauses 3 and 4). Returns how many
+    /// entries were added.
+    pub async fn push(self, targets: &[(String, &[Entry])], cap: i64) -> AppResult<i64> {
+        if targets.is_empty() {
+            return Ok(0);
+        }
+        let calls: Vec<_> = targets
+            .iter()
+            .map(|(key, entries)| {
+                let call = push_call(std::slice::from_ref(key), entries, cap, None);
+                (slot(key.as_bytes()), call)
+            })
+            .collect();
+        self.0
+            .with_conn(|mut c| async move {
+                let added: Vec<i64> = c.invoke_all(&scripts::PUSH, &calls).await?;
+                Ok(added.iter().sum())
+            })
+            .await
+    }
+
+    /// Pushes the same entries into many feed lists (fan-out): PUSH calls of as
+    /// many keys as keep a call short, a few calls per pipeline, each
+    /// pipeline bounded by the timeout. `cut`: the entries are the newest of
+    /// a longer list, and this is their lowest score (clause 3). Returns how
+    /// many entries were added.
+    pub async fn push_same(
+        self,
+        keys: &[String],
+        entries: &[Entry],
+        cap: i64,
+        cut: Option<i64>,
+    ) -> AppResult<i64> {
+        if keys.is_empty() || entries.is_empty() {
+            return Ok(0);
+        }
+        let group = (WRITES_PER_CALL / entries.len()).clamp(1, KEYS_PER_CALL);
+        // One call's keys share a slot: on a cluster, grouped by slot (a
+        // batch's followers, read in id order, share their block's slot:
+        // keys.rs).
+        let calls: Vec<Vec<String>> = self
+            .0
+            .topology()
+            .groups(keys)
+            .iter()
+            .flat_map(|g| {
+                g.chunks(group)
+                    .map(|c| c.iter().map(|&i| keys[i].clone()).collect())
+            })
+            .collect();
+        let rounds: Vec<&[Vec<String>]> = if self.0.topology().is_cluster() {
+            // A round holds as many writes as a single node's pipeline, for
+            // each master.
+            by_weight(&calls, CLUSTER_WRITES_PER_ROUND, |c| {
+                c.len() * entries.len()
+            })
+        } else {
+            calls.chunks(CALLS_PER_PIPELINE).collect()
+        };
+        let pipelines: Vec<_> = rounds
+            .into_iter()
+            .map(|calls| self.push_pipeline(calls, entries, cap, cut))
+            .collect();
+        let counts: Vec<i64> = futures::stream::iter(pipelines)
+            .buffer_unordered(PIPELINES_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(counts.iter().sum())
+    }
+
+    /// One fan-out pipeline: a PUSH call for each group of keys.
+    async fn push_pipeline(
+        self,
+        calls: &[Vec<String>],
+        entries: &[Entry],
+        cap: i64,
+        cut: Option<i64>,
+    ) -> AppResult<i64> {
+        let calls: Vec<_> = calls
+            .iter()
+            .map(|keys| (slot(keys[0].as_bytes()), push_call(keys, entries, cap, cut)))
+            .collect();
+        self.0
+            .with_conn(|mut c| async move {
+                // Every pipeline loads the script, for a Redis that restarted or
+                // flushed its scripts (they run concurrently, so any may be the
+                // first).
+                let counts: Vec<i64> = c.invoke_all(&scripts::PUSH, &calls).await?;
+                Ok(counts.iter().sum::<i64>())
+            })
+            .await
+    }
+
+    /// Removes entries from feed lists, one pipeline for all keys.
+    pub async fn remove(self, keys: &[String], entries: &[Entry]) -> AppResult<()> {
+        if keys.is_empty() || entries.is_empty() {
+            return Ok(());
+        }
+        let packed: Vec<Vec<u8>> = entries.iter().map(layout::pack).collect();
+        self.0
+            .query_per_slot(keys, |pipe, key| {
+                for e in &packed {
+                    pipe.lrem(key, 1, e);
+                }
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// One feed's floor (its sentinel), cut and entries (packed: a list, or
+/// one string of 9-byte entries end to end), as read together (clause 6).
+pub(super) fn source_of(
+    key: &str,
+    floor: &Value,
+    cut: &Value,
+    entries: &Value,
+) -> AppResult<Range> {
+    let bad = |e: redis::ParsingError| AppError::internal(format!("reading {key}"), e);
+    let floor: Option<String> = redis::from_redis_value_ref(floor).map_err(bad)?;
+    let floor = match floor.as_deref() {
+        None | Some("") => return Ok(Range::Missing),
+        Some("inf") | Some("+inf") => return Ok(Range::Building),
+        Some("-inf") => None,
+        Some(text) => Some(parse_score(text)?),
+    };
+    let unpack = |bytes: &[u8]| {
+        layout::unpack(bytes).ok_or_else(|| {
+            AppError::internal(
+                format!("reading {key}"),
+                Message(format!("{} bytes are not an entry", bytes.len())),
+            )
+        })
+    };
+    let entries = match entries {
+        // Entries of 9 bytes each, end to end.
+        Value::BulkString(packed) if packed.len() % 9 == 0 => packed
+            .chunks(9)
+            .map(unpack)
+            .collect::<AppResult<Vec<Entry>>>()?,
+        list => {
+            let raw: Vec<Vec<u8>> = redis::from_redis_value_ref(list).map_err(bad)?;
+            raw.iter()
+                .map(|b| unpack(b))
+                .collect::<AppResult<Vec<Entry>>>()?
+        }
+    };
+    let cut: String = redis::from_redis_value_ref(cut).map_err(bad)?;
+    let cut = match cut.as_str() {
+        "" => None,
+        t => Some(parse_score(t)?),
+    };
+    Ok(Range::Read(SourceRead {
+        entries,
+        floor,
+        cut,
+    }))
+}
+
+/// `items` cut into runs of at most `budget` in weight (a run holds at least
+/// one item).
+fn by_weight<T>(items: &[T], budget: usize, weight: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut runs = Vec::new();
+    let (mut start, mut held) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let w = weight(item);
+        if i > start && held + w > budget {
+            runs.push(&items[start..i]);
+            (start, held) = (i, 0);
+        }
+        held += w;
+    }
+    if start < items.len() {
+        runs.push(&items[start..]);
+    }
+    runs
+}
+
+/// One PUSH call: `keys` get `entries` (scripts.rs, clause 3).
+pub(super) fn push_call(
+    keys: &[String],
+    entries: &[Entry],
+    cap: i64,
+    cut: Option<i64>,
+) -> redis::ScriptInvocation<'static> {
+    let mut inv = scripts::PUSH.prepare_invoke();
+    for key in keys {
+        inv.key(key);
+    }
+    inv.arg(cap)
+        .arg(cut.map_or_else(String::new, |c| c.to_string()));
+    for e in entries {
+        inv.arg(e.score).arg(e.id);
+    }
+    inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_hold_their_weight_and_every_item_once() {
+        let items = [40, 70, 10, 100, 5, 5, 300];
+        let runs = by_weight(&items, 100, |&w| w);
+        assert_eq!(
+            runs,
+            [&[40][..], &[70, 10], &[100], &[5, 5], &[300]].to_vec()
+        );
+        assert!(by_weight(&[] as &[usize], 100, |&w| w).is_empty());
+    }
+}

@@ -1,0 +1,70 @@
+//! Ids of accounts and posts, each a kind of its own: an account's id is
+//! never taken for a post's, nor one account's for another's by a swapped
+//! argument. Written and read as the bare number (JSON, SQL, Redis: the
+//! stores map them).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(
+            Debug,
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            Hash,
+            PartialOrd,
+            Ord,
+            Serialize,
+            Deserialize,
+            diesel::expression::AsExpression,
+            diesel::deserialize::FromSqlRow,
+        )]
+        #[serde(transparent)]
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        pub struct $name(pub i64);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = std::num::ParseIntError;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                text.parse().map($name)
+            }
+        }
+    };
+}
+
+id! {
+    /// An account's id.
+    UserId
+}
+
+id! {
+    /// A post's id.
+    PostId
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_reads_and_writes_as_its_number() {
+        assert_eq!(serde_json::to_string(&UserId(42)).unwrap(), "42");
+        assert_eq!(serde_json::from_str::<PostId>("7").unwrap(), PostId(7));
+        assert_eq!("19".parse::<UserId>(), Ok(UserId(19)));
+        assert!("x".parse::<PostId>().is_err());
+        assert_eq!(PostId(3).to_string(), "3");
+    }
+}
