@@ -5,7 +5,6 @@
 //! and each master for statistics). The rest of [`crate::store`] and
 //! [`crate::http`] is the service's own business, free to change.
 
-use crate::types::UserId;
 use redis::Value;
 
 use crate::error::AppResult;
@@ -14,7 +13,7 @@ use crate::settings::{AuthSettings, RedisSettings};
 use crate::store::pg::{ensure_database, run_migrations, with_database};
 use crate::store::redis::keys::READER_BLOCK;
 use crate::store::redis::{layout, Conn, RedisStore};
-use crate::types::Entry;
+use crate::types::{Entry, UserId};
 
 /// Bearer tokens, signed with the configured secret.
 pub struct Tokens(JwtKeys);

@@ -1,7 +1,6 @@
 //! The run: seed, start the service, measure the baselines, run the
 //! scenarios, report.
 
-use feed_service::types::UserId;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,7 +8,7 @@ use std::time::{Duration, Instant};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use feed_service::settings::Settings;
 use feed_service::testkit::{ready_database, FeedRedis, Tokens};
-use feed_service::types::Entry;
+use feed_service::types::{Entry, UserId};
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;

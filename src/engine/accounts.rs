@@ -8,7 +8,6 @@
 //! task the caller can watch; last its row goes, and its id leaves the
 //! hidden accounts, with nothing left that names it.
 
-use crate::types::UserId;
 use futures::StreamExt;
 
 use super::{now_ms, Engine};
@@ -16,7 +15,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::redis::hints::{HiddenChange, Signal};
 use crate::store::redis::state::PulledChange;
 use crate::types::EntriesOf;
-use crate::types::{AccountStatus, Edge, Entry, Job, Task, TaskState, User};
+use crate::types::{AccountStatus, Edge, Entry, Job, Task, TaskState, User, UserId};
 
 /// The follow sequence number a purge writes into a follower's copy of
 /// whom it follows for the deleted account: above any real one, so no

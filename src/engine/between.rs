@@ -4,14 +4,13 @@
 //! guarantees: an entry is strictly older or newer than a bound, whatever
 //! else shares its millisecond, and nothing is skipped or repeated.
 
-use crate::types::UserId;
 use std::cmp::Ordering;
 
 use super::read::Reads;
 use super::Page;
 use crate::error::AppResult;
 use crate::types::Post;
-use crate::types::{feed_order, Cursor, Entry, PageRequest, Prev};
+use crate::types::{feed_order, Cursor, Entry, PageRequest, Prev, UserId};
 
 /// Reads of cursor pages one bounded page may take (a run of more ties
 /// than this between a bound and the page answers short, never wrong).
@@ -21,7 +20,7 @@ const MAX_ROUNDS: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Feed {
     /// A reader's home.
-    Home(i64),
+    Home(UserId),
     /// An author's own posts, as a viewer sees them (`None`: an admin).
     Author {
         viewer: Option<UserId>,
@@ -71,7 +70,7 @@ impl Reads<'_> {
 
     async fn read(self, feed: Feed, req: PageRequest) -> AppResult<Page> {
         match feed {
-            Feed::Home(reader) => self.home_page(UserId(reader), req).await,
+            Feed::Home(reader) => self.home_page(reader, req).await,
             Feed::Author { viewer, author } => self.author_page_seen_by(viewer, author, req).await,
         }
     }

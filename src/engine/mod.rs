@@ -52,7 +52,6 @@ pub mod stream;
 mod testing;
 mod write;
 
-use crate::types::UserId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -69,7 +68,7 @@ use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
 use crate::types::AccountStatus;
-use crate::types::{Cursor, Prev};
+use crate::types::{Cursor, Prev, UserId};
 use crate::types::{Post, User};
 
 pub use between::{Bounds, Feed};

@@ -2,7 +2,6 @@
 //! written to its outbox and among the deliveries in flight, which every
 //! follower pulls, so that it shows at once), reading one, deleting one.
 
-use crate::types::UserId;
 use std::sync::atomic::Ordering;
 
 use super::write::retried;
@@ -11,7 +10,7 @@ use crate::domain::{IdempotencyKey, PostBody, PostMeta};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{Deletion, Published};
 use crate::store::redis::hints::Signal;
-use crate::types::{CachedPost, Entry, Post};
+use crate::types::{CachedPost, Entry, Post, UserId};
 
 /// Seconds a publish refused for the backlog asks its client to wait.
 const BACKLOG_RETRY_SECS: u64 = 5;

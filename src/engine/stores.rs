@@ -4,7 +4,6 @@
 //! and Redis implement them here; each part's unit tests, a world in
 //! memory.
 
-use crate::types::UserId;
 use std::future::Future;
 
 use crate::error::AppResult;
@@ -12,7 +11,7 @@ use crate::store::pg::PgStore;
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::{RedisStore, WriteMark};
-use crate::types::{EntriesOf, Entry, User};
+use crate::types::{EntriesOf, Entry, User, UserId};
 
 /// Accounts, as the records hold them.
 pub trait Accounts: Sync {

@@ -1,7 +1,6 @@
 //! What the engine's unit tests share: a runtime, settings, accounts.
 
-use crate::types::UserId;
-use crate::types::{AccountStatus, FeedSettings, User};
+use crate::types::{AccountStatus, FeedSettings, User, UserId};
 
 /// Runs a test's future to its end on a runtime of its own.
 pub fn run<F: std::future::Future>(f: F) -> F::Output {

@@ -2,12 +2,11 @@
 //! Their JSON and their OpenAPI schemas are the v1 contract; the engine's
 //! types and the stores' rows may change under them.
 
-use crate::types::UserId;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::engine::{Followed, Page, UserPage};
-use crate::types::{Cursor, FeedSettings, Post, Prev, Task, User};
+use crate::types::{Cursor, FeedSettings, Post, Prev, Task, User, UserId};
 
 /// A user.
 #[derive(Debug, Serialize, ToSchema)]

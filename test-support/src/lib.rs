@@ -3,7 +3,6 @@
 //! key prefix, both removed when the `TestApp` drops; a client whose every
 //! answer is checked against the OpenAPI document; readers of the state.
 
-use feed_service::types::UserId;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use feed_service::settings::Settings;
 use feed_service::startup::Application;
 use feed_service::store::pg::{drop_database, with_database};
 use feed_service::store::redis::RedisStore;
-use feed_service::types::Post;
+use feed_service::types::{Post, UserId};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use secrecy::{ExposeSecret, SecretString};

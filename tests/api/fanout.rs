@@ -1,6 +1,5 @@
 //! Durable publish (invariant 4) and bounded reads (invariant 5).
 
-use feed_service::types::UserId;
 use std::time::Duration;
 
 use diesel::sql_types::BigInt;
@@ -11,7 +10,7 @@ use feed_service::engine::Engine;
 use feed_service::settings::Settings;
 use feed_service::startup::Application;
 use feed_service::store::redis::Fault;
-use feed_service::types::{Entry, PageRequest};
+use feed_service::types::{Entry, PageRequest, UserId};
 use serde_json::json;
 
 use crate::helpers::{spawn_app, spawn_app_with, test_settings, Cleanup, T0};

@@ -1,13 +1,12 @@
 //! The invariants of docs/design.md, through the API.
 
-use feed_service::types::UserId;
 use std::collections::HashSet;
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use feed_service::engine::{Page, Stats};
 use feed_service::types::Post;
-use feed_service::types::{Cursor, PageRequest};
+use feed_service::types::{Cursor, PageRequest, UserId};
 use reqwest::StatusCode;
 use serde_json::json;
 

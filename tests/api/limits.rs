@@ -1,13 +1,12 @@
 //! Limits that protect the service and its stores: request rates, job
 //! coalescing, the work of a deep page, and `/metrics` that costs nothing.
 
-use feed_service::types::UserId;
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use feed_service::engine::Stats;
 use feed_service::startup::Application;
-use feed_service::types::PageRequest;
+use feed_service::types::{PageRequest, UserId};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 

@@ -40,7 +40,6 @@
 //! every operation, page checked and stream event, and `MODEL_WATCH=u`
 //! user `u`'s inbox after every operation.
 
-use feed_service::types::UserId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -55,7 +54,7 @@ use feed_service::error::AppError;
 use feed_service::settings::Settings;
 use feed_service::store::pg::PgStore;
 use feed_service::store::redis::{Fault, RedisStore};
-use feed_service::types::{Cursor, Entry, PageRequest, Prev, Scope};
+use feed_service::types::{Cursor, Entry, PageRequest, Prev, Scope, UserId};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use secrecy::ExposeSecret;
@@ -994,7 +993,7 @@ impl World {
     }
 
     fn id(&self, u: u8) -> i64 {
-        (self.model.ids[u as usize % USERS]).0
+        self.model.ids[u as usize % USERS].0
     }
 
     fn engine(&self) -> &Engine {
@@ -1025,12 +1024,7 @@ impl World {
                     let published = self
                         .engine()
                         .posts()
-                        .publish_keyed_at(
-                            UserId((self.model.ids[a]).0),
-                            (&body, None),
-                            Some(&key),
-                            score,
-                        )
+                        .publish_keyed_at(self.model.ids[a], (&body, None), Some(&key), score)
                         .await;
                     let deferred = self.deferred_total() > deferred_before;
                     if self.model.gone.contains(&a) || self.model.suspended.contains(&a) {
@@ -1156,7 +1150,7 @@ impl World {
                     .engine()
                     .posts()
                     .publish_keyed_at(
-                        UserId((self.model.ids[first.author]).0),
+                        self.model.ids[first.author],
                         (&body, None),
                         Some(&first.key),
                         self.model.clock + 1,
@@ -1465,7 +1459,7 @@ impl World {
         let result = self
             .engine()
             .relations()
-            .follow(UserId((self.model.ids[a]).0), UserId((self.model.ids[b]).0))
+            .follow(self.model.ids[a], self.model.ids[b])
             .await;
         let m = &self.model;
         // In the engine's order: oneself, the follower, the followee.
@@ -1508,11 +1502,7 @@ impl World {
         let result = self
             .engine()
             .relations()
-            .mute(
-                UserId((self.model.ids[a]).0),
-                UserId((self.model.ids[b]).0),
-                on,
-            )
+            .mute(self.model.ids[a], self.model.ids[b], on)
             .await;
         let m = &self.model;
         let refused = if a == b {
@@ -1619,7 +1609,7 @@ impl World {
         }
         let instance = self.current;
         let events = match self.hubs[instance]
-            .follow(Opening::of(UserId((self.model.ids[reader]).0)), None)
+            .follow(Opening::of(self.model.ids[reader]), None)
             .await
         {
             Ok(events) => events,
@@ -1835,7 +1825,7 @@ impl World {
         let result = self
             .engine()
             .relations()
-            .follow_many(UserId((self.model.ids[a]).0), &ids)
+            .follow_many(self.model.ids[a], &ids)
             .await;
         let m = &self.model;
         let refused = if m.gone.contains(&a) {
@@ -1907,7 +1897,7 @@ impl World {
         let result = self
             .engine()
             .accounts()
-            .suspend(UserId((self.model.ids[u]).0), on)
+            .suspend(self.model.ids[u], on)
             .await;
         if self.model.gone.contains(&u) {
             return match result {
@@ -1961,7 +1951,7 @@ impl World {
         let result = self
             .engine()
             .accounts()
-            .delete_account(UserId((self.model.ids[u]).0))
+            .delete_account(self.model.ids[u])
             .await;
         match result {
             Ok(_) | Err(AppError::Unavailable { what: "Redis", .. }) => {}
@@ -2011,7 +2001,7 @@ impl World {
         let result = self
             .engine()
             .relations()
-            .unfollow(UserId((self.model.ids[a]).0), UserId((self.model.ids[b]).0))
+            .unfollow(self.model.ids[a], self.model.ids[b])
             .await;
         committed(result).map_err(|e| format!("unfollow: {}", e.chain()))?;
         if self.model.follows.remove(&(a, b)) {
@@ -2064,7 +2054,7 @@ impl World {
         let got: Vec<i64> = self
             .engine()
             .reads()
-            .page_between(EngineFeed::Home((self.model.ids[r]).0), bounds, size)
+            .page_between(EngineFeed::Home(self.model.ids[r]), bounds, size)
             .await
             .map_err(|e| format!("page of {r}'s home within {bounds:?}: {}", e.chain()))?
             .iter()
@@ -2140,24 +2130,21 @@ impl World {
             (Feed::Home(reader), false) => {
                 self.engine()
                     .reads()
-                    .home_page(UserId((self.model.ids[reader]).0), req)
+                    .home_page(self.model.ids[reader], req)
                     .await
             }
             (Feed::Author(author), false) => {
                 self.engine()
                     .reads()
-                    .author_page(UserId((self.model.ids[author]).0), req)
+                    .author_page(self.model.ids[author], req)
                     .await
             }
             (Feed::Home(reader), true) => {
-                let scope = self
-                    .engine()
-                    .reads()
-                    .home_scope(UserId((self.model.ids[reader]).0));
+                let scope = self.engine().reads().home_scope(self.model.ids[reader]);
                 self.engine().reads().page_from_pg(scope, &req).await
             }
             (Feed::Author(author), true) => {
-                let scope = Scope::Author(UserId((self.model.ids[author]).0));
+                let scope = Scope::Author(self.model.ids[author]);
                 self.engine().reads().page_from_pg(scope, &req).await
             }
         };
@@ -2390,7 +2377,7 @@ impl World {
         }
         for u in 0..USERS {
             if self.model.gone.contains(&u) {
-                match self.engine().user(UserId((self.model.ids[u]).0)).await {
+                match self.engine().user(self.model.ids[u]).await {
                     Err(AppError::NotFound(_)) => continue,
                     other => {
                         return Err(format!(
@@ -2402,7 +2389,7 @@ impl World {
             }
             let user = self
                 .engine()
-                .user(UserId((self.model.ids[u]).0))
+                .user(self.model.ids[u])
                 .await
                 .map_err(|e| e.chain())?;
             if user.big_v != self.model.big_v[u] {
@@ -2442,7 +2429,7 @@ impl World {
     /// Prints user `u`'s inbox as Redis holds it after operation `i`.
     async fn watch(&self, i: usize, u: usize) -> Outcome {
         let mut conn = self.redis.connection().await.map_err(|e| e.chain())?;
-        let key = self.redis.keys().inbox(UserId((self.model.ids[u]).0));
+        let key = self.redis.keys().inbox(self.model.ids[u]);
         let list = crate::helpers::feed_list(&mut conn, &key).await;
         eprintln!("WATCH inbox of {u} after op {i}: {list:?}");
         Ok(())

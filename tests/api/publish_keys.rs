@@ -4,8 +4,7 @@
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use feed_service::engine::Stats;
 use feed_service::store::redis::Fault;
-use feed_service::types::PageRequest;
-use feed_service::types::UserId;
+use feed_service::types::{PageRequest, UserId};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 

@@ -1,11 +1,10 @@
 //! A Redis of the test's own, stopped, restarted empty, and hung, in the
 //! middle of scrolls and fan-outs.
 
-use feed_service::types::UserId;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use feed_service::types::Post;
+use feed_service::types::{Post, UserId};
 use reqwest::{Method, StatusCode};
 use secrecy::SecretString;
 use serde_json::json;

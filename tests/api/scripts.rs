@@ -3,8 +3,7 @@
 
 use feed_service::store::redis::RedisStore;
 use feed_service::store::redis::{layout, scripts};
-use feed_service::types::UserId;
-use feed_service::types::{feed_order, Edge, Entry, Range, Scope, SourceRead};
+use feed_service::types::{feed_order, Edge, Entry, Range, Scope, SourceRead, UserId};
 use redis::aio::MultiplexedConnection;
 
 use crate::helpers::test_settings;
@@ -1151,6 +1150,15 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
         .fill(&[(100, post(1, 10))], 60)
         .await
         .unwrap();
+    let hide = async |z: &Zsets, hidden: bool| {
+        for account in [UserId(1), UserId(2)] {
+            z.store
+                .state()
+                .hidden_change(account, hidden)
+                .await
+                .unwrap();
+        }
+    };
     let read =
         async |z: &Zsets, scope: Scope| match z.store.warm_read(scope, None, 5).await.unwrap() {
             WarmRead::Read { sources, meta } => (
@@ -1171,32 +1179,14 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     );
     // Both hidden: no outbox of 2 is read, no post of either is followed,
     // on a home and on an author's page.
-    z.store
-        .state()
-        .hidden_change(UserId(1), true)
-        .await
-        .unwrap();
-    z.store
-        .state()
-        .hidden_change(UserId(2), true)
-        .await
-        .unwrap();
+    hide(&z, true).await;
     assert_eq!(read(&z, HOME_9).await, (vec![None], [].into()));
     assert_eq!(
         read(&z, Scope::Author(UserId(2))).await,
         (vec![None], [].into())
     );
     // Shown again.
-    z.store
-        .state()
-        .hidden_change(UserId(1), false)
-        .await
-        .unwrap();
-    z.store
-        .state()
-        .hidden_change(UserId(2), false)
-        .await
-        .unwrap();
+    hide(&z, false).await;
     assert_eq!(
         read(&z, HOME_9).await,
         (vec![None, Some(2)], [100, 200].into())

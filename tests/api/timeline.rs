@@ -1,8 +1,7 @@
 //! A home timeline as social apps show it: one's own posts at home, and
 //! pull-to-refresh.
 
-use feed_service::types::Post;
-use feed_service::types::UserId;
+use feed_service::types::{Post, UserId};
 use serde_json::json;
 
 use crate::helpers::{assert_unique, ids, newest_first, spawn_app, T0};

@@ -21,7 +21,6 @@ mod stores;
 #[cfg(test)]
 mod tests;
 
-use crate::types::UserId;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -31,7 +30,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::{Claimed, PgStore};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::{RedisStore, WriteMark};
-use crate::types::{Edge, Entry, Job, JobKind, TaskState, Work};
+use crate::types::{Edge, Entry, Job, JobKind, TaskState, UserId, Work};
 use push::Pusher;
 
 /// A job claimed by this instance, with what it was found to need.

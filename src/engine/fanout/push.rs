@@ -3,7 +3,6 @@
 //! delivery first redoes what its publish wrote (idempotent), so the post
 //! is in its outbox whatever became of the publish's own writes.
 
-use crate::types::UserId;
 use std::time::Duration;
 
 use super::stores::{PushCache, PushRecords};
@@ -14,7 +13,9 @@ use crate::error::AppResult;
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::WriteMark;
-use crate::types::{floor_of_newest, AccountStatus, Delivery, EntriesOf, Entry, FeedSettings, Job};
+use crate::types::{
+    floor_of_newest, AccountStatus, Delivery, EntriesOf, Entry, FeedSettings, Job, UserId,
+};
 
 /// One job's pusher: the stores, and what of this instance it uses.
 pub struct Pusher<'a, R, C> {

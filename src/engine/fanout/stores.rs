@@ -3,7 +3,6 @@
 //! progress; the cache's outbox, inboxes, pulled authors and hints. Pushes
 //! run (and are tested) over any store that answers them.
 
-use crate::types::UserId;
 use std::future::Future;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use crate::engine::stores::{Accounts, FeedEntries, Hints, Pulled, Replicas};
 use crate::error::AppResult;
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
-use crate::types::{CachedPost, Delivery, Entry, Job};
+use crate::types::{CachedPost, Delivery, Entry, Job, UserId};
 
 /// The records, as pushes read and advance them.
 pub trait PushRecords: Accounts + FeedEntries {

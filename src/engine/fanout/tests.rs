@@ -3,7 +3,6 @@
 //! checkpoint, and replication that may fail. What a follower checks: a
 //! post reaches its inbox exactly once, whatever became of the workers.
 
-use crate::types::UserId;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -22,7 +21,7 @@ use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::WriteMark;
 use crate::types::{
-    AccountStatus, CachedPost, Delivery, EntriesOf, Entry, FeedSettings, Job, User, Work,
+    AccountStatus, CachedPost, Delivery, EntriesOf, Entry, FeedSettings, Job, User, UserId, Work,
 };
 
 const AUTHOR: i64 = 1;

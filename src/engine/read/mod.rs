@@ -15,8 +15,7 @@ use super::{now_ms, Engine, Page, MARKED_READERS};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
-use crate::types::UserId;
-use crate::types::{PageRequest, Prev, Scope};
+use crate::types::{PageRequest, Prev, Scope, UserId};
 pub(super) use reader::within_run;
 use reader::Reader;
 

@@ -2,7 +2,6 @@
 //! with the outboxes it pulls, where the cache can prove it holds the page;
 //! the records everywhere else, with the same order and cursor.
 
-use crate::types::UserId;
 use std::collections::HashMap;
 
 use super::stores::{Cache, FeedList, ListFill, Part, Records};
@@ -14,7 +13,8 @@ use crate::error::{AppError, AppResult};
 use crate::metrics;
 use crate::types::{
     floor_of_newest, CachedPost, EntriesOf, Entry, EntryMeta, Fallback, FeedPost, FeedRows,
-    FeedSettings, PageRequest, Post, Prev, Range, Scope, SourceRead, StateKey, User, WarmRead,
+    FeedSettings, PageRequest, Post, Prev, Range, Scope, SourceRead, StateKey, User, UserId,
+    WarmRead,
 };
 
 /// One page's reader: the stores it reads, and what of this instance it

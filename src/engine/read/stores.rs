@@ -3,7 +3,6 @@
 //! runs over any store that answers them (PostgreSQL and Redis in service,
 //! a model in memory in its unit tests).
 
-use crate::types::UserId;
 use std::collections::HashMap;
 use std::future::Future;
 
@@ -11,7 +10,7 @@ use crate::engine::stores::{Accounts, FeedEntries};
 use crate::error::AppResult;
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
-use crate::types::{CachedPost, Entry, FeedPost, FeedRows, PulledAuthor, Scope, WarmRead};
+use crate::types::{CachedPost, Entry, FeedPost, FeedRows, PulledAuthor, Scope, UserId, WarmRead};
 
 /// The records of truth, as pages read them.
 pub trait Records: Accounts + FeedEntries {

@@ -5,7 +5,6 @@
 //! first, whatever the cache holds, and a warm scroll asks the records
 //! nothing.
 
-use crate::types::UserId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -22,7 +21,7 @@ use crate::error::{AppError, AppResult};
 use crate::types::{
     feed_order, AccountStatus, CachedPost, EntriesOf, Entry, EntryMeta, FeedPost, FeedRows,
     FeedSettings, PageRequest, Post, PulledAuthor, Range, Scope, SourceRead, StateKey, User,
-    WarmRead,
+    UserId, WarmRead,
 };
 
 /// A part of the cache: being built, or built.

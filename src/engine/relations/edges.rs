@@ -11,8 +11,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::{EdgeChange, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
 use crate::store::redis::state::PulledChange;
-use crate::types::UserId;
-use crate::types::{AccountStatus, Edge, EntriesOf, Entry, FeedSettings, User};
+use crate::types::{AccountStatus, Edge, EntriesOf, Entry, FeedSettings, User, UserId};
 
 /// One call's changes of edges: the stores, and what of this instance it
 /// uses.

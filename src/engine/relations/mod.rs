@@ -14,8 +14,9 @@ use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
-use crate::types::UserId;
-use crate::types::{AccountStatus, Cursor, Edge, Entry, Job, PageRequest, Task, TaskState, User};
+use crate::types::{
+    AccountStatus, Cursor, Edge, Entry, Job, PageRequest, Task, TaskState, User, UserId,
+};
 use edges::Edges;
 
 /// A page of users (whom one mutes or blocks), newest first by when.

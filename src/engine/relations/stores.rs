@@ -2,7 +2,6 @@
 //! what the engine's parts share (`engine/stores.rs`): the records'
 //! changes of edges, and the cache's copy of whom a home shows.
 
-use crate::types::UserId;
 use std::future::Future;
 
 use crate::engine::policy;
@@ -10,7 +9,7 @@ use crate::engine::stores::{Accounts, FeedEntries, Hints, Jobs, Pulled, Replicas
 use crate::error::AppResult;
 use crate::store::pg::{Blocked, EdgeChange, FollowedMany, PgStore};
 use crate::store::redis::RedisStore;
-use crate::types::{Edge, Entry};
+use crate::types::{Edge, Entry, UserId};
 
 /// The records, as changes of edges write them: each change committed with
 /// the job that applies it to the cache.

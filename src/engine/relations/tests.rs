@@ -5,7 +5,6 @@
 //! a call the cache could not take answers 503 and a repeat finishes it;
 //! a refused call changes nothing.
 
-use crate::types::UserId;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -19,7 +18,7 @@ use crate::store::pg::{Blocked, EdgeChange, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::WriteMark;
-use crate::types::{feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettings, User};
+use crate::types::{feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettings, User, UserId};
 
 #[derive(Debug, Default)]
 struct Records {

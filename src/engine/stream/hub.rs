@@ -8,7 +8,6 @@
 //! which brings the subscriptions to what the streams need, so that hints
 //! keep flowing while a reader with thousands of follows subscribes.
 
-use crate::types::UserId;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +22,7 @@ use crate::engine::Engine;
 use crate::error::{AppError, AppResult};
 use crate::store::redis::hints::{author_of_channel, HiddenChange, Signal};
 use crate::store::redis::pubsub::{Hint, Subscriber};
-use crate::types::Closing;
+use crate::types::{Closing, UserId};
 
 /// How long an opening stream waits for its channels to be subscribed.
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);

@@ -2,7 +2,6 @@
 //! whenever the hub says something may be new, each entry sent oldest
 //! first with the position right above it.
 
-use crate::types::UserId;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +14,7 @@ use super::Event;
 use crate::engine::Engine;
 use crate::error::AppError;
 use crate::store::pg::AccountRow;
-use crate::types::{End, PageRequest, Prev};
+use crate::types::{End, PageRequest, Prev, UserId};
 
 /// Entries a stream reads per refresh page.
 pub(super) const REFRESH_PAGE: u32 = 100;

@@ -3,13 +3,12 @@
 //! deletions and removals wait by id, at most [`MAX_WAITING`] of them.
 //! Telling never blocks the hub, whatever the stream is doing.
 
-use crate::types::UserId;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use tokio::sync::Notify;
 
-use crate::types::Closing;
+use crate::types::{Closing, UserId};
 
 /// Deletions and removals a stream may have waiting; past it the stream
 /// ends (its client reconnects and reads the feed again).

@@ -34,7 +34,6 @@ mod hub;
 mod live;
 mod mailbox;
 
-use crate::types::UserId;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +46,7 @@ use super::Engine;
 use crate::error::AppResult;
 use crate::store::pg::AccountRow;
 use crate::types::Post;
-use crate::types::{PageRequest, Prev};
+use crate::types::{PageRequest, Prev, UserId};
 use hub::Hub;
 use live::{Live, Profiles, REFRESH_PAGE};
 

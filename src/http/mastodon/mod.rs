@@ -15,7 +15,6 @@ pub mod statuses;
 pub mod streaming;
 pub mod timelines;
 
-use crate::types::UserId;
 use std::collections::HashMap;
 
 use actix_web::{HttpRequest, HttpResponse};
@@ -24,7 +23,7 @@ use serde::Deserialize;
 use crate::engine::{Bounds, Engine};
 use crate::error::AppError;
 use crate::store::pg::AccountRow;
-use crate::types::Post;
+use crate::types::{Post, UserId};
 use entities::{parse_status_id, post_status_id, Origin, Status};
 
 /// The paging parameters of a list, as Mastodon names them.

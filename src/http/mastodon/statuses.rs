@@ -1,4 +1,3 @@
-use crate::types::UserId;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{delete, get, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -9,7 +8,7 @@ use crate::engine::Engine;
 use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::{read_body, ErrorBody, MAX_BODY_BYTES};
-use crate::types::Post;
+use crate::types::{Post, UserId};
 
 /// A new status, as JSON or a form. Only public text posts exist here:
 /// what would ask for more (media, polls, replies, a content warning, a

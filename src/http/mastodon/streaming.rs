@@ -3,7 +3,6 @@
 //! browser clients and masto.js use), both over the service's live
 //! streams.
 
-use crate::types::UserId;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -20,7 +19,7 @@ use crate::http::errors::ErrorBody;
 use crate::http::feed::{event_id, event_stream, last_event_id};
 use crate::http::limits::{charge_read, client_address};
 use crate::http::socket::cut_of;
-use crate::types::Entry;
+use crate::types::{Entry, UserId};
 /// The one stream a WebSocket subscribes to here.
 const USER_STREAM: &str = "user";
 

@@ -41,7 +41,7 @@ pub async fn home(
     engine.user(caller.id).await?;
     let posts = engine
         .reads()
-        .page_between(Feed::Home(caller.id.0), bounds, limit)
+        .page_between(Feed::Home(caller.id), bounds, limit)
         .await?;
     status_list(&req, &engine, posts).await
 }

@@ -1,7 +1,6 @@
 //! Accounts' status (suspended, deleted), the purge of a deleted account,
 //! and the tasks users watch.
 
-use crate::types::UserId;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::{AsyncConnection, RunQueryDsl};
@@ -10,7 +9,7 @@ use super::models::{NewJob, TaskRow, UserRow};
 use super::schema::{fanout_jobs, users};
 use super::PgStore;
 use crate::error::{AppError, AppResult};
-use crate::types::{AccountStatus, JobKind, Task, TaskState, User};
+use crate::types::{AccountStatus, JobKind, Task, TaskState, User, UserId};
 
 /// Suspended and deleted accounts, their purge, and tasks
 /// ([`PgStore::accounts`]).

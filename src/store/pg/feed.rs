@@ -5,7 +5,6 @@
 //! reader follows, in feed order (`created_at_ms` descending, then the id's
 //! decimal bytes descending). An author's page: that author's posts.
 
-use crate::types::UserId;
 use std::collections::BTreeMap;
 
 use diesel::prelude::*;
@@ -20,7 +19,7 @@ use super::{PgStore, FEED_ORDER};
 use crate::error::{AppError, AppResult};
 use crate::types::{
     feed_order, AccountStatus, Delivery, EntriesOf, Entry, FeedPost, FeedRows, JobKind, Post,
-    PulledAuthor, Scope,
+    PulledAuthor, Scope, UserId,
 };
 
 /// Posts and the feed queries ([`PgStore::posts`]).

@@ -3,7 +3,6 @@
 //! (`FOR UPDATE SKIP LOCKED` and a lease), checkpointed, and deleted when its
 //! work is done.
 
-use crate::types::UserId;
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -14,7 +13,7 @@ use super::models::{JobRow, NewJob};
 use super::schema::fanout_jobs;
 use super::PgStore;
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{Job, JobKind, Payload, Work};
+use crate::types::{Job, JobKind, Payload, UserId, Work};
 
 /// The fan-out jobs table and the instances' heartbeats
 /// ([`PgStore::jobs`]).

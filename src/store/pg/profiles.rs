@@ -2,14 +2,13 @@
 //! relationship between two users, and the lists of followers and
 //! followings (paged by user id).
 
-use crate::types::UserId;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl;
 
 use super::PgStore;
 use crate::error::AppResult;
-use crate::types::AccountStatus;
+use crate::types::{AccountStatus, UserId};
 
 /// Accounts with their counts, relationships and follow lists
 /// ([`PgStore::profiles`]).

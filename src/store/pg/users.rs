@@ -1,6 +1,5 @@
 //! Users, follows and the admin settings.
 
-use crate::types::UserId;
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -11,7 +10,7 @@ use super::models::{NewUser, SettingsRow, UserRow};
 use super::schema::{blocks, follows, mutes, settings, users};
 use super::PgStore;
 use crate::error::{AppError, AppResult};
-use crate::types::{AccountStatus, FeedSettings, User};
+use crate::types::{AccountStatus, FeedSettings, User, UserId};
 use crate::types::{BigVChange, JobKind};
 
 /// Users, follows, mutes, blocks and the admin settings

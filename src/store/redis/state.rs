@@ -2,12 +2,11 @@
 //! follows, the authors every follower pulls and the hidden accounts (the
 //! warm read that uses them is in warm.rs, the cached posts in posts.rs).
 
-use crate::types::UserId;
 use std::collections::HashMap;
 
 use super::{bad, scripts, RedisStore};
 use crate::error::AppResult;
-use crate::types::{Edge, Entry, PulledAuthor};
+use crate::types::{Edge, Entry, PulledAuthor, UserId};
 
 /// A change to the pulled authors (clause 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,14 +2,13 @@
 //! trips on any topology, each costing what the reader and the page hold,
 //! never what the system holds; the merge is the service's.
 
-use crate::types::UserId;
 use std::collections::{HashMap, HashSet};
 
 use redis::Value;
 
 use super::{bad, RedisStore};
 use crate::error::AppResult;
-use crate::types::{page_reads, EntryMeta, Range, Scope, StateKey, WarmRead};
+use crate::types::{page_reads, EntryMeta, Range, Scope, StateKey, UserId, WarmRead};
 
 /// Members a SMISMEMBER names at the most (a longer list is asked in
 /// several, in the same pipeline).
@@ -85,8 +84,8 @@ impl RedisStore {
                 let ranges = self.feeds().ranges(&keys, max, fetch).await?;
                 let authors = std::iter::once(None).chain(pulled.into_iter().map(Some));
                 let sources: Vec<_> = authors.zip(ranges).collect();
-                let visible: Box<dyn Fn(i64) -> bool + Send> =
-                    Box::new(move |a| shown.shows(UserId(a)) && !marks.hidden.contains(&UserId(a)));
+                let visible: Box<dyn Fn(UserId) -> bool + Send> =
+                    Box::new(move |a| shown.shows(a) && !marks.hidden.contains(&a));
                 (sources, visible)
             }
             Scope::Author(author) => {
@@ -100,8 +99,8 @@ impl RedisStore {
                     Err(state) => return Ok(state),
                 };
                 let sources = ranges?.into_iter().map(|r| (None, r)).collect();
-                let visible: Box<dyn Fn(i64) -> bool + Send> =
-                    Box::new(move |a| !marks.hidden.contains(&UserId(a)));
+                let visible: Box<dyn Fn(UserId) -> bool + Send> =
+                    Box::new(move |a| !marks.hidden.contains(&a));
                 (sources, visible)
             }
         };
@@ -236,7 +235,7 @@ impl RedisStore {
     async fn page_meta(
         &self,
         ids: Vec<i64>,
-        visible: Box<dyn Fn(i64) -> bool + Send>,
+        visible: Box<dyn Fn(UserId) -> bool + Send>,
     ) -> AppResult<HashMap<i64, EntryMeta>> {
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows = self
@@ -252,7 +251,7 @@ impl RedisStore {
             meta.insert(
                 id,
                 EntryMeta {
-                    author: author.map(UserId),
+                    author,
                     deleted: d.as_deref() == Some("1"),
                     followed: author.is_none_or(&visible),
                 },
@@ -280,10 +279,10 @@ fn page_ids(sources: &mut [(Option<UserId>, Range)], fetch: usize) -> Vec<i64> {
 }
 
 /// A cached post's author (`None` or empty: the post is not cached).
-fn author_of(field: Option<String>) -> AppResult<Option<i64>> {
+fn author_of(field: Option<String>) -> AppResult<Option<UserId>> {
     field
         .filter(|a| !a.is_empty())
-        .map(|a| a.parse::<i64>())
+        .map(|a| a.parse::<UserId>())
         .transpose()
         .map_err(bad("a post's author"))
 }
