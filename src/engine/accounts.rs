@@ -33,7 +33,7 @@ impl AccountChanges<'_> {
     /// An account that may act (post, follow, mute, block): 404 if there
     /// is none (or it is being deleted), 403 while it is suspended.
     pub async fn active_user(self, id: UserId) -> AppResult<User> {
-        super::active(id.0, self.0.inner.pg.users().user(id).await?)
+        super::active(id, self.0.inner.pg.users().user(id).await?)
     }
 
     /// Suspends (`suspend`) an account or lifts its suspension (admin;
@@ -96,7 +96,7 @@ impl AccountChanges<'_> {
         self.0.account_gone(id);
         // (A repeated call hides it again while its purge runs; once the
         // purge is over there is nothing left to hide.)
-        if job.is_some() || self.0.pg().accounts().hidden(id.0).await? {
+        if job.is_some() || self.0.pg().accounts().hidden(id).await? {
             self.hide_now(id, true, job).await?;
             self.0
                 .hint(Signal::Hidden {
@@ -143,7 +143,7 @@ impl AccountChanges<'_> {
 
     /// A `hide` job: the hidden accounts take the account's status now.
     pub(crate) async fn hide_step(self, account: UserId) -> AppResult<()> {
-        let hide = self.0.pg().accounts().hidden(account.0).await?;
+        let hide = self.0.pg().accounts().hidden(account).await?;
         // A purged account is gone from the records: it is let go.
         self.0.redis().state().hidden_change(account, hide).await
     }

@@ -166,14 +166,14 @@ struct Inner {
 
 /// Account `id` as the records hold it, if it exists: an account being
 /// deleted does not.
-fn existing(id: i64, user: Option<User>) -> AppResult<User> {
+fn existing(id: UserId, user: Option<User>) -> AppResult<User> {
     user.filter(|u| u.status != AccountStatus::Deleted)
         .ok_or_else(|| AppError::NotFound(format!("user {id} does not exist")))
 }
 
 /// Account `id`, if it may act (post, follow, mute, block): 404 if there
 /// is none (or it is being deleted), 403 while it is suspended.
-fn active(id: i64, user: Option<User>) -> AppResult<User> {
+fn active(id: UserId, user: Option<User>) -> AppResult<User> {
     let user = existing(id, user)?;
     if user.status == AccountStatus::Suspended {
         return Err(AppError::Forbidden(format!("user {id} is suspended")));
@@ -301,7 +301,7 @@ impl Engine {
 
     /// A user (an account being deleted is not found).
     pub async fn user(&self, id: UserId) -> AppResult<User> {
-        existing(id.0, self.inner.pg.users().user(id).await?)
+        existing(id, self.inner.pg.users().user(id).await?)
     }
 
     // ----- shared by the parts -----

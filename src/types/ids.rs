@@ -1,58 +1,44 @@
-//! Ids of accounts and posts, each a kind of its own: an account's id is
-//! never taken for a post's, nor one account's for another's by a swapped
+//! The id of an account, a type of its own: never taken for a post's, a
+//! job's or a count, nor one account's for another's by a swapped
 //! argument. Written and read as the bare number (JSON, SQL, Redis: the
-//! stores map them).
+//! stores map it).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-macro_rules! id {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(
-            Debug,
-            Clone,
-            Copy,
-            PartialEq,
-            Eq,
-            Hash,
-            PartialOrd,
-            Ord,
-            Serialize,
-            Deserialize,
-            diesel::expression::AsExpression,
-            diesel::deserialize::FromSqlRow,
-        )]
-        #[serde(transparent)]
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        pub struct $name(pub i64);
+/// An account's id.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    diesel::expression::AsExpression,
+    diesel::deserialize::FromSqlRow,
+)]
+#[serde(transparent)]
+#[diesel(sql_type = diesel::sql_types::BigInt)]
+pub struct UserId(pub i64);
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.fmt(f)
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = std::num::ParseIntError;
-
-            fn from_str(text: &str) -> Result<Self, Self::Err> {
-                text.parse().map($name)
-            }
-        }
-    };
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
-id! {
-    /// An account's id.
-    UserId
-}
+impl FromStr for UserId {
+    type Err = std::num::ParseIntError;
 
-id! {
-    /// A post's id.
-    PostId
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse().map(UserId)
+    }
 }
 
 #[cfg(test)]
@@ -62,9 +48,9 @@ mod tests {
     #[test]
     fn an_id_reads_and_writes_as_its_number() {
         assert_eq!(serde_json::to_string(&UserId(42)).unwrap(), "42");
-        assert_eq!(serde_json::from_str::<PostId>("7").unwrap(), PostId(7));
+        assert_eq!(serde_json::from_str::<UserId>("7").unwrap(), UserId(7));
         assert_eq!("19".parse::<UserId>(), Ok(UserId(19)));
-        assert!("x".parse::<PostId>().is_err());
-        assert_eq!(PostId(3).to_string(), "3");
+        assert!("x".parse::<UserId>().is_err());
+        assert_eq!(UserId(3).to_string(), "3");
     }
 }

@@ -172,7 +172,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     /// The page straight from the records.
     pub(super) async fn page_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
         // No account (or one being deleted) has a home or a page.
-        self.user(scope.user().0).await?;
+        self.user(scope.user()).await?;
         Stats::bump(&self.stats.pg_pages, 1);
         match req.min {
             None => self.page_down_from_pg(scope, req).await,
@@ -410,7 +410,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         }
         warm.sources = true;
         if let Scope::Author(a) = scope {
-            self.user(a.0).await?;
+            self.user(a).await?;
         }
         let builds = missing.iter().map(|list| self.rebuild_list(*list));
         for outcome in futures::future::join_all(builds).await {
@@ -681,7 +681,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     }
 
     /// The account `id` (not found if none, or being deleted).
-    async fn user(&self, id: i64) -> AppResult<User> {
-        existing(id, self.records.user(UserId(id)).await?)
+    async fn user(&self, id: UserId) -> AppResult<User> {
+        existing(id, self.records.user(id).await?)
     }
 }

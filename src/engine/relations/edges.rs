@@ -37,7 +37,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             ));
         }
         self.active_user(follower).await?;
-        if self.user(followee.0).await?.status == AccountStatus::Suspended {
+        if self.user(followee).await?.status == AccountStatus::Suspended {
             return Err(AppError::Unprocessable(format!(
                 "user {followee} is suspended"
             )));
@@ -157,7 +157,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
         }
         self.active_user(reader).await?;
         if mute {
-            self.user(target.0).await?;
+            self.user(target).await?;
         }
         let change = self
             .records
@@ -177,7 +177,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             return Err(AppError::Unprocessable("a user cannot block itself".into()));
         }
         self.active_user(blocker).await?;
-        self.user(target.0).await?;
+        self.user(target).await?;
         let blocked = self.records.block(blocker, target, now_ms()).await?;
         let mut first_error = Ok(());
         for (follower, followee, change) in blocked.unfollowed {
@@ -320,11 +320,11 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
         write_through(self.records, self.cache, job, queued, apply, deferred).await
     }
 
-    async fn user(&self, id: i64) -> AppResult<User> {
-        existing(id, self.records.user(UserId(id)).await?)
+    async fn user(&self, id: UserId) -> AppResult<User> {
+        existing(id, self.records.user(id).await?)
     }
 
     async fn active_user(&self, id: UserId) -> AppResult<User> {
-        active(id.0, self.records.user(id).await?)
+        active(id, self.records.user(id).await?)
     }
 }

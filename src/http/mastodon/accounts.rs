@@ -122,7 +122,7 @@ pub async fn relationships(
     let answer: Vec<Relationship> = ids
         .iter()
         .zip(&rows)
-        .map(|(id, rel)| Relationship::new(id.0, rel))
+        .map(|(id, rel)| Relationship::new(*id, rel))
         .collect();
     Ok(HttpResponse::Ok().json(answer))
 }
@@ -178,7 +178,7 @@ async fn relate(
         Change::Unblock => engine.relations().unblock(me, target).await?,
     }
     let rel = engine.profiles().relationships(me, &[target]).await?;
-    Ok(HttpResponse::Ok().json(Relationship::new(target.0, &rel[0])))
+    Ok(HttpResponse::Ok().json(Relationship::new(target, &rel[0])))
 }
 
 macro_rules! relationship_route {

@@ -11,8 +11,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::store::pg::{AccountRow, RelationshipRow};
-use crate::types::Entry;
-use crate::types::Post;
+use crate::types::{Entry, Post, UserId};
 
 /// Digits of a status id: the leading `1`, 15 of score, 20 of post id.
 const ID_DIGITS: usize = 36;
@@ -338,7 +337,7 @@ pub struct Relationship {
 }
 
 impl Relationship {
-    pub fn new(id: i64, rel: &RelationshipRow) -> Self {
+    pub fn new(id: UserId, rel: &RelationshipRow) -> Self {
         Relationship {
             id: id.to_string(),
             following: rel.following,

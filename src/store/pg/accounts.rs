@@ -273,7 +273,7 @@ impl AccountRecords<'_> {
 
     /// Whether an account's posts are hidden now: it is suspended, or
     /// being deleted (a purged account is gone: nothing to hide).
-    pub async fn hidden(self, id: i64) -> AppResult<bool> {
+    pub async fn hidden(self, id: UserId) -> AppResult<bool> {
         let mut conn = self.0.conn().await?;
         let status: Option<AccountStatus> = users::table
             .find(id)
