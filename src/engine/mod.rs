@@ -213,37 +213,37 @@ impl Engine {
         })
     }
 
-    /// The [`FanOut`](fanout::FanOut) service.
+    /// The `FanOut` service.
     pub fn fanout(&self) -> fanout::FanOut<'_> {
         fanout::FanOut(self)
     }
 
-    /// The [`Maintenance`](maintenance::Maintenance) service.
+    /// The `Maintenance` service.
     pub fn maintenance(&self) -> maintenance::Maintenance<'_> {
         maintenance::Maintenance(self)
     }
 
-    /// The [`Relations`](relations::Relations) service.
+    /// The `Relations` service.
     pub fn relations(&self) -> relations::Relations<'_> {
         relations::Relations(self)
     }
 
-    /// The [`Profiles`](profiles::Profiles) service.
+    /// The `Profiles` service.
     pub fn profiles(&self) -> profiles::Profiles<'_> {
         profiles::Profiles(self)
     }
 
-    /// The [`AccountChanges`](accounts::AccountChanges) service.
+    /// The `AccountChanges` service.
     pub fn accounts(&self) -> accounts::AccountChanges<'_> {
         accounts::AccountChanges(self)
     }
 
-    /// The [`Posts`](posts::Posts) service.
+    /// The `Posts` service.
     pub fn posts(&self) -> posts::Posts<'_> {
         posts::Posts(self)
     }
 
-    /// The [`Reads`](read::Reads) service.
+    /// The `Reads` service.
     pub fn reads(&self) -> read::Reads<'_> {
         read::Reads(self)
     }

@@ -4,7 +4,6 @@
 //! while a new one is rolled out. Authenticating a caller also charges its
 //! request-rate budget ([`super::limits`]).
 
-use crate::types::UserId;
 use std::future::{ready, Ready};
 
 use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
@@ -13,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::AppError;
 use crate::settings::AuthSettings;
+use crate::types::UserId;
 use secrecy::ExposeSecret;
 
 #[derive(Debug, Serialize, Deserialize)]

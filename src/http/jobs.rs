@@ -1,7 +1,6 @@
 //! Tasks a user or an admin started (an account's deletion, an import of
 //! follows), and how far they have got.
 
-use crate::types::UserId;
 use actix_web::{get, web, HttpResponse};
 
 use super::auth::Token;
@@ -10,6 +9,7 @@ use super::views::TaskView;
 use crate::domain::parse_id;
 use crate::engine::Engine;
 use crate::error::AppError;
+use crate::types::UserId;
 
 /// A task and its progress: its user's, or any for an admin. Kept a week
 /// after it ends. (A deleted account's token still reads its own tasks, so

@@ -8,7 +8,6 @@
 //!
 //! A refused request answers 429 `rate_limited` with `Retry-After`.
 
-use crate::types::UserId;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -23,6 +22,7 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::error::AppError;
 use crate::settings::LimitSettings;
+use crate::types::UserId;
 
 pub struct Limits {
     reads: Option<DefaultKeyedRateLimiter<i64>>,

@@ -1,4 +1,3 @@
-use crate::types::UserId;
 use actix_web::{delete, get, post, web, HttpResponse};
 use serde::Deserialize;
 
@@ -9,6 +8,7 @@ use super::JsonObject;
 use crate::domain::{parse_id, IdempotencyKey, PostBody, PostMeta};
 use crate::engine::Engine;
 use crate::error::AppError;
+use crate::types::UserId;
 
 /// A new post.
 #[derive(Deserialize, utoipa::ToSchema)]

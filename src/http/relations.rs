@@ -1,7 +1,6 @@
 //! Mutes and blocks: what a user keeps out of its home, and whom it keeps
 //! apart from.
 
-use crate::types::UserId;
 use actix_web::{delete, get, put, web, HttpResponse};
 
 use super::auth::Caller;
@@ -11,6 +10,7 @@ use super::PageQuery;
 use crate::domain::parse_id;
 use crate::engine::{Engine, Relation};
 use crate::error::AppError;
+use crate::types::UserId;
 
 /// The (user, target) of a mute or block route, once the caller may act
 /// for the user.

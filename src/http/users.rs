@@ -1,4 +1,3 @@
-use crate::types::UserId;
 use actix_web::{delete, get, post, put, web, HttpResponse};
 use serde::Deserialize;
 
@@ -9,6 +8,7 @@ use super::{JsonObject, PageQuery};
 use crate::domain::{parse_id, Username};
 use crate::engine::{Engine, MAX_IMPORT};
 use crate::error::AppError;
+use crate::types::UserId;
 
 /// A new user.
 #[derive(Deserialize, utoipa::ToSchema)]

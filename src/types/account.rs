@@ -1,7 +1,8 @@
 //! Accounts, and the long work users start and watch (tasks).
 
-use crate::types::UserId;
 use std::str::FromStr;
+
+use crate::types::UserId;
 
 /// A user.
 #[derive(Debug, Clone, PartialEq, Eq)]

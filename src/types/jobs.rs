@@ -1,11 +1,11 @@
 //! Fan-out jobs: the rows of the `fanout_jobs` table (a transactional
 //! outbox), each inserted in the same transaction as the change it serves.
 
-use crate::types::UserId;
 use std::fmt;
 use std::str::FromStr;
 
 use super::Edge;
+use crate::types::UserId;
 
 /// What a job delivers. Stored as text with a CHECK constraint; a kind this
 /// binary does not know is an error, never a silent default.

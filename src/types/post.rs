@@ -1,7 +1,6 @@
 //! A live post, as the engine hands it out.
 
 use crate::types::UserId;
-
 /// A live post.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Post {

@@ -1,4 +1,3 @@
-use crate::types::UserId;
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 
@@ -9,6 +8,7 @@ use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::ErrorBody;
 use crate::store::pg::{FollowList, IdRange};
+use crate::types::UserId;
 
 /// Accounts a list page holds by default, and at most.
 const DEFAULT_LIMIT: u32 = 40;

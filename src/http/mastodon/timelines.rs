@@ -1,4 +1,3 @@
-use crate::types::UserId;
 use actix_web::{get, web, HttpRequest, HttpResponse};
 
 use super::entities::Status;
@@ -7,6 +6,7 @@ use crate::engine::{Engine, Feed};
 use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::ErrorBody;
+use crate::types::UserId;
 
 /// Statuses a timeline page holds by default, and at most.
 const DEFAULT_LIMIT: u32 = 20;

@@ -1,11 +1,11 @@
 //! Active fans: the readers of each author seen lately (the big-V's
 //! delivery goes to them), and the mark of a reader's read.
 
-use crate::types::UserId;
 use redis::AsyncCommands;
 
 use super::{scripts, RedisStore};
 use crate::error::AppResult;
+use crate::types::UserId;
 
 /// Active fans read per Redis call.
 const FANS_PER_CALL: usize = 5000;

@@ -12,7 +12,6 @@
 //!   id.
 
 use crate::types::UserId;
-
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
