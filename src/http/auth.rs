@@ -177,8 +177,8 @@ impl Caller {
 
     /// Whose view a read takes: the caller's, or none for an admin (who
     /// sees everything).
-    pub fn viewer(&self) -> Option<i64> {
-        (!self.admin).then_some(self.id.0)
+    pub fn viewer(&self) -> Option<UserId> {
+        (!self.admin).then_some(self.id)
     }
 }
 

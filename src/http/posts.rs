@@ -8,7 +8,6 @@ use super::JsonObject;
 use crate::domain::{parse_id, IdempotencyKey, PostBody, PostMeta};
 use crate::engine::Engine;
 use crate::error::AppError;
-use crate::types::UserId;
 
 /// A new post.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -107,10 +106,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let id = parse_id(&path, "post id").map_err(AppError::BadRequest)?;
-    let post = engine
-        .posts()
-        .post_seen_by(caller.viewer().map(UserId), id)
-        .await?;
+    let post = engine.posts().post_seen_by(caller.viewer(), id).await?;
     Ok(HttpResponse::Ok().json(PostView::from(&post)))
 }
 

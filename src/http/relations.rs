@@ -5,21 +5,11 @@ use actix_web::{delete, get, put, web, HttpResponse};
 
 use super::auth::Caller;
 use super::errors::ErrorBody;
+use super::users::{edge, id};
 use super::views::UserPageView;
 use super::PageQuery;
-use crate::domain::parse_id;
 use crate::engine::{Engine, Relation};
 use crate::error::AppError;
-use crate::types::UserId;
-
-/// The (user, target) of a mute or block route, once the caller may act
-/// for the user.
-fn pair(caller: &Caller, path: &(String, String)) -> Result<(i64, i64), AppError> {
-    let user = parse_id(&path.0, "user id").map_err(AppError::BadRequest)?;
-    let target = parse_id(&path.1, "target user id").map_err(AppError::BadRequest)?;
-    caller.may_act_for(UserId(user))?;
-    Ok((user, target))
-}
 
 /// User `id` mutes `target` (idempotent): the target's posts leave its
 /// home when this returns; follows are kept.
@@ -43,11 +33,8 @@ pub async fn mute(
     engine: web::Data<Engine>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
-    let (user, target) = pair(&caller, &path)?;
-    engine
-        .relations()
-        .mute(UserId(user), UserId(target), true)
-        .await?;
+    let (user, target) = edge(&caller, &path)?;
+    engine.relations().mute(user, target, true).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -73,11 +60,8 @@ pub async fn unmute(
     engine: web::Data<Engine>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
-    let (user, target) = pair(&caller, &path)?;
-    engine
-        .relations()
-        .mute(UserId(user), UserId(target), false)
-        .await?;
+    let (user, target) = edge(&caller, &path)?;
+    engine.relations().mute(user, target, false).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -104,11 +88,8 @@ pub async fn block(
     engine: web::Data<Engine>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
-    let (user, target) = pair(&caller, &path)?;
-    engine
-        .relations()
-        .block(UserId(user), UserId(target))
-        .await?;
+    let (user, target) = edge(&caller, &path)?;
+    engine.relations().block(user, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -131,11 +112,8 @@ pub async fn unblock(
     engine: web::Data<Engine>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
-    let (user, target) = pair(&caller, &path)?;
-    engine
-        .relations()
-        .unblock(UserId(user), UserId(target))
-        .await?;
+    let (user, target) = edge(&caller, &path)?;
+    engine.relations().unblock(user, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -188,17 +166,14 @@ async fn list(
     query: web::Query<PageQuery>,
     which: Relation,
 ) -> Result<HttpResponse, AppError> {
-    let user = parse_id(&path, "user id").map_err(AppError::BadRequest)?;
-    caller.may_act_for(UserId(user))?;
+    let user = id(&path, "user id")?;
+    caller.may_act_for(user)?;
     let req = query.parse()?;
     if req.min.is_some() {
         return Err(AppError::BadRequest(
             "a list pages down from max: min is for feeds".into(),
         ));
     }
-    let page = engine
-        .relations()
-        .relations(UserId(user), which, req)
-        .await?;
+    let page = engine.relations().relations(user, which, req).await?;
     Ok(HttpResponse::Ok().json(UserPageView::from(&page)))
 }

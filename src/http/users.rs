@@ -20,7 +20,7 @@ pub struct NewUserBody {
     username: String,
 }
 
-fn id(raw: &str, what: &str) -> Result<UserId, AppError> {
+pub(super) fn id(raw: &str, what: &str) -> Result<UserId, AppError> {
     parse_id(raw, what)
         .map(UserId)
         .map_err(AppError::BadRequest)
@@ -108,13 +108,13 @@ pub async fn delete(
         .json(TaskView::from(&task)))
 }
 
-/// The (follower, target) of a following route, once the caller may act
-/// for the follower.
-fn edge(caller: &Caller, path: &(String, String)) -> Result<(i64, i64), AppError> {
+/// The (user, target) of a route between two users (a follow, a mute, a
+/// block), once the caller may act for the user.
+pub(super) fn edge(caller: &Caller, path: &(String, String)) -> Result<(UserId, UserId), AppError> {
     let follower = id(&path.0, "user id")?;
     let target = id(&path.1, "target user id")?;
     caller.may_act_for(follower)?;
-    Ok((follower.0, target.0))
+    Ok((follower, target))
 }
 
 /// User `id` follows `target` (idempotent).
@@ -139,10 +139,7 @@ pub async fn follow(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (follower, target) = edge(&caller, &path)?;
-    engine
-        .relations()
-        .follow(UserId(follower), UserId(target))
-        .await?;
+    engine.relations().follow(follower, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -357,10 +354,7 @@ pub async fn unfollow(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AppError> {
     let (follower, target) = edge(&caller, &path)?;
-    engine
-        .relations()
-        .unfollow(UserId(follower), UserId(target))
-        .await?;
+    engine.relations().unfollow(follower, target).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -387,7 +381,7 @@ pub async fn posts(
     let req = query.parse()?;
     let page = engine
         .reads()
-        .author_page_seen_by(caller.viewer().map(UserId), author, req)
+        .author_page_seen_by(caller.viewer(), author, req)
         .await?;
     Ok(HttpResponse::Ok().json(PageView::from(&page)))
 }

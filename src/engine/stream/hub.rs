@@ -541,7 +541,7 @@ impl Hub {
                     author,
                     change,
                 }) => self.shown(reader, author, change.shows(), change.reason()),
-                Some(Signal::Hidden { account, change }) => self.hidden(account.0, change),
+                Some(Signal::Hidden { account, change }) => self.hidden(account, change),
                 None => {}
             }
         }
@@ -549,17 +549,15 @@ impl Hub {
 
     /// An account's posts left every feed (its own streams end too when
     /// it is deleted), or came back.
-    fn hidden(&self, a: i64, change: HiddenChange) {
+    fn hidden(&self, a: UserId, change: HiddenChange) {
         match change {
-            HiddenChange::Suspended => {
-                self.tell_fans(UserId(a), |m| m.removed(UserId(a), "suspend"))
-            }
+            HiddenChange::Suspended => self.tell_fans(a, |m| m.removed(a, "suspend")),
             HiddenChange::Deleted => {
-                self.engine.account_gone(UserId(a));
-                self.tell_fans(UserId(a), |m| m.removed(UserId(a), "delete"));
-                self.tell_reader(UserId(a), |m| m.close(Closing::AccountGone));
+                self.engine.account_gone(a);
+                self.tell_fans(a, |m| m.removed(a, "delete"));
+                self.tell_reader(a, |m| m.close(Closing::AccountGone));
             }
-            HiddenChange::Restored => self.tell_fans(UserId(a), Mailbox::read),
+            HiddenChange::Restored => self.tell_fans(a, Mailbox::read),
         }
     }
 }

@@ -61,7 +61,7 @@ impl From<Unsent> for End {
 /// Authors' profiles a stream that asked for them keeps, with when each
 /// was read.
 #[derive(Default)]
-pub(super) struct Profiles(HashMap<i64, (Instant, Arc<AccountRow>)>);
+pub(super) struct Profiles(HashMap<UserId, (Instant, Arc<AccountRow>)>);
 
 pub(super) struct Live {
     pub engine: Engine,
@@ -238,7 +238,7 @@ impl Profiles {
             .copied()
             .filter(|a| {
                 self.0
-                    .get(&a.0)
+                    .get(a)
                     .is_none_or(|(at, _)| at.elapsed() >= PROFILE_TTL)
             })
             .collect();
@@ -249,21 +249,21 @@ impl Profiles {
         if self.0.len() + rows.len() > PROFILES_KEPT {
             // Room for this page's authors (a page may name more than are
             // kept: they stay until the next page's).
-            self.0.retain(|a, _| authors.contains(&UserId(*a)));
+            self.0.retain(|a, _| authors.contains(a));
         }
         let now = Instant::now();
         for a in stale {
-            self.0.remove(&a.0);
+            self.0.remove(&a);
         }
         for row in rows {
-            self.0.insert(row.id.0, (now, Arc::new(row)));
+            self.0.insert(row.id, (now, Arc::new(row)));
         }
         Ok(())
     }
 
     /// An author's profile as last read (none: not an active account).
     fn fresh(&self, author: UserId) -> Option<Arc<AccountRow>> {
-        self.0.get(&author.0).map(|(_, row)| row.clone())
+        self.0.get(&author).map(|(_, row)| row.clone())
     }
 }
 

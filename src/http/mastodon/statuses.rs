@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::{read_body, ErrorBody, MAX_BODY_BYTES};
-use crate::types::{Post, UserId};
+use crate::types::Post;
 
 /// A new status, as JSON or a form. Only public text posts exist here:
 /// what would ask for more (media, polls, replies, a content warning, a
@@ -165,10 +165,7 @@ async fn post_of(caller: &Caller, engine: &Engine, raw: &str) -> Result<Post, Ap
             None,
         ),
     };
-    let post = engine
-        .posts()
-        .post_seen_by(caller.viewer().map(UserId), id)
-        .await?;
+    let post = engine.posts().post_seen_by(caller.viewer(), id).await?;
     if score.is_some_and(|s| s != post.created_at_ms) {
         return Err(gone());
     }

@@ -6,7 +6,6 @@ use crate::engine::{Engine, Feed};
 use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::ErrorBody;
-use crate::types::UserId;
 
 /// Statuses a timeline page holds by default, and at most.
 const DEFAULT_LIMIT: u32 = 20;
@@ -73,7 +72,7 @@ pub async fn account_statuses(
     );
     engine.profiles().profile(author).await?;
     let feed = Feed::Author {
-        viewer: caller.viewer().map(UserId),
+        viewer: caller.viewer(),
         author,
     };
     let posts = engine.reads().page_between(feed, bounds, limit).await?;
