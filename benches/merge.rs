@@ -7,7 +7,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use feed_service::engine::cut::{after_seen, cut, Cut, Slot};
 use feed_service::engine::merge::merge;
-use feed_service::types::{feed_order, Cursor, Entry, PageRequest, SourceRead};
+use feed_service::types::{feed_order, Cursor, Entry, PageRequest, PostId, SourceRead};
 
 /// `sources` reads of one page's window each, with ties and overlaps, as the
 /// engine gets them from Redis (each in feed order).
@@ -18,7 +18,7 @@ fn reads(sources: usize, req: &PageRequest) -> Vec<SourceRead> {
             let mut entries: Vec<Entry> = (0..window)
                 .map(|i| {
                     let id = (s * 7 + i * 13) as i64 % 5_000 + 1;
-                    Entry::new(1_700_000_000_000 - (id / 3), id)
+                    Entry::new(1_700_000_000_000 - (id / 3), PostId(id))
                 })
                 .collect();
             entries.sort_by(feed_order);

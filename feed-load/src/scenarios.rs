@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use feed_service::settings::Settings;
 use feed_service::testkit::{ready_database, FeedRedis, Tokens};
-use feed_service::types::{Entry, UserId};
+use feed_service::types::{Entry, PostId, UserId};
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
@@ -503,7 +503,7 @@ const OLDER_ENTRIES: i64 = 100;
 /// `newest`, then its floor (the store's layout: `layout.rs`).
 fn older_entries(newest: i64) -> Vec<Vec<u8>> {
     let entries: Vec<Entry> = (0..OLDER_ENTRIES)
-        .map(|j| Entry::new(newest - j * 1000, j + 1))
+        .map(|j| Entry::new(newest - j * 1000, PostId(j + 1)))
         .collect();
     FeedRedis::inbox_list(&entries, newest - OLDER_ENTRIES * 1000)
 }
@@ -588,7 +588,7 @@ async fn fanout(
     let post_id = post["id"].as_i64().unwrap_or_default();
     let entry = FeedRedis::packed(&Entry::new(
         post["created_at_ms"].as_i64().unwrap_or_default(),
-        post_id,
+        PostId(post_id),
     ));
     let b = bar(targets as u64, label);
     let mut progress = vec![(0.0, 0)];
@@ -1120,7 +1120,7 @@ async fn memory(settings: &Settings, prefix: &str, cap: i64) -> R<Value> {
             .map(|e| {
                 Entry::new(
                     1_764_500_000_000 + e * 1_000,
-                    10_000_000 + k as i64 * 5_000 + e,
+                    PostId(10_000_000 + k as i64 * 5_000 + e),
                 )
             })
             .collect();
@@ -1161,7 +1161,7 @@ async fn memory(settings: &Settings, prefix: &str, cap: i64) -> R<Value> {
     let pushes = 20_000i64;
     let started = Instant::now();
     for n in 0..pushes / inboxes {
-        let entry = Entry::new(1_764_600_000_000 + n, 20_000_000 + n);
+        let entry = Entry::new(1_764_600_000_000 + n, PostId(20_000_000 + n));
         store.push(&keys, &[entry], cap).await.map_err(chain)?;
     }
     let push_per_sec = pushes as f64 / started.elapsed().as_secs_f64();

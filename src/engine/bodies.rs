@@ -6,16 +6,16 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::types::Post;
+use crate::types::{Post, PostId};
 
 /// Bytes a cached post is counted for beyond its texts (its map slot, its
 /// place in the order and the fixed fields).
 const OVERHEAD: usize = 96;
 
 pub struct Bodies {
-    posts: HashMap<i64, Post>,
+    posts: HashMap<PostId, Post>,
     /// Ids in the order they came in (an id may appear once only).
-    order: VecDeque<i64>,
+    order: VecDeque<PostId>,
     bytes: usize,
     max_posts: usize,
     max_bytes: usize,
@@ -54,7 +54,7 @@ impl Bodies {
         self.posts.insert(post.id, post.clone());
     }
 
-    pub fn get(&self, id: i64) -> Option<&Post> {
+    pub fn get(&self, id: PostId) -> Option<&Post> {
         self.posts.get(&id)
     }
 
@@ -89,7 +89,7 @@ impl SharedBodies {
     }
 
     /// The bodies held of `ids`, by id.
-    pub fn recall(&self, ids: &[i64]) -> HashMap<i64, Post> {
+    pub fn recall(&self, ids: &[PostId]) -> HashMap<PostId, Post> {
         let bodies = self.lock();
         ids.iter()
             .filter_map(|id| bodies.get(*id).map(|p| (*id, p.clone())))
@@ -102,13 +102,13 @@ mod tests {
     use super::*;
     use crate::types::UserId;
 
-    fn post(id: i64, body_len: usize) -> Post {
+    fn post(id: PostId, body_len: usize) -> Post {
         Post {
             id,
             author_id: UserId(1),
             author_username: "a".into(),
             body: "x".repeat(body_len),
-            created_at_ms: id,
+            created_at_ms: id.0,
             meta: None,
         }
     }
@@ -117,27 +117,27 @@ mod tests {
     fn large_bodies_are_bounded_by_bytes_and_the_oldest_leave_first() {
         let mut cache = Bodies::new(100_000, 8 * 1024 * 1024);
         for id in 0..100_000 {
-            cache.insert(&post(id, 8 * 1024));
+            cache.insert(&post(PostId(id), 8 * 1024));
         }
         let (posts, bytes) = cache.held();
         assert!(bytes <= 8 * 1024 * 1024, "{bytes}");
         assert!(posts > 900, "{posts} posts: the cache evicts one at a time");
-        assert!(cache.get(99_999).is_some() && cache.get(0).is_none());
+        assert!(cache.get(PostId(99_999)).is_some() && cache.get(PostId(0)).is_none());
     }
 
     #[test]
     fn small_posts_are_bounded_by_count_and_repeats_count_once() {
         let mut cache = Bodies::new(10, 1 << 20);
         for id in 0..25 {
-            cache.insert(&post(id, 10));
-            cache.insert(&post(id, 10));
+            cache.insert(&post(PostId(id), 10));
+            cache.insert(&post(PostId(id), 10));
         }
         assert_eq!(cache.held().0, 10);
-        assert!((15..25).all(|id| cache.get(id).is_some()));
-        assert_eq!(cache.held().1, 10 * cost(&post(0, 10)));
+        assert!((15..25).all(|id| cache.get(PostId(id)).is_some()));
+        assert_eq!(cache.held().1, 10 * cost(&post(PostId(0), 10)));
         // A post larger than the whole budget is not cached.
         let mut tiny = Bodies::new(10, 200);
-        tiny.insert(&post(1, 500));
+        tiny.insert(&post(PostId(1), 500));
         assert_eq!(tiny.held(), (0, 0));
     }
 }

@@ -11,6 +11,25 @@
 
 use crate::types::{Cursor, Entry, PageRequest, Prev};
 
+/// Where an entry of a stream stands: its score (the feed's entries, a
+/// list of accounts by the time each was added). A page is cut by scores
+/// alone: the cursor counts entries, it does not name them.
+pub trait Scored {
+    fn score(&self) -> i64;
+}
+
+impl Scored for Entry {
+    fn score(&self) -> i64 {
+        self.score
+    }
+}
+
+impl Scored for i64 {
+    fn score(&self) -> i64 {
+        *self
+    }
+}
+
 /// One entry of the feed as the page sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Slot<T> {
@@ -57,15 +76,15 @@ impl Top {
 /// Positions a stream that starts at the request's `max` (entries newer than
 /// it are dropped too): leaves out the `offset` entries scored exactly `max`
 /// that the client has already passed.
-pub fn after_seen<T>(
-    stream: impl IntoIterator<Item = (Entry, Slot<T>)>,
+pub fn after_seen<E: Scored, T>(
+    stream: impl IntoIterator<Item = (E, Slot<T>)>,
     req: &PageRequest,
-) -> impl Iterator<Item = (Entry, Slot<T>)> {
+) -> impl Iterator<Item = (E, Slot<T>)> {
     let max = req.max;
     let mut skip = req.offset;
     stream.into_iter().filter(move |(e, _)| match max {
-        Some(m) if e.score > m => false,
-        Some(m) if e.score == m && skip > 0 => {
+        Some(m) if e.score() > m => false,
+        Some(m) if e.score() == m && skip > 0 => {
             skip -= 1;
             false
         }
@@ -82,8 +101,8 @@ pub fn after_seen<T>(
 /// `next.max` is the last shown item's score; `next.offset` counts the
 /// entries of that score up to and including it (hidden ones too), plus the
 /// request's offset when that score is the request's `max`.
-pub fn cut<T>(
-    stream: impl IntoIterator<Item = (Entry, Slot<T>)>,
+pub fn cut<E: Scored, T>(
+    stream: impl IntoIterator<Item = (E, Slot<T>)>,
     req: &PageRequest,
     complete: bool,
 ) -> Cut<T> {
@@ -104,10 +123,10 @@ pub fn cut<T>(
     };
     for (entry, slot) in stream {
         let passed = match run {
-            Some((score, n)) if score == entry.score => n + 1,
+            Some((score, n)) if score == entry.score() => n + 1,
             _ => 1,
         };
-        run = Some((entry.score, passed));
+        run = Some((entry.score(), passed));
         if let Slot::Shown(item) = slot {
             if items.len() == req.limit as usize {
                 more = true;
@@ -115,12 +134,12 @@ pub fn cut<T>(
             }
             if items.is_empty() {
                 top = Some(Top {
-                    score: entry.score,
-                    before: passed - 1 + skipped(entry.score),
+                    score: entry.score(),
+                    before: passed - 1 + skipped(entry.score()),
                 });
             }
             items.push(item);
-            last = Some((entry.score, passed));
+            last = Some((entry.score(), passed));
         }
     }
     if !more && !complete {
@@ -168,17 +187,17 @@ pub enum CutUp<T> {
 /// holds them all: they lie above the position or in the run of `min`),
 /// its `next` those of its last item's score from the top of their run
 /// down to it.
-pub fn cut_up<T>(
-    stream: Vec<(Entry, Slot<T>)>,
+pub fn cut_up<E: Scored, T>(
+    stream: Vec<(E, Slot<T>)>,
     req: &PageRequest,
     complete_above: bool,
 ) -> CutUp<T> {
     let min = req.min.unwrap_or(0);
-    let run_at_min = stream.iter().filter(|(e, _)| e.score == min).count() as u32;
+    let run_at_min = stream.iter().filter(|(e, _)| e.score() == min).count() as u32;
     let below = req.offset.min(run_at_min) as usize;
     // Entries of the first one's score may lie above the stream.
     let open_at =
-        |score: i64| !complete_above && stream.first().is_some_and(|(e, _)| e.score == score);
+        |score: i64| !complete_above && stream.first().is_some_and(|(e, _)| e.score() == score);
     if open_at(min) {
         return CutUp::NeedMore;
     }
@@ -209,20 +228,20 @@ pub fn cut_up<T>(
             marks: Vec::new(),
         };
     };
-    let last_score = stream[oldest].0.score;
+    let last_score = stream[oldest].0.score();
     if open_at(last_score) {
         return CutUp::NeedMore;
     }
-    let count = |range: &[(Entry, Slot<T>)], score: i64| {
-        range.iter().filter(|(e, _)| e.score == score).count() as u32
+    let count = |range: &[(E, Slot<T>)], score: i64| {
+        range.iter().filter(|(e, _)| e.score() == score).count() as u32
     };
     let next = Cursor {
         max: last_score,
         offset: count(&stream[..=oldest], last_score),
     };
     let mark = |i: usize| Prev {
-        min: stream[i].0.score,
-        offset: count(&stream[i..], stream[i].0.score),
+        min: stream[i].0.score(),
+        offset: count(&stream[i..], stream[i].0.score()),
     };
     let prev = mark(newest);
     let marks: Vec<Prev> = picked.iter().rev().map(|&i| mark(i)).collect();
@@ -244,7 +263,7 @@ pub fn cut_up<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::feed_order;
+    use crate::types::{feed_order, PostId};
 
     fn sorted(mut v: Vec<Entry>) -> Vec<Entry> {
         v.sort_by(feed_order);
@@ -278,18 +297,18 @@ mod tests {
     #[test]
     fn a_page_of_one_shared_score_does_not_loop() {
         // The seeds' cursor loses the request's offset here and loops forever.
-        let stream = sorted((1..=7).map(|id| Entry::new(100, id)).collect());
+        let stream = sorted((1..=7).map(|id| Entry::new(100, PostId(id))).collect());
         assert_eq!(scroll(&shown(&stream), 2), stream);
     }
 
     #[test]
     fn next_counts_the_request_offset_only_for_the_same_score() {
         let stream = shown(&sorted(vec![
-            Entry::new(9, 1),
-            Entry::new(9, 2),
-            Entry::new(9, 3),
-            Entry::new(8, 4),
-            Entry::new(8, 5),
+            Entry::new(9, PostId(1)),
+            Entry::new(9, PostId(2)),
+            Entry::new(9, PostId(3)),
+            Entry::new(8, PostId(4)),
+            Entry::new(8, PostId(5)),
         ]));
         let (items, next) = page(&stream, PageRequest::after(Cursor { max: 9, offset: 1 }, 1));
         assert_eq!(items.len(), 1);
@@ -302,28 +321,44 @@ mod tests {
     fn hidden_entries_keep_their_place_in_the_count() {
         // Ids 3 (hidden) and 2, 1 share score 9; 4 is older.
         let stream = vec![
-            (Entry::new(9, 3), Slot::Hidden),
-            (Entry::new(9, 2), Slot::Shown(Entry::new(9, 2))),
-            (Entry::new(9, 1), Slot::Shown(Entry::new(9, 1))),
-            (Entry::new(8, 4), Slot::Shown(Entry::new(8, 4))),
+            (Entry::new(9, PostId(3)), Slot::Hidden),
+            (
+                Entry::new(9, PostId(2)),
+                Slot::Shown(Entry::new(9, PostId(2))),
+            ),
+            (
+                Entry::new(9, PostId(1)),
+                Slot::Shown(Entry::new(9, PostId(1))),
+            ),
+            (
+                Entry::new(8, PostId(4)),
+                Slot::Shown(Entry::new(8, PostId(4))),
+            ),
         ];
         let (items, next) = page(&stream, PageRequest::first(1));
-        assert_eq!(items, vec![Entry::new(9, 2)]);
+        assert_eq!(items, vec![Entry::new(9, PostId(2))]);
         assert_eq!(next, Some(Cursor { max: 9, offset: 2 }));
         assert_eq!(
             scroll(&stream, 1),
-            vec![Entry::new(9, 2), Entry::new(9, 1), Entry::new(8, 4)]
+            vec![
+                Entry::new(9, PostId(2)),
+                Entry::new(9, PostId(1)),
+                Entry::new(8, PostId(4))
+            ]
         );
         // Hiding an entry already passed does not move the rest.
         let mut later = stream.clone();
         later[1].1 = Slot::Hidden;
         let (items, _) = page(&later, PageRequest::after(Cursor { max: 9, offset: 2 }, 5));
-        assert_eq!(items, vec![Entry::new(9, 1), Entry::new(8, 4)]);
+        assert_eq!(
+            items,
+            vec![Entry::new(9, PostId(1)), Entry::new(8, PostId(4))]
+        );
     }
 
     #[test]
     fn next_is_null_at_the_end_and_need_more_when_unsure() {
-        let stream = shown(&[Entry::new(3, 1), Entry::new(2, 2)]);
+        let stream = shown(&[Entry::new(3, PostId(1)), Entry::new(2, PostId(2))]);
         assert_eq!(page(&stream, PageRequest::first(2)).1, None);
         let req = PageRequest::first(2);
         assert_eq!(cut(stream.iter().cloned(), &req, false), Cut::NeedMore);
@@ -334,8 +369,11 @@ mod tests {
         ));
         // Only hidden entries after the last item: the feed ends there.
         let tail = vec![
-            (Entry::new(3, 1), Slot::Shown(Entry::new(3, 1))),
-            (Entry::new(2, 2), Slot::Hidden),
+            (
+                Entry::new(3, PostId(1)),
+                Slot::Shown(Entry::new(3, PostId(1))),
+            ),
+            (Entry::new(2, PostId(2)), Slot::Hidden),
         ];
         assert_eq!(page(&tail, PageRequest::first(1)).1, None);
     }
@@ -360,7 +398,7 @@ mod tests {
             pages in 0usize..4,
         ) {
             let entries = sorted(
-                scores.iter().enumerate().map(|(i, &s)| Entry::new(s, i as i64 + 1)).collect(),
+                scores.iter().enumerate().map(|(i, &s)| Entry::new(s, PostId(i as i64 + 1))).collect(),
             );
             let stream: Vec<(Entry, Slot<Entry>)> = entries
                 .iter()
@@ -419,11 +457,23 @@ mod tests {
     fn a_refresh_page_carries_cursors_both_ways() {
         // Ids 5, 4 at 9; 3, 2, 1 at 8 (2 hidden); the position leaves 1 below.
         let stream = vec![
-            (Entry::new(9, 5), Slot::Shown(Entry::new(9, 5))),
-            (Entry::new(9, 4), Slot::Shown(Entry::new(9, 4))),
-            (Entry::new(8, 3), Slot::Shown(Entry::new(8, 3))),
-            (Entry::new(8, 2), Slot::Hidden),
-            (Entry::new(8, 1), Slot::Shown(Entry::new(8, 1))),
+            (
+                Entry::new(9, PostId(5)),
+                Slot::Shown(Entry::new(9, PostId(5))),
+            ),
+            (
+                Entry::new(9, PostId(4)),
+                Slot::Shown(Entry::new(9, PostId(4))),
+            ),
+            (
+                Entry::new(8, PostId(3)),
+                Slot::Shown(Entry::new(8, PostId(3))),
+            ),
+            (Entry::new(8, PostId(2)), Slot::Hidden),
+            (
+                Entry::new(8, PostId(1)),
+                Slot::Shown(Entry::new(8, PostId(1))),
+            ),
         ];
         let req = PageRequest::before(Prev { min: 8, offset: 1 }, 2);
         let CutUp::Page {
@@ -435,7 +485,10 @@ mod tests {
         else {
             unreachable!()
         };
-        assert_eq!(items, vec![Entry::new(9, 4), Entry::new(8, 3)]);
+        assert_eq!(
+            items,
+            vec![Entry::new(9, PostId(4)), Entry::new(8, PostId(3))]
+        );
         assert_eq!(next, Cursor { max: 8, offset: 1 });
         assert_eq!(prev, Prev { min: 9, offset: 1 });
         // Above 8/3: the entries of 8 from it down, the hidden one counted.

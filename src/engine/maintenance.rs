@@ -10,6 +10,7 @@ use crate::error::AppResult;
 use crate::metrics;
 use crate::store::pg::HEARTBEAT;
 use crate::store::redis::state::PulledChange;
+use crate::types::PostId;
 
 /// How often an instance forgets the publish keys past their day.
 const FORGET_KEYS_EVERY: Duration = Duration::from_secs(60);
@@ -43,11 +44,11 @@ impl<'a> Maintenance<'a> {
     /// means done. Returns how many it cleared.
     pub async fn sweep_pulled(self) -> AppResult<usize> {
         let held = self.0.inner.redis.state().pulled_in_flight().await?;
-        let ids: Vec<i64> = held
+        let ids: Vec<PostId> = held
             .iter()
             .flat_map(|(_, ids)| ids.iter().copied())
             .collect();
-        let owed: std::collections::HashSet<i64> = self
+        let owed: std::collections::HashSet<PostId> = self
             .0
             .inner
             .pg

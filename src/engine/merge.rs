@@ -38,11 +38,14 @@ pub fn merge(reads: &[SourceRead]) -> Merged {
 mod tests {
     use super::*;
     use crate::engine::cut::{after_seen, cut, Cut, Slot};
-    use crate::types::{page_reads, Cursor, PageRequest};
+    use crate::types::{page_reads, Cursor, PageRequest, PostId};
     use proptest::prelude::*;
 
     fn read(entries: &[(i64, i64)], floor: Option<i64>, truncated: bool) -> SourceRead {
-        let mut entries: Vec<Entry> = entries.iter().map(|&(s, id)| Entry::new(s, id)).collect();
+        let mut entries: Vec<Entry> = entries
+            .iter()
+            .map(|&(s, id)| Entry::new(s, PostId(id)))
+            .collect();
         entries.sort_by(feed_order);
         let cut = if truncated {
             entries.last().map(|e| e.score)
@@ -64,7 +67,11 @@ mod tests {
         ]);
         assert_eq!(
             m.entries,
-            vec![Entry::new(5, 1), Entry::new(4, 3), Entry::new(3, 2)]
+            vec![
+                Entry::new(5, PostId(1)),
+                Entry::new(4, PostId(3)),
+                Entry::new(3, PostId(2))
+            ]
         );
         assert_eq!(m.horizon, Horizon::Complete);
     }
@@ -76,7 +83,10 @@ mod tests {
             read(&[(8, 4), (5, 5)], None, true),
         ]);
         assert_eq!(m.horizon, Horizon::Truncated(5));
-        assert_eq!(m.entries, vec![Entry::new(9, 1), Entry::new(8, 4)]);
+        assert_eq!(
+            m.entries,
+            vec![Entry::new(9, PostId(1)), Entry::new(8, PostId(4))]
+        );
         let m = merge(&[
             read(&[(9, 1), (5, 2)], Some(6), false),
             read(&[(8, 4), (7, 5)], None, true),
@@ -84,7 +94,7 @@ mod tests {
         assert_eq!(m.horizon, Horizon::Truncated(7));
         let m = merge(&[read(&[(9, 1), (5, 2)], Some(5), true)]);
         assert_eq!(m.horizon, Horizon::Floor(5));
-        assert_eq!(m.entries, vec![Entry::new(9, 1)]);
+        assert_eq!(m.entries, vec![Entry::new(9, PostId(1))]);
     }
 
     /// A source read as the SOURCES script makes it, over `from` (the entries
@@ -197,12 +207,12 @@ mod tests {
             let mut all: Vec<Entry> = posts
                 .iter()
                 .enumerate()
-                .map(|(i, &(score, _))| Entry::new(score, i as i64 + 1))
+                .map(|(i, &(score, _))| Entry::new(score, PostId(i as i64 + 1)))
                 .collect();
             all.sort_by(feed_order);
             let mut sources = vec![Vec::new(); n_sources];
             for (i, &(_, mask)) in posts.iter().enumerate() {
-                let e = all.iter().find(|e| e.id == i as i64 + 1).copied().unwrap();
+                let e = all.iter().find(|e| e.id == PostId(i as i64 + 1)).copied().unwrap();
                 let mut placed = false;
                 for (s, src) in sources.iter_mut().enumerate() {
                     if mask & (1 << s) != 0 {

@@ -10,7 +10,7 @@ use crate::domain::{IdempotencyKey, PostBody, PostMeta};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{Deletion, Published};
 use crate::store::redis::hints::Signal;
-use crate::types::{CachedPost, Entry, Post, UserId};
+use crate::types::{CachedPost, Entry, Post, PostId, UserId};
 
 /// Seconds a publish refused for the backlog asks its client to wait.
 const BACKLOG_RETRY_SECS: u64 = 5;
@@ -86,7 +86,7 @@ impl Posts<'_> {
                 retry_after_secs: BACKLOG_RETRY_SECS,
             });
         }
-        if !crate::store::redis::layout::fits(&Entry::new(created_at_ms, 0)) {
+        if !crate::store::redis::layout::fits(&Entry::new(created_at_ms, PostId(0))) {
             return Err(AppError::internal(
                 "a post's time",
                 crate::error::Message(format!(
@@ -149,7 +149,7 @@ impl Posts<'_> {
         };
         if let Err(e) = retried(cache).await {
             self.0.deferred();
-            tracing::warn!(post = post.id, error = %e.chain(),
+            tracing::warn!(post = post.id.0, error = %e.chain(),
                 "post committed but not cached: it shows once its delivery job has run");
         }
         self.0.remember(std::slice::from_ref(&post));
@@ -201,7 +201,7 @@ impl Posts<'_> {
 
     /// A live post as `viewer` sees it (`None`: an admin): not found while
     /// its author and the viewer block one another.
-    pub async fn post_seen_by(self, viewer: Option<UserId>, id: i64) -> AppResult<Post> {
+    pub async fn post_seen_by(self, viewer: Option<UserId>, id: PostId) -> AppResult<Post> {
         let post = self.post(id).await?;
         match viewer {
             Some(v) if self.0.relations().apart(v, post.author_id).await? => {
@@ -211,7 +211,7 @@ impl Posts<'_> {
         }
     }
 
-    pub async fn post(self, id: i64) -> AppResult<Post> {
+    pub async fn post(self, id: PostId) -> AppResult<Post> {
         self.0
             .inner
             .pg
@@ -226,7 +226,7 @@ impl Posts<'_> {
     /// fails with 503 and its `retract` job does it (repeating the call is
     /// safe: it answers 404 once the post is gone everywhere).
     #[tracing::instrument(skip(self))]
-    pub async fn delete_post(self, id: i64, actor: Option<UserId>) -> AppResult<()> {
+    pub async fn delete_post(self, id: PostId, actor: Option<UserId>) -> AppResult<()> {
         let ttl = self.0.tuning().post_cache_ttl_secs;
         let gone = || AppError::NotFound(format!("post {id} does not exist"));
         match self

@@ -5,7 +5,7 @@
 use super::Engine;
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{AccountRow, FollowList, IdRange, RelationshipRow};
-use crate::types::UserId;
+use crate::types::{PostId, UserId};
 
 /// Profiles one call reads at the most.
 pub const MAX_PROFILES: usize = 100;
@@ -79,7 +79,7 @@ impl Profiles<'_> {
     }
 
     /// A post's time, deleted or not (none once purged).
-    pub async fn post_time(self, id: i64) -> AppResult<Option<i64>> {
+    pub async fn post_time(self, id: PostId) -> AppResult<Option<i64>> {
         self.0.inner.pg.profiles().post_time(id).await
     }
 }

@@ -8,6 +8,7 @@ use super::JsonObject;
 use crate::domain::{parse_id, IdempotencyKey, PostBody, PostMeta};
 use crate::engine::Engine;
 use crate::error::AppError;
+use crate::types::PostId;
 
 /// A new post.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -105,7 +106,9 @@ pub async fn get(
     engine: web::Data<Engine>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
-    let id = parse_id(&path, "post id").map_err(AppError::BadRequest)?;
+    let id = parse_id(&path, "post id")
+        .map(PostId)
+        .map_err(AppError::BadRequest)?;
     let post = engine.posts().post_seen_by(caller.viewer(), id).await?;
     Ok(HttpResponse::Ok().json(PostView::from(&post)))
 }
@@ -128,7 +131,9 @@ pub async fn delete(
     engine: web::Data<Engine>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
-    let id = parse_id(&path, "post id").map_err(AppError::BadRequest)?;
+    let id = parse_id(&path, "post id")
+        .map(PostId)
+        .map_err(AppError::BadRequest)?;
     let actor = (!caller.admin).then_some(caller.id);
     engine.posts().delete_post(id, actor).await?;
     Ok(HttpResponse::NoContent().finish())

@@ -6,7 +6,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::engine::{Followed, Page, UserPage};
-use crate::types::{Cursor, FeedSettings, Post, Prev, Task, User, UserId};
+use crate::types::{Cursor, FeedSettings, Post, PostId, Prev, Task, User, UserId};
 
 /// A user.
 #[derive(Debug, Serialize, ToSchema)]
@@ -41,7 +41,8 @@ impl From<&User> for UserView {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Post, example = json!({"id": 9001, "author_id": 42, "author_username": "alice", "body": "hello", "created_at_ms": 1764500000123_i64}))]
 pub struct PostView<'a> {
-    pub id: i64,
+    #[schema(value_type = i64)]
+    pub id: PostId,
     #[schema(value_type = i64)]
     pub author_id: UserId,
     pub author_username: &'a str,

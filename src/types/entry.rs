@@ -4,17 +4,18 @@
 //! descending, then by the post id's decimal bytes descending: the order
 //! Redis gives ties in a sorted set whose members are the ids.
 
+use crate::types::PostId;
 use std::cmp::Ordering;
 
 /// One post's place in a feed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Entry {
     pub score: i64,
-    pub id: i64,
+    pub id: PostId,
 }
 
 impl Entry {
-    pub fn new(score: i64, id: i64) -> Self {
+    pub fn new(score: i64, id: PostId) -> Self {
         Entry { score, id }
     }
 }
@@ -34,9 +35,9 @@ pub fn feed_order(a: &Entry, b: &Entry) -> Ordering {
 }
 
 /// Compares two ids as Redis compares their members: decimal bytes.
-pub fn member_cmp(a: i64, b: i64) -> Ordering {
+pub fn member_cmp(a: PostId, b: PostId) -> Ordering {
     let (mut ba, mut bb) = ([0u8; 20], [0u8; 20]);
-    decimal(a, &mut ba).cmp(decimal(b, &mut bb))
+    decimal(a.0, &mut ba).cmp(decimal(b.0, &mut bb))
 }
 
 fn decimal(mut n: i64, buf: &mut [u8; 20]) -> &[u8] {
@@ -64,11 +65,19 @@ mod tests {
     #[test]
     fn ties_order_by_member_bytes_like_redis() {
         // Redis orders members "10" < "9" byte-wise; newest first reverses it.
-        let mut v = vec![Entry::new(5, 10), Entry::new(5, 9), Entry::new(6, 1)];
+        let mut v = vec![
+            Entry::new(5, PostId(10)),
+            Entry::new(5, PostId(9)),
+            Entry::new(6, PostId(1)),
+        ];
         v.sort_by(feed_order);
         assert_eq!(
             v,
-            vec![Entry::new(6, 1), Entry::new(5, 9), Entry::new(5, 10)]
+            vec![
+                Entry::new(6, PostId(1)),
+                Entry::new(5, PostId(9)),
+                Entry::new(5, PostId(10))
+            ]
         );
     }
 }

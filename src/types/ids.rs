@@ -1,45 +1,61 @@
-//! The id of an account, a type of its own: never taken for a post's, a
-//! job's or a count, nor one account's for another's by a swapped
-//! argument. Written and read as the bare number (JSON, SQL, Redis: the
-//! stores map it).
+//! The ids of accounts and posts, each a type of its own: never taken for
+//! the other's, a job's or a count, nor one account's for another's by a
+//! swapped argument. Written and read as the bare number (JSON, SQL,
+//! Redis: the stores map them).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// An account's id.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    diesel::expression::AsExpression,
-    diesel::deserialize::FromSqlRow,
-)]
-#[serde(transparent)]
-#[diesel(sql_type = diesel::sql_types::BigInt)]
-pub struct UserId(pub i64);
+/// Declares an id: a `Copy` newtype over the number, ordered as the
+/// number, that prints, parses and serialises as it.
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(
+            Debug,
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            Hash,
+            PartialOrd,
+            Ord,
+            Serialize,
+            Deserialize,
+            diesel::expression::AsExpression,
+            diesel::deserialize::FromSqlRow,
+        )]
+        #[serde(transparent)]
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        pub struct $name(pub i64);
 
-impl fmt::Display for UserId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = std::num::ParseIntError;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                text.parse().map($name)
+            }
+        }
+    };
 }
 
-impl FromStr for UserId {
-    type Err = std::num::ParseIntError;
+id_type!(
+    /// An account's id.
+    UserId
+);
 
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        text.parse().map(UserId)
-    }
-}
+id_type!(
+    /// A post's id.
+    PostId
+);
 
 #[cfg(test)]
 mod tests {
@@ -52,5 +68,7 @@ mod tests {
         assert_eq!("19".parse::<UserId>(), Ok(UserId(19)));
         assert!("x".parse::<UserId>().is_err());
         assert_eq!(UserId(3).to_string(), "3");
+        assert_eq!(serde_json::to_string(&PostId(9)).unwrap(), "9");
+        assert_eq!("11".parse::<PostId>(), Ok(PostId(11)));
     }
 }

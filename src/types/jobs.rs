@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::Edge;
-use crate::types::UserId;
+use crate::types::{PostId, UserId};
 
 /// What a job delivers. Stored as text with a CHECK constraint; a kind this
 /// binary does not know is an error, never a silent default.
@@ -130,7 +130,7 @@ impl Job {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Work {
     Deliver {
-        post: i64,
+        post: PostId,
     },
     /// Settles the big-V time of this epoch.
     Backfill {
@@ -144,7 +144,7 @@ pub enum Work {
         seq: i64,
     },
     Retract {
-        post: i64,
+        post: PostId,
     },
     Hide,
     Purge {
@@ -162,7 +162,7 @@ pub enum Work {
 /// The columns a job's kind may need, as a row holds them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Payload {
-    pub post: Option<i64>,
+    pub post: Option<PostId>,
     pub reader: Option<UserId>,
     pub epoch: Option<i64>,
     pub task: Option<i64>,
@@ -239,8 +239,8 @@ mod tests {
         let work = |kind, post, reader, epoch| Work::of(kind, payload(post, reader, epoch));
         assert_eq!(work(JobKind::Deliver, None, None, None), Err("its post"));
         assert_eq!(
-            work(JobKind::Deliver, Some(3), None, None),
-            Ok(Work::Deliver { post: 3 })
+            work(JobKind::Deliver, Some(PostId(3)), None, None),
+            Ok(Work::Deliver { post: PostId(3) })
         );
         assert_eq!(work(JobKind::Retract, None, None, None), Err("its post"));
         assert_eq!(
@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn every_work_names_the_kind_it_was_read_as() {
         let full = Payload {
-            post: Some(1),
+            post: Some(PostId(1)),
             reader: Some(UserId(2)),
             epoch: Some(3),
             task: Some(4),

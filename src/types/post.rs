@@ -1,10 +1,10 @@
 //! A live post, as the engine hands it out.
 
-use crate::types::UserId;
+use crate::types::{PostId, UserId};
 /// A live post.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Post {
-    pub id: i64,
+    pub id: PostId,
     pub author_id: UserId,
     pub author_username: String,
     pub body: String,

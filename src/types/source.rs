@@ -169,7 +169,7 @@ pub enum WarmRead {
         /// The first source (the inbox, or an author's outbox), then the
         /// outbox of each pulled author the reader follows.
         sources: Vec<(Option<UserId>, Range)>,
-        meta: std::collections::HashMap<i64, EntryMeta>,
+        meta: std::collections::HashMap<crate::types::PostId, EntryMeta>,
     },
 }
 
@@ -180,7 +180,7 @@ pub enum WarmRead {
 pub struct PulledAuthor {
     pub author: UserId,
     pub epoch: Option<i64>,
-    pub in_flight: Vec<i64>,
+    pub in_flight: Vec<crate::types::PostId>,
 }
 
 /// A cached post's fields.
@@ -209,7 +209,7 @@ impl CachedPost {
     }
 
     /// The post `id` this holds.
-    pub fn into_post(self, id: i64) -> crate::types::Post {
+    pub fn into_post(self, id: crate::types::PostId) -> crate::types::Post {
         crate::types::Post {
             id,
             author_id: self.author_id,
@@ -224,12 +224,13 @@ impl CachedPost {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::PostId;
 
     fn stream(scores: &[i64]) -> Vec<Entry> {
         scores
             .iter()
             .enumerate()
-            .map(|(i, &s)| Entry::new(s, i as i64 + 1))
+            .map(|(i, &s)| Entry::new(s, PostId(i as i64 + 1)))
             .collect()
     }
 
@@ -251,7 +252,7 @@ mod tests {
             cut: Some(7),
         };
         let mut ended = SourceRead {
-            entries: vec![Entry::new(8, 10), Entry::new(6, 11)],
+            entries: vec![Entry::new(8, PostId(10)), Entry::new(6, PostId(11))],
             floor: Some(5),
             cut: None,
         };

@@ -13,7 +13,7 @@ use feed_service::settings::Settings;
 use feed_service::startup::Application;
 use feed_service::store::pg::{drop_database, with_database};
 use feed_service::store::redis::RedisStore;
-use feed_service::types::{Post, UserId};
+use feed_service::types::{Post, PostId, UserId};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use secrecy::{ExposeSecret, SecretString};
@@ -417,7 +417,7 @@ impl TestApp {
         self.scroll_with(path, token, &[size], async |_| {}).await
     }
 
-    pub async fn home(&self, reader: &TestUser, size: u32) -> Vec<i64> {
+    pub async fn home(&self, reader: &TestUser, size: u32) -> Vec<PostId> {
         ids(&self.scroll("/api/v1/feed", &reader.token, size).await)
     }
 
@@ -458,7 +458,7 @@ impl TestApp {
 
 pub fn post_of(v: &Value) -> Post {
     Post {
-        id: v["id"].as_i64().unwrap(),
+        id: PostId(v["id"].as_i64().unwrap()),
         author_id: UserId(v["author_id"].as_i64().unwrap()),
         author_username: v["author_username"].as_str().unwrap().to_string(),
         body: v["body"].as_str().unwrap().to_string(),
@@ -467,13 +467,13 @@ pub fn post_of(v: &Value) -> Post {
     }
 }
 
-pub fn ids(posts: &[Post]) -> Vec<i64> {
+pub fn ids(posts: &[Post]) -> Vec<PostId> {
     posts.iter().map(|p| p.id).collect()
 }
 
 /// The feed order, computed independently: newest first, ties by the id's
 /// decimal string descending (as Redis orders equal scores).
-pub fn newest_first(posts: &[Post]) -> Vec<i64> {
+pub fn newest_first(posts: &[Post]) -> Vec<PostId> {
     let mut v: Vec<&Post> = posts.iter().collect();
     v.sort_by(|a, b| {
         b.created_at_ms
@@ -484,8 +484,8 @@ pub fn newest_first(posts: &[Post]) -> Vec<i64> {
 }
 
 /// Asserts no id appears twice.
-pub fn assert_unique(ids: &[i64]) {
-    let mut count: HashMap<i64, usize> = HashMap::new();
+pub fn assert_unique(ids: &[PostId]) {
+    let mut count: HashMap<PostId, usize> = HashMap::new();
     for id in ids {
         *count.entry(*id).or_default() += 1;
     }

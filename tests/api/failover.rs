@@ -2,7 +2,7 @@
 //! 100,000 inboxes and of readers' scrolls: its replica takes over, and
 //! nothing is lost or repeated.
 
-use feed_service::types::UserId;
+use feed_service::types::{PostId, UserId};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -183,7 +183,7 @@ async fn checkpoint(url: &str) -> i64 {
     .await
 }
 
-async fn home(app: &TestApp, reader: &TestUser, size: u32) -> Vec<i64> {
+async fn home(app: &TestApp, reader: &TestUser, size: u32) -> Vec<PostId> {
     ids(&app.scroll("/api/v1/feed", &reader.token, size).await)
 }
 
@@ -264,7 +264,7 @@ async fn a_master_killed_mid_fan_out_and_mid_scroll_loses_and_repeats_nothing() 
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let d = delivered_of(&settings, FOLLOWERS, post.id, 1).await;
+    let d = delivered_of(&settings, FOLLOWERS, post.id.0, 1).await;
     assert_eq!(
         (d.with_post, d.gone),
         (FOLLOWERS, 0),
@@ -272,7 +272,7 @@ async fn a_master_killed_mid_fan_out_and_mid_scroll_loses_and_repeats_nothing() 
          (one that exists without it lost a push; one gone was dropped)"
     );
     // And after the failover every feed is complete.
-    let all: Vec<i64> = during.iter().chain(&expected).copied().collect();
+    let all: Vec<PostId> = during.iter().chain(&expected).copied().collect();
     for r in &readers {
         assert_eq!(home(&app, r, 9).await, all, "reader {}", r.id);
     }
@@ -331,7 +331,7 @@ async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_
     // the wrong master for most of its calls.
     let before = resent();
     redis.misroute_slots().await.unwrap();
-    let entry = feed_service::types::Entry::new(1_700_000_000_000, 42);
+    let entry = feed_service::types::Entry::new(1_700_000_000_000, PostId(42));
     // (Its count is of the calls' last runs: the client first redirects a
     // refused pipeline whole, so some calls run more than once.)
     redis

@@ -10,7 +10,7 @@ use feed_service::engine::Engine;
 use feed_service::settings::Settings;
 use feed_service::startup::Application;
 use feed_service::store::redis::Fault;
-use feed_service::types::{Entry, PageRequest, UserId};
+use feed_service::types::{Entry, PageRequest, PostId, UserId};
 use serde_json::json;
 
 use crate::helpers::{spawn_app, spawn_app_with, test_settings, Cleanup, T0};
@@ -294,7 +294,7 @@ async fn author_with_followers(engine: &Engine, n: usize) -> (i64, Vec<UserId>) 
     (author.0, followers)
 }
 
-async fn home(engine: &Engine, reader: i64) -> Vec<i64> {
+async fn home(engine: &Engine, reader: i64) -> Vec<PostId> {
     let page = engine
         .reads()
         .home_page(UserId(reader), PageRequest::first(100))
@@ -722,7 +722,7 @@ async fn a_delivery_left_among_the_pulled_authors_is_swept_once_done() {
     // author would pull its outbox for good.
     redis
         .state()
-        .pulled_change(UserId(author.id), PulledChange::Add(post.id))
+        .pulled_change(UserId(author.id), PulledChange::Add(PostId(post.id.0)))
         .await
         .unwrap();
     assert_eq!(

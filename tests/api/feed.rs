@@ -6,7 +6,7 @@ use std::time::Duration;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use feed_service::engine::{Page, Stats};
 use feed_service::types::Post;
-use feed_service::types::{Cursor, PageRequest, UserId};
+use feed_service::types::{Cursor, PageRequest, PostId, UserId};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -236,7 +236,7 @@ async fn deleted_posts_and_unfollowed_authors_vanish_once_the_call_returns() {
     let posts = tied_posts(&app, &[plain.clone(), star.clone()], 30, BASE).await;
     app.settle().await;
     // Delete one post of each; no waiting for the clean-up.
-    let gone: HashSet<i64> = [posts[4].id, posts[7].id].into();
+    let gone: HashSet<PostId> = [posts[4].id, posts[7].id].into();
     for p in [&posts[4], &posts[7]] {
         let owner = if p.author_id == UserId(plain.id) {
             &plain
@@ -244,7 +244,7 @@ async fn deleted_posts_and_unfollowed_authors_vanish_once_the_call_returns() {
             &star
         };
         assert_eq!(
-            app.delete_post(owner, p.id).await.status(),
+            app.delete_post(owner, p.id.0).await.status(),
             StatusCode::NO_CONTENT
         );
     }
@@ -552,7 +552,7 @@ async fn pages_from_postgresql_step_over_deleted_posts_with_redis_s_cursors() {
             .expect("delete");
     }
     app.settle().await;
-    let live: Vec<i64> = posts
+    let live: Vec<PostId> = posts
         .iter()
         .enumerate()
         .filter(|(i, _)| i % 3 != 0)
@@ -624,7 +624,7 @@ async fn deleted_posts_whose_tombstones_expired_cost_sql_once() {
     }
     for p in posts.iter().step_by(2) {
         assert_eq!(
-            app.delete_post(&author, p.id).await.status(),
+            app.delete_post(&author, p.id.0).await.status(),
             StatusCode::NO_CONTENT
         );
     }

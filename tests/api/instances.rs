@@ -1,7 +1,7 @@
 //! Several service processes against one PostgreSQL and one Redis (a node,
 //! or the cluster of `FEED_REDIS__CLUSTER_URLS`), as behind a load balancer.
 
-use feed_service::types::UserId;
+use feed_service::types::{PostId, UserId};
 use std::collections::HashSet;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -231,7 +231,7 @@ async fn replication_is_never_confirmed_across_a_replaced_connection() {
     let app = crate::helpers::spawn_app().await;
     let redis = app.engine.redis();
     let mark = redis.write_mark();
-    redis.posts().tombstone(1, 60).await.unwrap();
+    redis.posts().tombstone(PostId(1), 60).await.unwrap();
     // A reply is lost meanwhile: on a cluster the process's connection is
     // replaced, and a `WAIT` on the new one knows nothing of the write.
     redis.faults().arm(1, Fault::LoseReply);
@@ -250,6 +250,6 @@ async fn replication_is_never_confirmed_across_a_replaced_connection() {
     }
     // Redone after the swap, the write is confirmed.
     let mark = redis.write_mark();
-    redis.posts().tombstone(1, 60).await.unwrap();
+    redis.posts().tombstone(PostId(1), 60).await.unwrap();
     redis.replicated(mark).await.unwrap();
 }

@@ -54,7 +54,7 @@ use feed_service::error::AppError;
 use feed_service::settings::Settings;
 use feed_service::store::pg::PgStore;
 use feed_service::store::redis::{Fault, RedisStore};
-use feed_service::types::{Cursor, Entry, PageRequest, Prev, Scope, UserId};
+use feed_service::types::{Cursor, Entry, PageRequest, PostId, Prev, Scope, UserId};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use secrecy::ExposeSecret;
@@ -871,9 +871,9 @@ impl Listener {
                 self.history.push((at, None));
             }
             Event::Post { post, id, .. } => {
-                self.seen.push(post.id);
+                self.seen.push(post.id.0);
                 self.last = Some(id);
-                self.history.push((id, Some(post.id)));
+                self.history.push((id, Some(post.id.0)));
             }
             Event::Delete { .. } | Event::Remove { .. } | Event::Heartbeat => {}
         }
@@ -1078,10 +1078,10 @@ impl World {
                         // since the stream opened (a stream sends what
                         // enters above its position).
                         if self.model.holds(home, a) {
-                            if above((score, post.id), l.high) {
-                                l.expected.insert(post.id);
+                            if above((score, post.id.0), l.high) {
+                                l.expected.insert(post.id.0);
                             }
-                            l.held((score, post.id));
+                            l.held((score, post.id.0));
                         }
                         // A post that sorts below others of its millisecond
                         // (its id has fewer digits: `10` after `9`) moves a
@@ -1103,7 +1103,7 @@ impl World {
                         }
                     }
                     self.model.posts.push(MPost {
-                        id: post.id,
+                        id: post.id.0,
                         author: a,
                         score,
                         deleted: false,
@@ -1117,7 +1117,7 @@ impl World {
                 }
                 let i = pick as usize % self.model.posts.len();
                 let id = self.model.posts[i].id;
-                let result = self.engine().posts().delete_post(id, None).await;
+                let result = self.engine().posts().delete_post(PostId(id), None).await;
                 // A deleted account's posts are gone with it.
                 let gone = self.model.gone.contains(&self.model.posts[i].author);
                 match (self.model.posts[i].deleted || gone, result) {
@@ -1167,7 +1167,7 @@ impl World {
                     };
                 }
                 let answer = answer.map_err(|e| format!("retried publish: {}", e.chain()))?;
-                if (answer.post.id, answer.replayed) != (first.id, true) {
+                if (answer.post.id, answer.replayed) != (PostId(first.id), true) {
                     return Err(format!(
                         "a retry of post {} answered post {} (replayed: {})",
                         first.id, answer.post.id, answer.replayed
@@ -1248,7 +1248,7 @@ impl World {
                         0 => Ok(()),
                         n => {
                             let id = self.model.posts[pick as usize % n].id;
-                            self.redis.delete(&keys.post(id)).await
+                            self.redis.delete(&keys.post(PostId(id))).await
                         }
                     },
                     KeyDrop::Any(pick) => {
@@ -2039,7 +2039,7 @@ impl World {
             return Ok(());
         }
         let bound = home[pick as usize % home.len()];
-        let bound = Entry::new(bound.score, bound.id);
+        let bound = Entry::new(bound.score, PostId(bound.id));
         let bounds = match how % 3 {
             0 => Bounds {
                 older_than: Some(bound),
@@ -2058,7 +2058,7 @@ impl World {
             .await
             .map_err(|e| format!("page of {r}'s home within {bounds:?}: {}", e.chain()))?
             .iter()
-            .map(|p| p.id)
+            .map(|p| p.id.0)
             .collect();
         PAGES.fetch_add(1, Ordering::Relaxed);
         if self.dirty {
@@ -2155,7 +2155,7 @@ impl World {
             marks,
         } = page.map_err(|e| format!("page of {feed:?} {req:?}: {}", e.chain()))?;
         PAGES.fetch_add(1, Ordering::Relaxed);
-        let got: Vec<i64> = items.iter().map(|p| p.id).collect();
+        let got: Vec<i64> = items.iter().map(|p| p.id.0).collect();
         let (want, want_marks) = self.model.page(feed, &req);
         if std::env::var("MODEL_TRACE").is_ok() {
             eprintln!("page {feed:?} {req:?} got {got:?} {next:?} {prev:?} want {want:?}");
@@ -2171,7 +2171,7 @@ impl World {
             }
             for p in &items {
                 let author = self.model.ids.iter().position(|id| *id == p.author_id);
-                let deleted = self.model.posts.iter().any(|m| m.id == p.id && m.deleted);
+                let deleted = self.model.posts.iter().any(|m| m.id == p.id.0 && m.deleted);
                 if deleted || !author.is_some_and(|a| self.model.holds(feed, a)) {
                     return Err(format!("page of {feed:?} shows post {}", p.id));
                 }
@@ -2180,7 +2180,7 @@ impl World {
         let scroll = self.model.scrolls[slot].as_mut().expect("checked above");
         // The records changed and Redis lags: only the cursor goes on.
         scroll.unchecked |= self.dirty;
-        let shown = items.iter().map(|p| (p.id, p.created_at_ms));
+        let shown = items.iter().map(|p| (p.id.0, p.created_at_ms));
         if up {
             // A page read up goes above the ones before.
             scroll.seen.splice(0..0, shown);
@@ -2459,7 +2459,7 @@ impl World {
                         .posts
                         .iter()
                         .filter(|p| p.author == u)
-                        .map(|p| keys.post(p.id)),
+                        .map(|p| keys.post(PostId(p.id))),
                 );
                 for key in owned {
                     let n: i64 = redis::cmd("EXISTS")
@@ -2491,7 +2491,7 @@ impl World {
                 if !in_order || entries.iter().any(|e| (e.score as f64) < floor) {
                     return Err(format!("{key}: entries out of order or below the floor"));
                 }
-                let held: BTreeSet<i64> = entries.iter().map(|e| e.id).collect();
+                let held: BTreeSet<i64> = entries.iter().map(|e| e.id.0).collect();
                 for p in &self.model.posts {
                     // An inbox holds the posts pushed to its reader: of the
                     // authors it follows, and its own (whatever its home

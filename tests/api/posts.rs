@@ -28,7 +28,7 @@ async fn a_published_post_can_be_read_and_deleted_once() {
     assert_eq!(fetched["author_username"], "alice");
 
     assert_eq!(
-        app.delete_post(&alice, post.id).await.status(),
+        app.delete_post(&alice, post.id.0).await.status(),
         StatusCode::NO_CONTENT
     );
     let res = app
@@ -43,7 +43,7 @@ async fn a_published_post_can_be_read_and_deleted_once() {
         error_code(res).await,
         (StatusCode::NOT_FOUND, "not_found".into())
     );
-    let res = app.delete_post(&alice, post.id).await;
+    let res = app.delete_post(&alice, post.id.0).await;
     assert_eq!(
         error_code(res).await,
         (StatusCode::NOT_FOUND, "not_found".into())
@@ -56,7 +56,7 @@ async fn only_the_author_or_an_admin_deletes() {
     let alice = app.create_user("alice").await;
     let bob = app.create_user("bob").await;
     let post = app.publish(&alice, "one").await;
-    let res = app.delete_post(&bob, post.id).await;
+    let res = app.delete_post(&bob, post.id.0).await;
     assert_eq!(
         error_code(res).await,
         (StatusCode::FORBIDDEN, "forbidden".into())
@@ -90,7 +90,7 @@ async fn an_author_page_lists_its_own_live_posts() {
     }
     app.publish(&bob, "not alice").await;
     assert_eq!(
-        app.delete_post(&alice, mine[4].id).await.status(),
+        app.delete_post(&alice, (mine[4].id).0).await.status(),
         StatusCode::NO_CONTENT
     );
     mine.remove(4);

@@ -1,7 +1,7 @@
 //! The service binary as a child process: killed with SIGKILL or stopped
 //! with SIGTERM in the middle of a fan-out to 200,000 followers.
 
-use feed_service::types::UserId;
+use feed_service::types::{PostId, UserId};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -247,7 +247,7 @@ pub async fn delivered_of(settings: &Settings, n: i64, post: i64, posts: i64) ->
                 d.other += 1;
                 continue;
             };
-            if entries.iter().any(|e| e.id == post) {
+            if entries.iter().any(|e| e.id == PostId(post)) {
                 d.with_post += 1;
             }
             if entries.len() as i64 != posts {

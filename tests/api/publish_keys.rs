@@ -4,7 +4,7 @@
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use feed_service::engine::Stats;
 use feed_service::store::redis::Fault;
-use feed_service::types::{PageRequest, UserId};
+use feed_service::types::{PageRequest, PostId, UserId};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -29,7 +29,7 @@ fn replayed(res: &TestResponse) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-async fn own_posts(app: &TestApp, who: &TestUser) -> Vec<i64> {
+async fn own_posts(app: &TestApp, who: &TestUser) -> Vec<PostId> {
     ids(&app
         .scroll(&format!("/api/v1/users/{}/posts", who.id), &who.token, 50)
         .await)
@@ -55,11 +55,11 @@ async fn a_retry_with_the_same_key_answers_the_first_post_and_publishes_nothing(
     app.settle().await;
     assert_eq!(
         own_posts(&app, &alice).await,
-        vec![first["id"].as_i64().unwrap()]
+        vec![PostId(first["id"].as_i64().unwrap())]
     );
     assert_eq!(
         app.home(&bob, 10).await,
-        vec![first["id"].as_i64().unwrap()]
+        vec![PostId(first["id"].as_i64().unwrap())]
     );
 
     // The same key with another body or other meta is refused; another
@@ -100,7 +100,9 @@ async fn concurrent_publishes_with_one_key_make_one_post() {
     let mut ids = Vec::new();
     for res in answers {
         assert_eq!(res.status(), StatusCode::CREATED);
-        ids.push(res.json::<Value>().await.unwrap()["id"].as_i64().unwrap());
+        ids.push(PostId(
+            res.json::<Value>().await.unwrap()["id"].as_i64().unwrap(),
+        ));
     }
     ids.dedup();
     assert_eq!(ids.len(), 1, "one post for one key: {ids:?}");
@@ -132,7 +134,7 @@ async fn a_publish_deferred_by_redis_is_retried_safely() {
     app.settle().await;
     assert_eq!(
         own_posts(&app, &alice).await,
-        vec![first["id"].as_i64().unwrap()]
+        vec![PostId(first["id"].as_i64().unwrap())]
     );
 }
 
@@ -148,7 +150,7 @@ async fn a_publish_after_redis_forgot_its_scripts_is_written_at_once() {
     app.engine.redis().forget_scripts().await.unwrap();
     let res = publish(&app, &alice, None, json!({"body": "after a flush"})).await;
     assert_eq!(res.status(), StatusCode::CREATED);
-    let id = res.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let id = PostId(res.json::<Value>().await.unwrap()["id"].as_i64().unwrap());
     assert_eq!(
         deferred(),
         before,

@@ -239,7 +239,7 @@ async fn a_hung_redis_does_not_hang_requests() {
         .expect("the feed answers while Redis hangs");
     assert_eq!(res.status(), StatusCode::OK);
     let page: serde_json::Value = res.json().await.unwrap();
-    assert_eq!(page["items"][0]["id"], post.id);
+    assert_eq!(page["items"][0]["id"], post.id.0);
     let res = client
         .post(app.url("/api/v1/posts"))
         .bearer_auth(&author.token)
@@ -266,13 +266,13 @@ async fn deleting_a_deleted_post_answers_404_while_redis_is_down() {
     let author = app.create_user("author").await;
     let post = app.publish(&author, "short-lived").await;
     redis.down();
-    let first = app.delete_post(&author, post.id).await;
+    let first = app.delete_post(&author, post.id.0).await;
     assert_eq!(
         first.status(),
         StatusCode::SERVICE_UNAVAILABLE,
         "hiding it is queued"
     );
-    let (status, code) = error_code(app.delete_post(&author, post.id).await).await;
+    let (status, code) = error_code(app.delete_post(&author, post.id.0).await).await;
     assert_eq!(
         (status, code.as_str()),
         (StatusCode::NOT_FOUND, "not_found")

@@ -1,6 +1,6 @@
 //! Mutes and blocks, through the API.
 
-use feed_service::types::UserId;
+use feed_service::types::{PostId, UserId};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
@@ -72,7 +72,7 @@ async fn a_muted_author_leaves_the_feed_when_the_call_returns_and_comes_back_on_
         posts.push(app.publish(author, &format!("p{i}")).await);
     }
     app.settle().await;
-    let all: Vec<i64> = posts.iter().rev().map(|p| p.id).collect();
+    let all: Vec<PostId> = posts.iter().rev().map(|p| p.id).collect();
     assert_eq!(app.home(&reader, 4).await, all);
     // Muted mid-scroll: the next page and every read after have none of its posts.
     let (first, next) = app.page("/api/v1/feed", &reader.token, None, 2).await;
@@ -87,7 +87,7 @@ async fn a_muted_author_leaves_the_feed_when_the_call_returns_and_comes_back_on_
         ids(&rest)
     );
     assert_eq!(ids(&first).len() + rest.len(), 4);
-    let quiet_posts: Vec<i64> = posts
+    let quiet_posts: Vec<PostId> = posts
         .iter()
         .rev()
         .filter(|p| p.author_id == UserId(quiet.id))

@@ -3,7 +3,7 @@
 
 use feed_service::store::redis::RedisStore;
 use feed_service::store::redis::{layout, scripts};
-use feed_service::types::{feed_order, Edge, Entry, Range, Scope, SourceRead, UserId};
+use feed_service::types::{feed_order, Edge, Entry, PostId, Range, Scope, SourceRead, UserId};
 use redis::aio::MultiplexedConnection;
 
 use crate::helpers::test_settings;
@@ -54,7 +54,7 @@ impl Zsets {
             .await
             .iter()
             .filter_map(|m| layout::unpack(m))
-            .map(|e| e.id)
+            .map(|e| e.id.0)
             .collect();
         ids.reverse();
         ids
@@ -196,7 +196,7 @@ fn at(s: i64) -> i64 {
 fn entries(scores_and_ids: &[(i64, i64)]) -> Vec<Entry> {
     scores_and_ids
         .iter()
-        .map(|&(s, id)| Entry::new(at(s), id))
+        .map(|&(s, id)| Entry::new(at(s), PostId(id)))
         .collect()
 }
 
@@ -249,7 +249,7 @@ async fn clause_6_a_read_stopped_inside_a_run_of_equal_scores_takes_the_whole_ru
     let tied = entries(&[(10, 1), (9, 2), (9, 3), (9, 4), (9, 5), (8, 6)]);
     z.built(&run, 100, None, &tied).await;
     let read = |range: Range| match range {
-        Range::Read(r) => (r.entries.iter().map(|e| e.id).collect::<Vec<_>>(), r.cut),
+        Range::Read(r) => (r.entries.iter().map(|e| e.id.0).collect::<Vec<_>>(), r.cut),
         other => panic!("{other:?}"),
     };
     // The limit (fetch 2: three entries) stops in the run of 9: the rest
@@ -314,7 +314,7 @@ async fn clause_2_entries_stay_in_order_once_and_the_sentinel_last() {
     assert_eq!(z.ids(&key).await, vec![2, 9, 5, 10, 4, 9, 20, 3, 40]);
     // Many at once (a follow's backfill), a cut push and a trim.
     let many: Vec<Entry> = (10..30)
-        .map(|i| Entry::new(at(i % 7 + 9), 1000 + i))
+        .map(|i| Entry::new(at(i % 7 + 9), PostId(1000 + i)))
         .collect();
     z.push(&key, &many, 100, None).await;
     assert!(z.in_order(&key).await);
@@ -420,7 +420,7 @@ async fn clause_4_a_trim_keeps_the_newest_cap_and_raises_the_floor() {
     // A larger cap waits for its slack (1000: 31 over) before trimming.
     let big = z.key(2);
     z.built(&big, 1000, None, &[]).await;
-    let many: Vec<Entry> = (1..=1030).map(|i| Entry::new(at(i), i)).collect();
+    let many: Vec<Entry> = (1..=1030).map(|i| Entry::new(at(i), PostId(i))).collect();
     z.push(&big, &many, 1000, None).await;
     assert_eq!(z.ids(&big).await.len(), 1030);
     z.push(&big, &entries(&[(2000, 2000)]), 1000, None).await;
@@ -685,7 +685,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     // Missing: changes do nothing (the copy is rebuilt later).
     z.store
         .state()
-        .pulled_change(UserId(5), PulledChange::Add(50))
+        .pulled_change(UserId(5), PulledChange::Add(PostId(50)))
         .await
         .unwrap();
     assert!(z.hash(&pulled).await.is_empty());
@@ -693,7 +693,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     assert!(z.store.state().begin_pulled().await.unwrap());
     z.store
         .state()
-        .pulled_change(UserId(5), PulledChange::Add(51))
+        .pulled_change(UserId(5), PulledChange::Add(PostId(51)))
         .await
         .unwrap();
     z.store
@@ -705,7 +705,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
         PulledAuthor {
             author: UserId(5),
             epoch: None,
-            in_flight: vec![50],
+            in_flight: vec![PostId(50)],
         },
         PulledAuthor {
             author: UserId(6),
@@ -742,20 +742,20 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     // A delivery done; the last one removes an author that is not big-V.
     z.store
         .state()
-        .pulled_change(UserId(5), PulledChange::Done(50))
+        .pulled_change(UserId(5), PulledChange::Done(PostId(50)))
         .await
         .unwrap();
     assert_eq!(z.hash(&pulled).await["5"], ";51");
     z.store
         .state()
-        .pulled_change(UserId(5), PulledChange::Done(51))
+        .pulled_change(UserId(5), PulledChange::Done(PostId(51)))
         .await
         .unwrap();
     assert!(!z.hash(&pulled).await.contains_key("5"));
     // A demotion settles only the epoch it ended: not a newer promotion's.
     z.store
         .state()
-        .pulled_change(UserId(6), PulledChange::Add(60))
+        .pulled_change(UserId(6), PulledChange::Add(PostId(60)))
         .await
         .unwrap();
     z.store
@@ -772,7 +772,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     assert_eq!(z.hash(&pulled).await["6"], ";60");
     z.store
         .state()
-        .pulled_change(UserId(6), PulledChange::Done(60))
+        .pulled_change(UserId(6), PulledChange::Done(PostId(60)))
         .await
         .unwrap();
     assert!(!z.hash(&pulled).await.contains_key("6"));
@@ -826,20 +826,20 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     z.built(&keys.outbox(UserId(2)), 10, None, &[]).await;
     z.store
         .posts()
-        .publish(&post(2, 20), 200, 10, 60)
+        .publish(&post(2, 20), PostId(200), 10, 60)
         .await
         .unwrap();
     // Author 3, not followed, publishes too; and 1's post is in the inbox.
     z.built(&keys.outbox(UserId(3)), 10, None, &[]).await;
     z.store
         .posts()
-        .publish(&post(3, 30), 300, 10, 60)
+        .publish(&post(3, 30), PostId(300), 10, 60)
         .await
         .unwrap();
     z.built(&inbox, 10, None, &entries(&[(10, 100)])).await;
     z.store
         .posts()
-        .fill(&[(100, post(1, 10))], 60)
+        .fill(&[(PostId(100), post(1, 10))], 60)
         .await
         .unwrap();
     let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, None, 5).await.unwrap() else {
@@ -848,23 +848,23 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     // The inbox and the outbox of author 2 (pulled, followed); not 3's.
     let authors: Vec<Option<i64>> = sources.iter().map(|(a, _)| a.map(|a| a.0)).collect();
     assert_eq!(authors, vec![None, Some(2)]);
-    assert_eq!(meta[&100].author, Some(UserId(1)));
-    assert!(meta[&100].followed && !meta[&100].deleted);
-    assert!(meta[&200].followed);
+    assert_eq!(meta[&PostId(100)].author, Some(UserId(1)));
+    assert!(meta[&PostId(100)].followed && !meta[&PostId(100)].deleted);
+    assert!(meta[&PostId(200)].followed);
     // A tombstone is seen; an entry whose post is not cached is unknown.
-    z.store.posts().tombstone(100, 60).await.unwrap();
+    z.store.posts().tombstone(PostId(100), 60).await.unwrap();
     z.push(&inbox, &entries(&[(11, 101)]), 10, None).await;
     let WarmRead::Read { meta, .. } = z.store.warm_read(HOME_9, None, 5).await.unwrap() else {
         panic!("a warm read");
     };
-    assert!(meta[&100].deleted);
-    assert_eq!(meta[&101].author, None);
+    assert!(meta[&PostId(100)].deleted);
+    assert_eq!(meta[&PostId(101)].author, None);
     // The reader's own post (9 publishes; the delivery is in flight): with
     // `own`, its outbox is pulled and its post followed; without, neither.
     z.built(&keys.outbox(UserId(9)), 10, None, &[]).await;
     z.store
         .posts()
-        .publish(&post(9, 40), 400, 10, 60)
+        .publish(&post(9, 40), PostId(400), 10, 60)
         .await
         .unwrap();
     z.push(&inbox, &entries(&[(40, 400)]), 10, None).await;
@@ -884,8 +884,8 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
             vec![None, Some(2)]
         };
         assert_eq!(authors, pulled, "own posts shown: {shown}");
-        assert_eq!(meta[&400].followed, shown);
-        assert!(meta[&200].followed && !meta.contains_key(&300));
+        assert_eq!(meta[&PostId(400)].followed, shown);
+        assert!(meta[&PostId(200)].followed && !meta.contains_key(&PostId(300)));
     }
     // Either SET of names lost: the read names the state to rebuild.
     z.store.delete(&keys.followees(UserId(9))).await.unwrap();
@@ -902,15 +902,20 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     // A fill from PostgreSQL adds only what is missing (the tombstone stays).
     z.store
         .posts()
-        .fill(&[(100, post(1, 10))], 60)
+        .fill(&[(PostId(100), post(1, 10))], 60)
         .await
         .unwrap();
-    assert_eq!(z.hash(&keys.post(100)).await["d"], "1");
-    let cached = z.store.posts().cached(&[100, 200, 999]).await.unwrap();
-    assert!(cached[&100].deleted && !cached[&200].deleted);
-    assert!(!cached.contains_key(&999));
+    assert_eq!(z.hash(&keys.post(PostId(100))).await["d"], "1");
+    let cached = z
+        .store
+        .posts()
+        .cached(&[PostId(100), PostId(200), PostId(999)])
+        .await
+        .unwrap();
+    assert!(cached[&PostId(100)].deleted && !cached[&PostId(200)].deleted);
+    assert!(!cached.contains_key(&PostId(999)));
     let ttl: i64 = redis::cmd("TTL")
-        .arg(keys.post(200))
+        .arg(keys.post(PostId(200)))
         .query_async(&mut z.conn)
         .await
         .unwrap();
@@ -926,17 +931,17 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
     z.reader_state(9, &[1, 2], &[]).await;
     // Ten entries, scores 1 to 10, the top of them in a run of three.
     let mut inbox_entries = entries(&[(10, 110), (10, 111), (10, 112)]);
-    inbox_entries.extend((1..10).map(|s| Entry::new(at(s), 100 + s)));
+    inbox_entries.extend((1..10).map(|s| Entry::new(at(s), PostId(100 + s))));
     z.built(&inbox, 100, None, &inbox_entries).await;
     let read = |w: WarmRead| match w {
         WarmRead::Read { sources, meta } => {
             let Range::Read(r) = &sources[0].1 else {
                 panic!("{sources:?}");
             };
-            let mut looked_up: Vec<i64> = meta.keys().copied().collect();
+            let mut looked_up: Vec<i64> = meta.keys().map(|id| id.0).collect();
             looked_up.sort_unstable();
             (
-                r.entries.iter().map(|e| e.id).collect::<Vec<_>>(),
+                r.entries.iter().map(|e| e.id.0).collect::<Vec<_>>(),
                 r.cut,
                 looked_up,
             )
@@ -992,7 +997,7 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
         .map(|(author, range)| match range {
             Range::Read(r) => (
                 author.map(|a| a.0),
-                r.entries.iter().map(|e| e.id).collect(),
+                r.entries.iter().map(|e| e.id.0).collect(),
                 r.cut,
             ),
             other => panic!("{other:?}"),
@@ -1007,7 +1012,7 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
             (Some(2), vec![301], Some(at(18))),
         ]
     );
-    let mut looked_up: Vec<i64> = meta.keys().copied().collect();
+    let mut looked_up: Vec<i64> = meta.keys().map(|id| id.0).collect();
     looked_up.sort_unstable();
     assert_eq!(looked_up, vec![201, 301]);
 }
@@ -1035,7 +1040,7 @@ async fn clause_10_a_run_of_equal_scores_longer_than_a_read_may_take_is_left_out
         (r.entries.clone(), r.cut),
         (entries(&[(20, 1)]), Some(at(7)))
     );
-    assert_eq!(meta.keys().copied().collect::<Vec<_>>(), vec![1]);
+    assert_eq!(meta.keys().copied().collect::<Vec<_>>(), vec![PostId(1)]);
 }
 
 #[tokio::test]
@@ -1140,14 +1145,14 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     z.built(&keys.outbox(UserId(2)), 10, None, &[]).await;
     z.store
         .posts()
-        .publish(&post(2, 20), 200, 10, 60)
+        .publish(&post(2, 20), PostId(200), 10, 60)
         .await
         .unwrap();
     z.built(&keys.inbox(UserId(9)), 10, None, &entries(&[(10, 100)]))
         .await;
     z.store
         .posts()
-        .fill(&[(100, post(1, 10))], 60)
+        .fill(&[(PostId(100), post(1, 10))], 60)
         .await
         .unwrap();
     let hide = async |z: &Zsets, hidden: bool| {
@@ -1168,7 +1173,7 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
                     .collect::<Vec<_>>(),
                 meta.iter()
                     .filter(|(_, m)| m.followed)
-                    .map(|(id, _)| *id)
+                    .map(|(id, _)| id.0)
                     .collect::<std::collections::BTreeSet<_>>(),
             ),
             other => panic!("{other:?}"),

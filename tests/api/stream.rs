@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use feed_service::startup::Application;
+use feed_service::types::PostId;
 use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -118,12 +119,12 @@ impl Events {
     }
 }
 
-fn post_ids(events: &[Sse]) -> Vec<i64> {
+fn post_ids(events: &[Sse]) -> Vec<PostId> {
     events
         .iter()
         .map(|e| {
             assert_eq!(e.event, "post", "{e:?}");
-            e.data["id"].as_i64().unwrap()
+            PostId(e.data["id"].as_i64().unwrap())
         })
         .collect()
 }
@@ -180,12 +181,12 @@ async fn a_stream_sends_each_new_entry_once_and_resumes_from_its_last_id() {
     let g = app.publish(&star, "live again").await;
     assert_eq!(post_ids(&again.take(1).await), vec![g.id]);
     // A deletion and a mute remove what they name.
-    let res = app.delete_post(&friend, a.id).await;
+    let res = app.delete_post(&friend, a.id.0).await;
     assert_eq!(res.status(), StatusCode::NO_CONTENT);
     let deleted = again.take(1).await.remove(0);
     assert_eq!(
         (deleted.event.as_str(), deleted.data["id"].as_i64()),
-        ("delete", Some(a.id))
+        ("delete", Some(a.id.0))
     );
     let path = format!("/api/v1/users/{}/mutes/{}", reader.id, star.id);
     assert_eq!(
@@ -510,7 +511,7 @@ async fn hints_flow_again_at_once_after_their_link_breaks_while_postgresql_is_aw
             .next(Duration::from_secs(5))
             .await
             .expect("the post comes");
-        assert_eq!(got.data["id"], post.id);
+        assert_eq!(got.data["id"], post.id.0);
     }
     eprintln!(
         "after the link broke: every stream had the post in {:?}",
@@ -557,7 +558,7 @@ async fn a_newly_followed_author_s_posts_reach_a_stream_while_another_reader_sub
     let started = std::time::Instant::now();
     let mut got = None;
     while let Some(e) = events.next(Duration::from_secs(10)).await {
-        if e.event == "post" && e.data["id"] == post.id {
+        if e.event == "post" && e.data["id"] == post.id.0 {
             got = Some(e);
             break;
         }

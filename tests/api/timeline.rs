@@ -1,7 +1,7 @@
 //! A home timeline as social apps show it: one's own posts at home, and
 //! pull-to-refresh.
 
-use feed_service::types::{Post, UserId};
+use feed_service::types::{Post, PostId, UserId};
 use serde_json::json;
 
 use crate::helpers::{assert_unique, ids, newest_first, spawn_app, T0};
@@ -73,7 +73,7 @@ async fn a_big_v_sees_its_own_posts_pulled_from_its_outbox() {
     let (entries, _) = crate::helpers::feed_list(&mut conn, &inbox)
         .await
         .expect("an inbox");
-    let held: Vec<i64> = entries.iter().map(|e| e.id).collect();
+    let held: Vec<PostId> = entries.iter().map(|e| e.id).collect();
     assert!(
         held.contains(&first.id) && held.contains(&second.id),
         "{held:?}"
@@ -181,7 +181,7 @@ async fn refreshing_with_prev_reaches_the_top_exactly_once_while_posts_keep_arri
         up.is_empty(),
         "nothing is newer than an author's newest post"
     );
-    assert_eq!(items[0].id, before_first[0]);
+    assert_eq!(items[0].id, PostId((before_first[0]).0));
     // From the bottom of the author's page up to the top: everything once.
     let up = refresh_to_top(&app, &path, &reader.token, (0, 0), 3, async |_| 0).await;
     assert_eq!(ids(&up), before_first);

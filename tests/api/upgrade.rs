@@ -8,7 +8,7 @@ use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::MigrationHarness;
 use feed_service::store::pg::{ensure_database, MIGRATIONS};
-use feed_service::types::UserId;
+use feed_service::types::{PostId, UserId};
 use secrecy::ExposeSecret;
 
 use crate::helpers::{ids, spawn_app, spawn_app_with, test_settings, Cleanup, TestUser};
@@ -122,7 +122,7 @@ async fn a_big_v_flagged_by_sql_is_pulled_by_its_followers() {
     app.settle().await;
 
     // Assert: both followers scroll to both posts, newest first.
-    let want: Vec<i64> = ids(&posts).into_iter().rev().collect();
+    let want: Vec<PostId> = ids(&posts).into_iter().rev().collect();
     for r in &readers {
         assert_eq!(app.home(r, 1).await, want);
     }
@@ -180,7 +180,7 @@ async fn feeds_left_in_the_sorted_set_layout_are_dropped_at_startup_and_rebuilt(
         .await
         .unwrap();
     assert_eq!(recorded, feed_service::store::redis::layout::NAME);
-    let want: Vec<i64> = ids(&posts).into_iter().rev().collect();
+    let want: Vec<PostId> = ids(&posts).into_iter().rev().collect();
     assert_eq!(second.home(&reader, 1).await, want);
     let own = second
         .scroll(

@@ -30,7 +30,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::{Claimed, PgStore};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::{RedisStore, WriteMark};
-use crate::types::{Edge, Entry, Job, JobKind, TaskState, UserId, Work};
+use crate::types::{Edge, Entry, Job, JobKind, PostId, TaskState, UserId, Work};
 use push::Pusher;
 
 /// A job claimed by this instance, with what it was found to need.
@@ -62,7 +62,7 @@ enum Plan {
     },
     /// A deleted post's tombstone into the post cache.
     Retract {
-        post: i64,
+        post: PostId,
     },
     /// The hidden accounts take an account's status.
     Hide,

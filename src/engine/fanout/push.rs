@@ -14,7 +14,7 @@ use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::WriteMark;
 use crate::types::{
-    floor_of_newest, AccountStatus, Delivery, EntriesOf, Entry, FeedSettings, Job, UserId,
+    floor_of_newest, AccountStatus, Delivery, EntriesOf, Entry, FeedSettings, Job, PostId, UserId,
 };
 
 /// One job's pusher: the stores, and what of this instance it uses.
@@ -45,7 +45,7 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
     /// A delivery's plan: first what its publish did, or could not (the
     /// post's cache state, redone: idempotent), then whom it goes to.
     /// Nothing if the post is gone, or its author is being deleted.
-    pub async fn plan_delivery(&self, author: UserId, post: i64) -> AppResult<Plan> {
+    pub async fn plan_delivery(&self, author: UserId, post: PostId) -> AppResult<Plan> {
         let Some(delivery) = self.records.delivery(post).await? else {
             return Ok(Plan::Nothing);
         };
@@ -73,7 +73,7 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
     async fn redo_publish(
         &self,
         author: UserId,
-        post: i64,
+        post: PostId,
         delivery: &Delivery,
     ) -> AppResult<bool> {
         let ttl = self.post_cache_ttl_secs;
@@ -115,7 +115,7 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
     /// either this sees the mark, or the purge's own forgetting comes after
     /// these writes: a purged author is never pulled, nor its outbox kept,
     /// by a delivery that raced it.
-    async fn undone_for_a_deleted_author(&self, author: UserId, post: i64) -> AppResult<bool> {
+    async fn undone_for_a_deleted_author(&self, author: UserId, post: PostId) -> AppResult<bool> {
         let here = self
             .records
             .user(author)

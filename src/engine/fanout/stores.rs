@@ -10,12 +10,12 @@ use crate::engine::stores::{Accounts, FeedEntries, Hints, Pulled, Replicas};
 use crate::error::AppResult;
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
-use crate::types::{CachedPost, Delivery, Entry, Job, UserId};
+use crate::types::{CachedPost, Delivery, Entry, Job, PostId, UserId};
 
 /// The records, as pushes read and advance them.
 pub trait PushRecords: Accounts + FeedEntries {
     /// What delivering post `id` needs (`None`: no such post).
-    fn delivery(&self, id: i64) -> impl Future<Output = AppResult<Option<Delivery>>> + Send;
+    fn delivery(&self, id: PostId) -> impl Future<Output = AppResult<Option<Delivery>>> + Send;
 
     /// The next `limit` inboxes a post of `author` goes to (its followers
     /// and itself), by ascending id, after `after`.
@@ -43,17 +43,18 @@ pub trait PushCache: Hints + Pulled + Replicas {
     fn publish(
         &self,
         post: &CachedPost,
-        id: i64,
+        id: PostId,
         outbox_cap: i64,
         ttl_secs: u64,
     ) -> impl Future<Output = AppResult<bool>> + Send;
 
     /// Marks post `id` deleted in the post cache.
-    fn tombstone(&self, id: i64, ttl_secs: u64) -> impl Future<Output = AppResult<()>> + Send;
+    fn tombstone(&self, id: PostId, ttl_secs: u64) -> impl Future<Output = AppResult<()>> + Send;
 
     /// Takes back what a publish wrote: `author`'s outbox and `post`'s
     /// cache entry go.
-    fn take_back(&self, author: UserId, post: i64) -> impl Future<Output = AppResult<()>> + Send;
+    fn take_back(&self, author: UserId, post: PostId)
+        -> impl Future<Output = AppResult<()>> + Send;
 
     /// `author`'s active fans seen since `since_ms`, by ascending id.
     fn active_fans(
@@ -74,7 +75,7 @@ pub trait PushCache: Hints + Pulled + Replicas {
 }
 
 impl PushRecords for PgStore {
-    async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
+    async fn delivery(&self, id: PostId) -> AppResult<Option<Delivery>> {
         self.posts().delivery(id).await
     }
 
@@ -96,18 +97,18 @@ impl PushCache for RedisStore {
     async fn publish(
         &self,
         post: &CachedPost,
-        id: i64,
+        id: PostId,
         outbox_cap: i64,
         ttl_secs: u64,
     ) -> AppResult<bool> {
         self.posts().publish(post, id, outbox_cap, ttl_secs).await
     }
 
-    async fn tombstone(&self, id: i64, ttl_secs: u64) -> AppResult<()> {
+    async fn tombstone(&self, id: PostId, ttl_secs: u64) -> AppResult<()> {
         self.posts().tombstone(id, ttl_secs).await
     }
 
-    async fn take_back(&self, author: UserId, post: i64) -> AppResult<()> {
+    async fn take_back(&self, author: UserId, post: PostId) -> AppResult<()> {
         let keys = self.keys();
         self.delete_many(&[keys.outbox(author), keys.post(post)])
             .await

@@ -21,11 +21,12 @@ use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::WriteMark;
 use crate::types::{
-    AccountStatus, CachedPost, Delivery, EntriesOf, Entry, FeedSettings, Job, User, UserId, Work,
+    AccountStatus, CachedPost, Delivery, EntriesOf, Entry, FeedSettings, Job, PostId, User, UserId,
+    Work,
 };
 
 const AUTHOR: i64 = 1;
-const POST: i64 = 100;
+const POST: PostId = PostId(100);
 const AT: i64 = 5_000;
 
 #[derive(Debug, Default)]
@@ -33,15 +34,15 @@ struct State {
     users: HashMap<i64, AccountStatus>,
     /// (author, follower).
     follows: BTreeSet<(i64, i64)>,
-    posts: HashMap<i64, Delivery>,
+    posts: HashMap<PostId, Delivery>,
     checkpoints: Vec<i64>,
     /// The inboxes that exist: (score, id) each.
-    inboxes: HashMap<i64, Vec<(i64, i64)>>,
+    inboxes: HashMap<i64, Vec<(i64, PostId)>>,
     /// Entries pushed, repeats included.
     writes: usize,
-    outbox: BTreeSet<i64>,
+    outbox: BTreeSet<PostId>,
     /// Cached posts: whether each is a tombstone.
-    cached: HashMap<i64, bool>,
+    cached: HashMap<PostId, bool>,
     pulled: Vec<PulledChange>,
     /// Active fans of the author: (fan, last seen, ms).
     fans: Vec<(i64, i64)>,
@@ -136,7 +137,7 @@ impl FeedEntries for World {
 }
 
 impl PushRecords for World {
-    async fn delivery(&self, id: i64) -> AppResult<Option<Delivery>> {
+    async fn delivery(&self, id: PostId) -> AppResult<Option<Delivery>> {
         Ok(self.state().posts.get(&id).cloned())
     }
 
@@ -200,7 +201,7 @@ impl PushCache for World {
     async fn publish(
         &self,
         post: &CachedPost,
-        id: i64,
+        id: PostId,
         _outbox_cap: i64,
         _ttl_secs: u64,
     ) -> AppResult<bool> {
@@ -210,14 +211,14 @@ impl PushCache for World {
         Ok(s.outbox.insert(id))
     }
 
-    async fn tombstone(&self, id: i64, _ttl_secs: u64) -> AppResult<()> {
+    async fn tombstone(&self, id: PostId, _ttl_secs: u64) -> AppResult<()> {
         let mut s = self.state();
         s.log.push("tombstone");
         s.cached.insert(id, true);
         Ok(())
     }
 
-    async fn take_back(&self, _author: UserId, post: i64) -> AppResult<()> {
+    async fn take_back(&self, _author: UserId, post: PostId) -> AppResult<()> {
         let mut s = self.state();
         s.log.push("take back");
         s.outbox.clear();

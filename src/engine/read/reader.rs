@@ -13,8 +13,8 @@ use crate::error::{AppError, AppResult};
 use crate::metrics;
 use crate::types::{
     floor_of_newest, CachedPost, EntriesOf, Entry, EntryMeta, Fallback, FeedPost, FeedRows,
-    FeedSettings, PageRequest, Post, Prev, Range, Scope, SourceRead, StateKey, User, UserId,
-    WarmRead,
+    FeedSettings, PageRequest, Post, PostId, Prev, Range, Scope, SourceRead, StateKey, User,
+    UserId, WarmRead,
 };
 
 /// One page's reader: the stores it reads, and what of this instance it
@@ -245,7 +245,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
 
     /// Entries of `scope`'s feed scored `score` from post `id` down, by
     /// PostgreSQL.
-    async fn count_down_from_pg(&self, scope: Scope, score: i64, id: i64) -> AppResult<u32> {
+    async fn count_down_from_pg(&self, scope: Scope, score: i64, id: PostId) -> AppResult<u32> {
         let n = self.records.count_from(scope, score, id).await?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
@@ -317,7 +317,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         req: &PageRequest,
         min: i64,
         merged: &Merged,
-        meta: &HashMap<i64, EntryMeta>,
+        meta: &HashMap<PostId, EntryMeta>,
     ) -> AppResult<Page> {
         let end = merged.entries.partition_point(|e| e.score >= min);
         let entries = &merged.entries[..end];
@@ -342,7 +342,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         scope: Scope,
         max: Option<i64>,
         fetch: usize,
-    ) -> Result<(Merged, HashMap<i64, EntryMeta>), Detour> {
+    ) -> Result<(Merged, HashMap<PostId, EntryMeta>), Detour> {
         let reader = match scope {
             Scope::Home { reader, .. } => Some(reader),
             Scope::Author(_) => None,
@@ -443,7 +443,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         scope: Scope,
         req: &PageRequest,
         merged: &Merged,
-        meta: &HashMap<i64, EntryMeta>,
+        meta: &HashMap<PostId, EntryMeta>,
         complete: bool,
     ) -> AppResult<Option<Page>> {
         let entries = &merged.entries;
@@ -482,9 +482,9 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         &self,
         scope: Scope,
         merged: &Merged,
-        meta: &HashMap<i64, EntryMeta>,
+        meta: &HashMap<PostId, EntryMeta>,
         score: i64,
-        id: i64,
+        id: PostId,
     ) -> AppResult<u32> {
         if !merged.horizon.trusts(score) {
             return self.count_down_from_pg(scope, score, id).await;
@@ -507,7 +507,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         &self,
         scope: Scope,
         window: &[Entry],
-        meta: &HashMap<i64, EntryMeta>,
+        meta: &HashMap<PostId, EntryMeta>,
     ) -> AppResult<Vec<(Entry, Slot<Post>)>> {
         self.slots_of(scope, window, meta, true).await
     }
@@ -518,7 +518,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         &self,
         scope: Scope,
         window: &[Entry],
-        meta: &HashMap<i64, EntryMeta>,
+        meta: &HashMap<PostId, EntryMeta>,
         bodies: bool,
     ) -> AppResult<Vec<(Entry, Slot<Post>)>> {
         // Shown posts need bodies; posts the cache does not know need
@@ -536,7 +536,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
             }
         }
         let mut posts = self.bodies.recall(&wanted);
-        let missing: Vec<i64> = wanted
+        let missing: Vec<PostId> = wanted
             .iter()
             .copied()
             .filter(|id| !posts.contains_key(id))
@@ -554,7 +554,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
             posts.extend(found.into_iter().map(|p| (p.id, p)));
             unknown.extend(missing.iter().filter(|id| !posts.contains_key(id)));
         }
-        let mut from_pg: HashMap<i64, FeedPost> = HashMap::new();
+        let mut from_pg: HashMap<PostId, FeedPost> = HashMap::new();
         if !unknown.is_empty() {
             Stats::bump(&self.stats.hydrations, 1);
             let rows = self.records.hydrate(&unknown, scope).await?;
@@ -562,7 +562,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
             // Cache them: the live ones whole, the deleted ones as
             // tombstones (a deletion is final), so the next page over
             // them needs no SQL either.
-            let known: Vec<(i64, CachedPost)> = rows
+            let known: Vec<(PostId, CachedPost)> = rows
                 .iter()
                 .map(|r| (r.post.id, CachedPost::of(&r.post, !r.live)))
                 .collect();

@@ -10,7 +10,9 @@ use crate::engine::stores::{Accounts, FeedEntries};
 use crate::error::AppResult;
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
-use crate::types::{CachedPost, Entry, FeedPost, FeedRows, PulledAuthor, Scope, UserId, WarmRead};
+use crate::types::{
+    CachedPost, Entry, FeedPost, FeedRows, PostId, PulledAuthor, Scope, UserId, WarmRead,
+};
 
 /// The records of truth, as pages read them.
 pub trait Records: Accounts + FeedEntries {
@@ -39,7 +41,7 @@ pub trait Records: Accounts + FeedEntries {
         &self,
         scope: Scope,
         score: i64,
-        id: i64,
+        id: PostId,
     ) -> impl Future<Output = AppResult<i64>> + Send;
 
     /// Entries of `scope`'s feed scored `score` from post `id` down.
@@ -47,7 +49,7 @@ pub trait Records: Accounts + FeedEntries {
         &self,
         scope: Scope,
         score: i64,
-        id: i64,
+        id: PostId,
     ) -> impl Future<Output = AppResult<i64>> + Send;
 
     /// Entries of `scope`'s feed scored `score`.
@@ -56,7 +58,7 @@ pub trait Records: Accounts + FeedEntries {
     /// The posts among `ids` that belong to `scope`'s feed, live or not.
     fn hydrate(
         &self,
-        ids: &[i64],
+        ids: &[PostId],
         scope: Scope,
     ) -> impl Future<Output = AppResult<Vec<FeedPost>>> + Send;
 
@@ -121,13 +123,13 @@ pub trait Cache: Sync {
     /// The cached posts among `ids`.
     fn posts(
         &self,
-        ids: &[i64],
-    ) -> impl Future<Output = AppResult<HashMap<i64, CachedPost>>> + Send;
+        ids: &[PostId],
+    ) -> impl Future<Output = AppResult<HashMap<PostId, CachedPost>>> + Send;
 
     /// Caches posts (tombstones for deleted ones) for `ttl_secs`.
     fn fill_posts(
         &self,
-        posts: &[(i64, CachedPost)],
+        posts: &[(PostId, CachedPost)],
         ttl_secs: u64,
     ) -> impl Future<Output = AppResult<()>> + Send;
 
@@ -170,11 +172,11 @@ impl Records for PgStore {
         self.posts().feed_up(scope, min, window).await
     }
 
-    async fn deleted_ahead(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+    async fn deleted_ahead(&self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
         self.posts().deleted_ahead(scope, score, id).await
     }
 
-    async fn count_from(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+    async fn count_from(&self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
         self.posts().count_from(scope, score, id).await
     }
 
@@ -182,7 +184,7 @@ impl Records for PgStore {
         self.posts().count_at(scope, score).await
     }
 
-    async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedPost>> {
+    async fn hydrate(&self, ids: &[PostId], scope: Scope) -> AppResult<Vec<FeedPost>> {
         self.posts().hydrate(ids, scope).await
     }
 
@@ -204,11 +206,11 @@ impl Cache for RedisStore {
         RedisStore::warm_read(self, scope, max, fetch).await
     }
 
-    async fn posts(&self, ids: &[i64]) -> AppResult<HashMap<i64, CachedPost>> {
+    async fn posts(&self, ids: &[PostId]) -> AppResult<HashMap<PostId, CachedPost>> {
         self.posts().cached(ids).await
     }
 
-    async fn fill_posts(&self, posts: &[(i64, CachedPost)], ttl_secs: u64) -> AppResult<()> {
+    async fn fill_posts(&self, posts: &[(PostId, CachedPost)], ttl_secs: u64) -> AppResult<()> {
         self.posts().fill(posts, ttl_secs).await
     }
 

@@ -20,8 +20,8 @@ use crate::engine::{Page, Stats};
 use crate::error::{AppError, AppResult};
 use crate::types::{
     feed_order, AccountStatus, CachedPost, EntriesOf, Entry, EntryMeta, FeedPost, FeedRows,
-    FeedSettings, PageRequest, Post, PulledAuthor, Range, Scope, SourceRead, StateKey, User,
-    UserId, WarmRead,
+    FeedSettings, PageRequest, Post, PostId, PulledAuthor, Range, Scope, SourceRead, StateKey,
+    User, UserId, WarmRead,
 };
 
 /// A part of the cache: being built, or built.
@@ -44,7 +44,7 @@ struct Truth {
     follows: HashSet<(UserId, UserId)>,
     big_vs: HashSet<UserId>,
     /// Post id to (author, time, live).
-    posts: BTreeMap<i64, (UserId, i64, bool)>,
+    posts: BTreeMap<PostId, (UserId, i64, bool)>,
 }
 
 #[derive(Debug, Default)]
@@ -53,7 +53,7 @@ struct Cached {
     pulled: Option<Held<HashSet<UserId>>>,
     hidden: Option<Held<HashSet<UserId>>>,
     lists: HashMap<FeedList, Held<List>>,
-    posts: HashMap<i64, CachedPost>,
+    posts: HashMap<PostId, CachedPost>,
 }
 
 /// The world: records, a cache, a switch that fails every cache call, and
@@ -66,7 +66,7 @@ struct World {
     queries: AtomicU64,
 }
 
-fn post_of(id: i64, (author, at, _): (UserId, i64, bool)) -> Post {
+fn post_of(id: PostId, (author, at, _): (UserId, i64, bool)) -> Post {
     Post {
         id,
         author_id: author,
@@ -145,7 +145,7 @@ impl World {
     /// Publishes a post, as the service does: into the records, then the
     /// author's outbox and, for an ordinary author, the inboxes of its
     /// followers (and its own) where the cache holds them.
-    fn publish(&self, id: i64, author: UserId, at: i64) {
+    fn publish(&self, id: PostId, author: UserId, at: i64) {
         let mut truth = self.truth();
         truth.posts.insert(id, (author, at, true));
         let mut lists = vec![FeedList::Outbox(author)];
@@ -180,7 +180,7 @@ impl World {
     }
 
     /// Deletes a post: its entries stay, its cached copy becomes a tombstone.
-    fn delete(&self, id: i64) {
+    fn delete(&self, id: PostId) {
         if let Some(p) = self.truth().posts.get_mut(&id) {
             p.2 = false;
         }
@@ -265,7 +265,7 @@ impl Records for World {
         })
     }
 
-    async fn deleted_ahead(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+    async fn deleted_ahead(&self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
         let feed = self.truth().feed(scope);
         let run = feed.iter().filter(|r| r.post.created_at_ms == score);
         Ok(run
@@ -274,7 +274,7 @@ impl Records for World {
             .count() as i64)
     }
 
-    async fn count_from(&self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+    async fn count_from(&self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
         let feed = self.truth().feed(scope);
         let run = feed.iter().filter(|r| r.post.created_at_ms == score);
         Ok(run.skip_while(|r| r.post.id != id).count() as i64)
@@ -288,7 +288,7 @@ impl Records for World {
             .count() as i64)
     }
 
-    async fn hydrate(&self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedPost>> {
+    async fn hydrate(&self, ids: &[PostId], scope: Scope) -> AppResult<Vec<FeedPost>> {
         self.query();
         let feed = self.truth().feed(scope);
         Ok(feed
@@ -383,7 +383,7 @@ impl Cache for World {
         Ok(WarmRead::Read { sources, meta })
     }
 
-    async fn posts(&self, ids: &[i64]) -> AppResult<HashMap<i64, CachedPost>> {
+    async fn posts(&self, ids: &[PostId]) -> AppResult<HashMap<PostId, CachedPost>> {
         let cache = self.cached()?;
         Ok(ids
             .iter()
@@ -391,7 +391,7 @@ impl Cache for World {
             .collect())
     }
 
-    async fn fill_posts(&self, posts: &[(i64, CachedPost)], _ttl_secs: u64) -> AppResult<()> {
+    async fn fill_posts(&self, posts: &[(PostId, CachedPost)], _ttl_secs: u64) -> AppResult<()> {
         self.cached()?.posts.extend(posts.iter().cloned());
         Ok(())
     }
@@ -512,7 +512,7 @@ impl Harness {
     }
 
     /// Every post of `reader`'s home, scrolled `limit` at a time.
-    async fn scroll(&self, reader: UserId, limit: u32) -> Vec<i64> {
+    async fn scroll(&self, reader: UserId, limit: u32) -> Vec<PostId> {
         let mut seen = Vec::new();
         let mut page = self.page(reader, PageRequest::first(limit)).await;
         loop {
@@ -525,7 +525,7 @@ impl Harness {
     }
 
     /// What `reader`'s home holds, newest first, as the records say.
-    fn home(&self, reader: UserId) -> Vec<i64> {
+    fn home(&self, reader: UserId) -> Vec<PostId> {
         let feed = self.world.truth().feed(Scope::Home { reader, own: true });
         feed.into_iter()
             .filter(|r| r.live)
@@ -554,7 +554,7 @@ fn small_world() -> World {
         for author in [1, 2, 3, 4] {
             id += 1;
             if (id + author) % 3 != 0 {
-                world.publish(id, UserId(author), at);
+                world.publish(PostId(id), UserId(author), at);
             }
         }
     }
@@ -644,7 +644,7 @@ fn a_part_another_request_is_building_sends_the_page_to_the_records() {
             .lists
             .insert(FeedList::Outbox(UserId(3)), building);
         let page = h.page(UserId(1), PageRequest::first(5)).await;
-        let ids: Vec<i64> = page.items.iter().map(|p| p.id).collect();
+        let ids: Vec<PostId> = page.items.iter().map(|p| p.id).collect();
         assert_eq!(ids, home[..5]);
         assert_eq!(Stats::get(&h.stats.pg_pages), 1);
     });
@@ -675,10 +675,10 @@ fn posts_published_during_a_scroll_are_neither_repeated_below_nor_missed_above()
         // New posts come later, or at the same millisecond as the top with
         // greater ids (above it in feed order).
         for (i, author) in [2, 3, 1, 4, 2].into_iter().enumerate() {
-            h.world.publish(900 + i as i64, UserId(author), 60);
+            h.world.publish(PostId(900 + i as i64), UserId(author), 60);
         }
-        h.world.publish(910, UserId(3), 70);
-        let mut seen: Vec<i64> = first.items.iter().map(|p| p.id).collect();
+        h.world.publish(PostId(910), UserId(3), 70);
+        let mut seen: Vec<PostId> = first.items.iter().map(|p| p.id).collect();
         let mut next = first.next;
         while let Some(cursor) = next {
             let page = h.page(UserId(1), PageRequest::after(cursor, 4)).await;
@@ -694,13 +694,13 @@ fn posts_published_during_a_scroll_are_neither_repeated_below_nor_missed_above()
             if page.items.is_empty() {
                 break;
             }
-            let mut ids: Vec<i64> = page.items.iter().map(|p| p.id).collect();
+            let mut ids: Vec<PostId> = page.items.iter().map(|p| p.id).collect();
             ids.extend(fresh);
             fresh = ids;
             prev = page.prev;
         }
         let now = h.home(UserId(1));
-        let new: Vec<i64> = now
+        let new: Vec<PostId> = now
             .iter()
             .copied()
             .filter(|id| !home.contains(id))
@@ -736,9 +736,9 @@ fn worlds() -> impl Strategy<Value = (World, u32, Vec<u8>)> {
             }
             for (i, (author, at, live)) in posts.into_iter().enumerate() {
                 let id = 1 + i as i64;
-                world.publish(id, UserId(author), at);
+                world.publish(PostId(id), UserId(author), at);
                 if !live {
-                    world.delete(id);
+                    world.delete(PostId(id));
                 }
             }
             (world, limit, losses)

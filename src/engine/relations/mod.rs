@@ -280,9 +280,7 @@ impl<'a> Relations<'a> {
                 .relations(owner, mutes, req.max, req.offset, window)
                 .await?;
             let complete = (rows.len() as i64) < window + i64::from(req.offset);
-            let stream = rows
-                .into_iter()
-                .map(|(at, user)| (crate::types::Entry::new(at, user.id.0), Slot::Shown(user)));
+            let stream = rows.into_iter().map(|(at, user)| (at, Slot::Shown(user)));
             match cut(after_seen(stream, &req), &req, complete) {
                 Cut::Page { items, next, .. } => return Ok(UserPage { items, next }),
                 Cut::NeedMore => window *= 4,

@@ -18,7 +18,9 @@ use crate::store::pg::{Blocked, EdgeChange, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::WriteMark;
-use crate::types::{feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettings, User, UserId};
+use crate::types::{
+    feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettings, PostId, User, UserId,
+};
 
 #[derive(Debug, Default)]
 struct Records {
@@ -114,7 +116,7 @@ impl World {
         let c = self.cache.lock().unwrap();
         c.inboxes[&reader]
             .iter()
-            .map(|e| UserId(e.id / 100))
+            .map(|e| UserId(e.id.0 / 100))
             .collect()
     }
 
@@ -174,7 +176,7 @@ impl Records {
             .posts
             .iter()
             .filter(|(a, _, _)| *a == author)
-            .map(|(_, at, id)| Entry::new(*at, *id))
+            .map(|(_, at, id)| Entry::new(*at, PostId(*id)))
             .collect();
         all.sort_by(feed_order);
         all.truncate(limit as usize);
@@ -456,10 +458,10 @@ fn a_follow_shows_the_authors_newest_posts_once_it_returns() {
         e.follow(UserId(1), UserId(2)).await.unwrap();
         assert_eq!(world.shown(UserId(1)), BTreeSet::from_iter(ids([2])));
         let inbox = world.cache.lock().unwrap().inboxes[&UserId(1)].clone();
-        let newest: Vec<i64> = inbox.iter().map(|e| e.id).collect();
+        let newest: Vec<PostId> = inbox.iter().map(|e| e.id).collect();
         assert_eq!(
             newest,
-            vec![204, 203, 202],
+            vec![PostId(204), PostId(203), PostId(202)],
             "the copy limit's newest, newest first"
         );
         assert!(
@@ -678,11 +680,11 @@ fn a_user_unfollowing_itself_keeps_its_own_posts_and_changes_nothing() {
     let own = vec![
         Entry {
             score: 4001,
-            id: 104,
+            id: PostId(104),
         },
         Entry {
             score: 3001,
-            id: 103,
+            id: PostId(103),
         },
     ];
     {

@@ -114,7 +114,7 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::UserId;
+    use crate::types::{PostId, UserId};
 
     fn heavy() -> Event {
         Event::Remove {
@@ -146,7 +146,7 @@ mod tests {
         let (tx, _rx) = buffer();
         let post = |n: usize| Event::Post {
             post: crate::types::Post {
-                id: 1,
+                id: PostId(1),
                 author_id: UserId(2),
                 author_username: "a".into(),
                 body: "x".repeat(n),

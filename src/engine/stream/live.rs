@@ -14,7 +14,7 @@ use super::Event;
 use crate::engine::Engine;
 use crate::error::AppError;
 use crate::store::pg::AccountRow;
-use crate::types::{End, PageRequest, Prev, UserId};
+use crate::types::{End, PageRequest, PostId, Prev, UserId};
 
 /// Entries a stream reads per refresh page.
 pub(super) const REFRESH_PAGE: u32 = 100;
@@ -81,7 +81,7 @@ pub(super) struct Live {
     /// Set when the stream sends its posts' authors' profiles.
     pub profiles: Option<Profiles>,
     /// Deletions whose time must be read before they are told.
-    pub untimed: Vec<i64>,
+    pub untimed: Vec<PostId>,
 }
 
 impl Live {
@@ -211,7 +211,7 @@ impl Live {
     async fn read(
         &mut self,
         req: PageRequest,
-    ) -> Result<(crate::engine::Page, Vec<(i64, Option<i64>)>), AppError> {
+    ) -> Result<(crate::engine::Page, Vec<(PostId, Option<i64>)>), AppError> {
         let page = self.engine.reads().home_page(self.reader, req).await?;
         let mut deletions = Vec::new();
         if let Some(profiles) = self.profiles.as_mut() {

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use tokio::sync::Notify;
 
-use crate::types::{Closing, UserId};
+use crate::types::{Closing, PostId, UserId};
 
 /// Deletions and removals a stream may have waiting; past it the stream
 /// ends (its client reconnects and reads the feed again).
@@ -20,7 +20,7 @@ pub struct Pending {
     /// Read from the position: something may be new.
     pub read: bool,
     /// Deleted posts, with their time when the hint carried it.
-    pub deleted: BTreeMap<i64, Option<i64>>,
+    pub deleted: BTreeMap<PostId, Option<i64>>,
     /// Authors whose posts left the home, with why.
     pub removed: BTreeMap<i64, &'static str>,
     /// More deletions and removals came than wait at most.
@@ -53,7 +53,7 @@ impl Mailbox {
         self.with(|p| p.read = true);
     }
 
-    pub fn deleted(&self, post: i64, at: Option<i64>) {
+    pub fn deleted(&self, post: PostId, at: Option<i64>) {
         self.with(|p| {
             if p.deleted.len() + p.removed.len() >= MAX_WAITING {
                 p.overflowed = true;
@@ -111,16 +111,16 @@ mod tests {
         for _ in 0..10_000 {
             m.read();
         }
-        m.deleted(7, None);
-        m.deleted(7, Some(1000));
+        m.deleted(PostId(7), None);
+        m.deleted(PostId(7), Some(1000));
         let p = m.take().await;
         assert!(p.read);
         assert_eq!(
             p.deleted.into_iter().collect::<Vec<_>>(),
-            vec![(7, Some(1000))]
+            vec![(PostId(7), Some(1000))]
         );
         for id in 0..(MAX_WAITING as i64 + 5) {
-            m.deleted(id, None);
+            m.deleted(PostId(id), None);
         }
         let p = m.take().await;
         assert!(p.overflowed);

@@ -46,7 +46,7 @@ use super::Engine;
 use crate::error::AppResult;
 use crate::store::pg::AccountRow;
 use crate::types::Post;
-use crate::types::{PageRequest, Prev, UserId};
+use crate::types::{PageRequest, PostId, Prev, UserId};
 use hub::Hub;
 use live::{Live, Profiles, REFRESH_PAGE};
 
@@ -67,7 +67,7 @@ pub enum Event {
     },
     /// A post deleted: a client removes it. `at`: its time (always there
     /// on a stream that asked for profiles, unless the post is gone).
-    Delete { id: i64, at: Option<i64> },
+    Delete { id: PostId, at: Option<i64> },
     /// An author's posts leave the home (`reason`: `unfollow`, `mute`,
     /// `block`, `suspend`, `delete`): a client removes them.
     Remove {

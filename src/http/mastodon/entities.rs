@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::store::pg::{AccountRow, RelationshipRow};
-use crate::types::{Entry, Post, UserId};
+use crate::types::{Entry, Post, PostId, UserId};
 
 /// Digits of a status id: the leading `1`, 15 of score, 20 of post id.
 const ID_DIGITS: usize = 36;
@@ -39,14 +39,14 @@ pub fn parse_status_id(text: &str) -> Option<Entry> {
     }
     let score: i64 = text[1..1 + SCORE_DIGITS].parse().ok()?;
     let code: u128 = text[1 + SCORE_DIGITS..].parse().ok()?;
-    Some(Entry::new(score, member_of(code)?))
+    Some(Entry::new(score, PostId(member_of(code)?)))
 }
 
 /// A post id as base-11 digits (one per decimal digit, 1 to 10, then 0s):
 /// fixed-width numbers that order as the ids' decimal bytes do, which is
 /// how the feed orders ties.
-fn member_code(id: i64) -> u128 {
-    let text = id.max(1).to_string();
+fn member_code(id: PostId) -> u128 {
+    let text = id.max(PostId(1)).to_string();
     let mut code: u128 = 0;
     for i in 0..MEMBER_DIGITS as usize {
         let symbol = text
@@ -449,15 +449,15 @@ mod tests {
     #[test]
     fn status_ids_order_as_the_feed() {
         let entries = [
-            Entry::new(5, 9),
-            Entry::new(5, 10),
-            Entry::new(5, 1),
-            Entry::new(5, 100),
-            Entry::new(5, 99),
-            Entry::new(6, 1),
-            Entry::new(4, i64::MAX),
-            Entry::new(1_764_500_000_123, 123_456_789),
-            Entry::new(1_764_500_000_123, 98),
+            Entry::new(5, PostId(9)),
+            Entry::new(5, PostId(10)),
+            Entry::new(5, PostId(1)),
+            Entry::new(5, PostId(100)),
+            Entry::new(5, PostId(99)),
+            Entry::new(6, PostId(1)),
+            Entry::new(4, PostId(i64::MAX)),
+            Entry::new(1_764_500_000_123, PostId(123_456_789)),
+            Entry::new(1_764_500_000_123, PostId(98)),
         ];
         for a in &entries {
             assert_eq!(parse_status_id(&status_id(*a)), Some(*a));

@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::{read_body, ErrorBody, MAX_BODY_BYTES};
-use crate::types::Post;
+use crate::types::{Post, PostId};
 
 /// A new status, as JSON or a form. Only public text posts exist here:
 /// what would ask for more (media, polls, replies, a content warning, a
@@ -161,7 +161,9 @@ async fn post_of(caller: &Caller, engine: &Engine, raw: &str) -> Result<Post, Ap
     let (id, score) = match parse_status_id(raw) {
         Some(entry) => (entry.id, Some(entry.score)),
         None => (
-            crate::domain::parse_id(raw, "status id").map_err(AppError::BadRequest)?,
+            crate::domain::parse_id(raw, "status id")
+                .map(PostId)
+                .map_err(AppError::BadRequest)?,
             None,
         ),
     };

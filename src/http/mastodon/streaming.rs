@@ -167,7 +167,7 @@ pub async fn websocket(
 /// The open WebSockets per user on this instance.
 #[derive(Default)]
 pub struct Sockets {
-    held: Mutex<HashMap<i64, usize>>,
+    held: Mutex<HashMap<UserId, usize>>,
 }
 
 /// One open socket's place among its user's.
@@ -177,7 +177,7 @@ pub struct Held {
 }
 
 impl Sockets {
-    fn with<R>(&self, f: impl FnOnce(&mut HashMap<i64, usize>) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&mut HashMap<UserId, usize>) -> R) -> R {
         let mut held = match self.held.lock() {
             Ok(h) => h,
             Err(poisoned) => poisoned.into_inner(),
@@ -189,7 +189,7 @@ impl Sockets {
     /// `most` (checked and taken at once).
     fn hold(sockets: &web::Data<Self>, who: UserId, most: usize) -> Result<Held, AppError> {
         sockets.with(|held| {
-            let n = held.entry(who.0).or_default();
+            let n = held.entry(who).or_default();
             if *n >= most {
                 return Err(AppError::RateLimited {
                     message: format!(
@@ -217,10 +217,10 @@ impl Sockets {
 impl Drop for Held {
     fn drop(&mut self) {
         self.sockets.with(|held| {
-            if let Some(n) = held.get_mut(&self.user.0) {
+            if let Some(n) = held.get_mut(&self.user) {
                 *n -= 1;
                 if *n == 0 {
-                    held.remove(&self.user.0);
+                    held.remove(&self.user);
                 }
             }
         });

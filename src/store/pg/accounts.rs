@@ -9,7 +9,7 @@ use super::models::{NewJob, TaskRow, UserRow};
 use super::schema::{fanout_jobs, users};
 use super::PgStore;
 use crate::error::{AppError, AppResult};
-use crate::types::{AccountStatus, JobKind, Task, TaskState, User, UserId};
+use crate::types::{AccountStatus, JobKind, PostId, Task, TaskState, User, UserId};
 
 /// Suspended and deleted accounts, their purge, and tasks
 /// ([`PgStore::accounts`]).
@@ -332,7 +332,7 @@ impl AccountRecords<'_> {
     }
 
     /// The first `limit` of `account`'s posts (live or deleted).
-    pub async fn post_ids_of(self, account: UserId, limit: i64) -> AppResult<Vec<i64>> {
+    pub async fn post_ids_of(self, account: UserId, limit: i64) -> AppResult<Vec<PostId>> {
         use super::schema::posts;
         let mut conn = self.0.conn().await?;
         Ok(posts::table
@@ -345,7 +345,7 @@ impl AccountRecords<'_> {
     }
 
     /// Deletes posts of `account`, and their deliveries still queued.
-    pub async fn drop_posts(self, account: UserId, ids: &[i64]) -> AppResult<usize> {
+    pub async fn drop_posts(self, account: UserId, ids: &[PostId]) -> AppResult<usize> {
         let mut conn = self.0.conn().await?;
         diesel::sql_query("DELETE FROM fanout_jobs WHERE kind = 'deliver' AND post_id = ANY($1)")
             .bind::<Array<BigInt>, _>(ids)

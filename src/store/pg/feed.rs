@@ -19,7 +19,7 @@ use super::{PgStore, FEED_ORDER};
 use crate::error::{AppError, AppResult};
 use crate::types::{
     feed_order, AccountStatus, Delivery, EntriesOf, Entry, FeedPost, FeedRows, JobKind, Post,
-    PulledAuthor, Scope, UserId,
+    PostId, PulledAuthor, Scope, UserId,
 };
 
 /// Posts and the feed queries ([`PgStore::posts`]).
@@ -234,7 +234,7 @@ impl PostRecords<'_> {
     }
 
     /// A live post of an active account.
-    pub async fn post(self, id: i64) -> AppResult<Option<Post>> {
+    pub async fn post(self, id: PostId) -> AppResult<Option<Post>> {
         let mut conn = self.0.conn().await?;
         let row: Option<PostRow> = diesel::sql_query(
             "SELECT p.id, p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
@@ -252,7 +252,7 @@ impl PostRecords<'_> {
     /// What delivering a post needs: the post (deleted ones are delivered
     /// too: they keep their place in feeds), whether it is pulled, and its
     /// author's big-V state now.
-    pub async fn delivery(self, id: i64) -> AppResult<Option<Delivery>> {
+    pub async fn delivery(self, id: PostId) -> AppResult<Option<Delivery>> {
         let mut conn = self.0.conn().await?;
         let row: Option<DeliveryRow> = diesel::sql_query(
             "SELECT p.author_id, u.username AS author_username, p.body, p.created_at_ms, \
@@ -271,7 +271,7 @@ impl PostRecords<'_> {
     /// outboxes: reads hide it, and the cursor keeps counting it.
     pub async fn delete_post(
         self,
-        id: i64,
+        id: PostId,
         actor: Option<UserId>,
         now_ms: i64,
     ) -> AppResult<Deletion> {
@@ -304,7 +304,7 @@ impl PostRecords<'_> {
                 conn,
                 JobKind::Retract,
                 UserId(author_id),
-                Some(id),
+                Some(id.0),
                 None,
                 None,
                 now_ms,
@@ -322,7 +322,7 @@ impl PostRecords<'_> {
     /// The entries among `ids` that belong to `scope`'s feed (a post of an
     /// author the reader follows, or its own with `own`; or of the author),
     /// live or deleted.
-    pub async fn hydrate(self, ids: &[i64], scope: Scope) -> AppResult<Vec<FeedPost>> {
+    pub async fn hydrate(self, ids: &[PostId], scope: Scope) -> AppResult<Vec<FeedPost>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -343,7 +343,7 @@ impl PostRecords<'_> {
                         ),
                         ")",
                     ],
-                    vec![Bind::BigInt(reader.0), Bind::Bool(own), Bind::BigInts(ids)],
+                    vec![Bind::BigInt(reader.0), Bind::Bool(own), Bind::Posts(ids)],
                 )
                 .load(&mut conn)
                 .await?
@@ -361,7 +361,7 @@ impl PostRecords<'_> {
                         ") AND p.author_id = ",
                         "",
                     ],
-                    vec![Bind::BigInts(ids), Bind::BigInt(author.0)],
+                    vec![Bind::Posts(ids), Bind::BigInt(author.0)],
                 )
                 .load(&mut conn)
                 .await?
@@ -474,8 +474,8 @@ impl PostRecords<'_> {
             rows.into_iter().partition(|r| r.created_at_ms == top);
         let order = |a: &FeedRow, b: &FeedRow| {
             feed_order(
-                &Entry::new(a.created_at_ms, a.id),
-                &Entry::new(b.created_at_ms, b.id),
+                &Entry::new(a.created_at_ms, PostId(a.id)),
+                &Entry::new(b.created_at_ms, PostId(b.id)),
             )
         };
         at_max.sort_by(order);
@@ -578,8 +578,8 @@ impl PostRecords<'_> {
         let above = rows.iter().filter(|r| r.created_at_ms > min).count() as i64;
         rows.sort_by(|a, b| {
             feed_order(
-                &Entry::new(a.created_at_ms, a.id),
-                &Entry::new(b.created_at_ms, b.id),
+                &Entry::new(a.created_at_ms, PostId(a.id)),
+                &Entry::new(b.created_at_ms, PostId(b.id)),
             )
         });
         Ok(FeedRows {
@@ -591,7 +591,7 @@ impl PostRecords<'_> {
     /// How many deleted entries of `scope`'s feed are scored exactly
     /// `score` and come before post `id` in feed order (their members'
     /// bytes are greater): the hidden entries a cursor at `id` has passed.
-    pub async fn deleted_ahead(self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+    pub async fn deleted_ahead(self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p \
@@ -613,7 +613,7 @@ impl PostRecords<'_> {
     /// How many entries of `scope`'s feed are scored exactly `score` and
     /// come at or after post `id` in feed order (their members' bytes are
     /// not greater): the run of `score` from that post down.
-    pub async fn count_from(self, scope: Scope, score: i64, id: i64) -> AppResult<i64> {
+    pub async fn count_from(self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 \
@@ -689,7 +689,7 @@ impl PostRecords<'_> {
             .await?;
         Ok(rows
             .into_iter()
-            .map(|r| Entry::new(r.created_at_ms, r.id))
+            .map(|r| Entry::new(r.created_at_ms, PostId(r.id)))
             .collect())
     }
 
@@ -724,7 +724,7 @@ impl PostRecords<'_> {
             by_author
                 .entry(r.author_id)
                 .or_default()
-                .push(Entry::new(r.created_at_ms, r.id));
+                .push(Entry::new(r.created_at_ms, PostId(r.id)));
         }
         for entries in by_author.values_mut() {
             entries.sort_by(feed_order);
@@ -794,7 +794,7 @@ impl PostRecords<'_> {
 
     /// Which of `posts` still have a delivery job (done or not yet, dead
     /// included: its post is still owed to the inboxes).
-    pub async fn deliveries_of(self, posts: &[i64]) -> AppResult<Vec<i64>> {
+    pub async fn deliveries_of(self, posts: &[PostId]) -> AppResult<Vec<PostId>> {
         if posts.is_empty() {
             return Ok(Vec::new());
         }
@@ -805,7 +805,7 @@ impl PostRecords<'_> {
         .bind::<diesel::sql_types::Array<BigInt>, _>(posts)
         .load(&mut conn)
         .await?;
-        Ok(rows.into_iter().map(|r| r.n).collect())
+        Ok(rows.into_iter().map(|r| PostId(r.n)).collect())
     }
 
     /// The authors every follower pulls, read in one snapshot (to build the
@@ -832,7 +832,7 @@ impl PostRecords<'_> {
             });
             // `None` (no big-V time) is below every epoch.
             a.epoch = a.epoch.max(row.epoch);
-            a.in_flight.extend(row.post);
+            a.in_flight.extend(row.post.map(PostId));
         }
         Ok(by_author.into_values().collect())
     }

@@ -13,7 +13,7 @@ use super::models::{JobRow, NewJob};
 use super::schema::fanout_jobs;
 use super::PgStore;
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{Job, JobKind, Payload, UserId, Work};
+use crate::types::{Job, JobKind, Payload, PostId, UserId, Work};
 
 /// The fan-out jobs table and the instances' heartbeats
 /// ([`PgStore::jobs`]).
@@ -45,7 +45,7 @@ impl From<JobRow> for Claimed {
             }
         };
         let payload = Payload {
-            post: r.post_id,
+            post: r.post_id.map(PostId),
             reader: r.follower_id.map(UserId),
             epoch: r.epoch,
             task: r.task_id,

@@ -5,7 +5,7 @@
 use super::schema::{fanout_jobs, settings, users};
 use crate::error::{AppError, Message};
 use crate::types::{
-    AccountStatus, CachedPost, Delivery, FeedPost, FeedSettings, Post, Task, User, UserId,
+    AccountStatus, CachedPost, Delivery, FeedPost, FeedSettings, Post, PostId, Task, User, UserId,
 };
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text};
@@ -51,21 +51,27 @@ impl diesel::deserialize::FromSql<Text, diesel::pg::Pg> for AccountStatus {
     }
 }
 
-/// An account id's SQL mapping: a `BIGINT`, as the number.
-impl diesel::serialize::ToSql<BigInt, diesel::pg::Pg> for UserId {
-    fn to_sql<'b>(
-        &'b self,
-        out: &mut diesel::serialize::Output<'b, '_, diesel::pg::Pg>,
-    ) -> diesel::serialize::Result {
-        <i64 as diesel::serialize::ToSql<BigInt, diesel::pg::Pg>>::to_sql(&self.0, out)
-    }
+/// An id's SQL mapping: a `BIGINT`, as the number.
+macro_rules! id_sql {
+    ($($id:ident),*) => {$(
+        impl diesel::serialize::ToSql<BigInt, diesel::pg::Pg> for $id {
+            fn to_sql<'b>(
+                &'b self,
+                out: &mut diesel::serialize::Output<'b, '_, diesel::pg::Pg>,
+            ) -> diesel::serialize::Result {
+                <i64 as diesel::serialize::ToSql<BigInt, diesel::pg::Pg>>::to_sql(&self.0, out)
+            }
+        }
+
+        impl diesel::deserialize::FromSql<BigInt, diesel::pg::Pg> for $id {
+            fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
+                <i64 as diesel::deserialize::FromSql<BigInt, diesel::pg::Pg>>::from_sql(bytes).map($id)
+            }
+        }
+    )*};
 }
 
-impl diesel::deserialize::FromSql<BigInt, diesel::pg::Pg> for UserId {
-    fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
-        <i64 as diesel::deserialize::FromSql<BigInt, diesel::pg::Pg>>::from_sql(bytes).map(UserId)
-    }
-}
+id_sql!(UserId, PostId);
 
 #[derive(Debug, Insertable)]
 #[diesel(table_name = users)]
@@ -93,7 +99,7 @@ pub struct PostRow {
 impl From<PostRow> for Post {
     fn from(r: PostRow) -> Self {
         Post {
-            id: r.id,
+            id: PostId(r.id),
             author_id: UserId(r.author_id),
             author_username: r.author_username,
             body: r.body,
@@ -129,7 +135,7 @@ impl From<FeedRow> for FeedPost {
     fn from(row: FeedRow) -> Self {
         FeedPost {
             post: Post {
-                id: row.id,
+                id: PostId(row.id),
                 author_id: UserId(row.author_id),
                 author_username: row.author_username,
                 body: row.body,

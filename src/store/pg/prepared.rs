@@ -13,12 +13,15 @@ use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 use diesel::QueryResult;
 
+use crate::types::PostId;
+
 /// A bound parameter.
 #[derive(Debug, Clone, Copy)]
 pub enum Bind<'a> {
     BigInt(i64),
     Bool(bool),
-    BigInts(&'a [i64]),
+    /// Post ids, as an array of `BIGINT`.
+    Posts(&'a [PostId]),
     Text(&'a str),
     /// A text or NULL.
     OptText(Option<&'a str>),
@@ -60,7 +63,7 @@ impl<ST> QueryFragment<Pg> for Prepared<'_, ST> {
             match self.binds.get(i) {
                 Some(Bind::BigInt(v)) => out.push_bind_param::<BigInt, _>(v)?,
                 Some(Bind::Bool(v)) => out.push_bind_param::<Bool, _>(v)?,
-                Some(Bind::BigInts(v)) => out.push_bind_param::<Array<BigInt>, _>(*v)?,
+                Some(Bind::Posts(v)) => out.push_bind_param::<Array<BigInt>, _>(*v)?,
                 Some(Bind::Text(v)) => out.push_bind_param::<Text, _>(*v)?,
                 Some(Bind::OptText(v)) => out.push_bind_param::<Nullable<Text>, _>(v)?,
                 None => {}

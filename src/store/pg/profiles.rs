@@ -8,7 +8,7 @@ use diesel_async::RunQueryDsl;
 
 use super::PgStore;
 use crate::error::AppResult;
-use crate::types::{AccountStatus, UserId};
+use crate::types::{AccountStatus, PostId, UserId};
 
 /// Accounts with their counts, relationships and follow lists
 /// ([`PgStore::profiles`]).
@@ -174,7 +174,7 @@ impl ProfileRecords<'_> {
     }
 
     /// A post's time, deleted or not (gone once purged).
-    pub async fn post_time(self, id: i64) -> AppResult<Option<i64>> {
+    pub async fn post_time(self, id: PostId) -> AppResult<Option<i64>> {
         use super::schema::posts;
         let mut conn = self.0.conn().await?;
         Ok(posts::table

@@ -4,7 +4,7 @@
 //! read again from the stores.
 
 use super::Keys;
-use crate::types::UserId;
+use crate::types::{PostId, UserId};
 
 /// Something that changed, which the open streams of every instance may
 /// need to know.
@@ -13,13 +13,13 @@ pub enum Signal {
     /// An author published a post (`p:<post>:<score>` on its channel).
     Published {
         author: UserId,
-        post: i64,
+        post: PostId,
         score: i64,
     },
     /// An author's post was deleted (`d:<post>[:<score>]`).
     Deleted {
         author: UserId,
-        post: i64,
+        post: PostId,
         score: Option<i64>,
     },
     /// What a reader's home shows of an author changed (`f`, `u`, `m`,
@@ -157,12 +157,12 @@ impl Signal {
         match op {
             "p" => Some(Signal::Published {
                 author: UserId(author),
-                post: first,
+                post: PostId(first),
                 score: second?,
             }),
             "d" => Some(Signal::Deleted {
                 author: UserId(author),
-                post: first,
+                post: PostId(first),
                 score: second,
             }),
             _ => None,
@@ -193,17 +193,17 @@ mod tests {
         let mut all = vec![
             Signal::Published {
                 author: UserId(7),
-                post: 12,
+                post: PostId(12),
                 score: 1_700_000_000_123,
             },
             Signal::Deleted {
                 author: UserId(7),
-                post: 12,
+                post: PostId(12),
                 score: Some(1_700_000_000_123),
             },
             Signal::Deleted {
                 author: UserId(7),
-                post: 12,
+                post: PostId(12),
                 score: None,
             },
         ];

@@ -11,7 +11,7 @@
 //! - an author's outbox and active fans carry its id (`{7}`), a post its
 //!   id.
 
-use crate::types::UserId;
+use crate::types::{PostId, UserId};
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
@@ -82,7 +82,7 @@ impl Keys {
 
     /// A post as readers see it (HASH: author, username, body, time, and a
     /// tombstone once deleted).
-    pub fn post(&self, id: i64) -> String {
+    pub fn post(&self, id: PostId) -> String {
         format!("{}post:{{{id}}}", self.prefix)
     }
 
@@ -141,7 +141,7 @@ mod tests {
         assert_eq!(k.following(UserId(42)), "t1:following:{r0}42");
         assert_eq!(k.followees(UserId(42)), "t1:followees:{r0}42");
         assert_eq!(k.pulled(), "t1:pulled:{pulled}");
-        assert_eq!(k.post(9), "t1:post:{9}");
+        assert_eq!(k.post(PostId(9)), "t1:post:{9}");
         assert_eq!(k.pattern(), "t1:*");
     }
 

@@ -25,7 +25,7 @@ use redis::{AsyncCommands, Value};
 
 use crate::error::{AppError, AppResult, Message};
 use crate::settings::RedisSettings;
-use crate::types::UserId;
+use crate::types::{PostId, UserId};
 
 use conn::Topology;
 pub use conn::{slot, Conn};
@@ -479,23 +479,29 @@ impl RedisStore {
     }
 }
 
-/// An account id's Redis mapping: an argument, and a reply, as the number.
-impl redis::ToRedisArgs for UserId {
-    fn write_redis_args<W>(&self, out: &mut W)
-    where
-        W: ?Sized + redis::RedisWrite,
-    {
-        self.0.write_redis_args(out)
-    }
+/// An id's Redis mapping: an argument, and a reply, as the number.
+macro_rules! id_redis {
+    ($($id:ident),*) => {$(
+        impl redis::ToRedisArgs for $id {
+            fn write_redis_args<W>(&self, out: &mut W)
+            where
+                W: ?Sized + redis::RedisWrite,
+            {
+                self.0.write_redis_args(out)
+            }
+        }
+
+        impl redis::ToSingleRedisArg for $id {}
+
+        impl redis::FromRedisValue for $id {
+            fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
+                i64::from_redis_value(v).map($id)
+            }
+        }
+    )*};
 }
 
-impl redis::ToSingleRedisArg for UserId {}
-
-impl redis::FromRedisValue for UserId {
-    fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
-        i64::from_redis_value(v).map(UserId)
-    }
-}
+id_redis!(UserId, PostId);
 
 /// A reply that does not parse as `what`: an internal error naming it.
 pub(super) fn bad<E: Into<crate::error::BoxError>>(what: &str) -> impl FnOnce(E) -> AppError + '_ {

@@ -9,7 +9,7 @@ use super::feeds::push_call;
 use super::state::PulledChange;
 use super::{bad, scripts, RedisStore};
 use crate::error::AppResult;
-use crate::types::{CachedPost, Entry};
+use crate::types::{CachedPost, Entry, PostId};
 
 /// Cached posts, and publishing one ([`RedisStore::posts`]).
 #[derive(Clone, Copy)]
@@ -25,7 +25,7 @@ impl PostCache<'_> {
     pub async fn publish(
         self,
         post: &CachedPost,
-        id: i64,
+        id: PostId,
         outbox_cap: i64,
         ttl_secs: u64,
     ) -> AppResult<bool> {
@@ -70,7 +70,7 @@ impl PostCache<'_> {
     }
 
     /// Caches posts read from PostgreSQL (only the fields missing).
-    pub async fn fill(self, posts: &[(i64, CachedPost)], ttl_secs: u64) -> AppResult<()> {
+    pub async fn fill(self, posts: &[(PostId, CachedPost)], ttl_secs: u64) -> AppResult<()> {
         if posts.is_empty() {
             return Ok(());
         }
@@ -99,7 +99,7 @@ impl PostCache<'_> {
     }
 
     /// Marks a post deleted in the cache (clause 9).
-    pub async fn tombstone(self, id: i64, ttl_secs: u64) -> AppResult<()> {
+    pub async fn tombstone(self, id: PostId, ttl_secs: u64) -> AppResult<()> {
         let key = self.0.keys.post(id);
         self.0
             .with_conn(|mut c| async move {
@@ -114,7 +114,7 @@ impl PostCache<'_> {
     }
 
     /// Cached posts, by id (absent: not cached whole).
-    pub async fn cached(self, ids: &[i64]) -> AppResult<HashMap<i64, CachedPost>> {
+    pub async fn cached(self, ids: &[PostId]) -> AppResult<HashMap<PostId, CachedPost>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }

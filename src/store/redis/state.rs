@@ -6,15 +6,15 @@ use std::collections::HashMap;
 
 use super::{bad, scripts, RedisStore};
 use crate::error::AppResult;
-use crate::types::{Edge, Entry, PulledAuthor, UserId};
+use crate::types::{Edge, Entry, PostId, PulledAuthor, UserId};
 
 /// A change to the pulled authors (clause 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PulledChange {
     /// A post's delivery is in flight.
-    Add(i64),
+    Add(PostId),
     /// A post's delivery is done.
-    Done(i64),
+    Done(PostId),
     /// The author is big-V, in this epoch.
     Promote(i64),
     /// The big-V time of this epoch is settled (its backfill done).
@@ -165,7 +165,7 @@ impl ReaderState<'_> {
 
     /// The deliveries in flight the pulled authors hold (clause 8), by
     /// author; empty while the state is missing or being built.
-    pub async fn pulled_in_flight(self) -> AppResult<Vec<(UserId, Vec<i64>)>> {
+    pub async fn pulled_in_flight(self) -> AppResult<Vec<(UserId, Vec<PostId>)>> {
         let key = self.0.keys.pulled();
         let fields: HashMap<String, String> = self
             .0
@@ -180,7 +180,7 @@ impl ReaderState<'_> {
         for (author, value) in fields.iter().filter(|(a, _)| !a.is_empty()) {
             let author: UserId = author.parse().map_err(bad("a pulled author"))?;
             let ids = value.split_once(';').map_or("", |(_, ids)| ids);
-            let ids: Vec<i64> = ids
+            let ids: Vec<PostId> = ids
                 .split(',')
                 .filter(|id| !id.is_empty())
                 .map(str::parse)
@@ -211,8 +211,8 @@ impl ReaderState<'_> {
         change: PulledChange,
     ) -> redis::ScriptInvocation<'static> {
         let (op, x) = match change {
-            PulledChange::Add(id) => ("add", id),
-            PulledChange::Done(id) => ("done", id),
+            PulledChange::Add(id) => ("add", id.0),
+            PulledChange::Done(id) => ("done", id.0),
             PulledChange::Promote(e) => ("promote", e),
             PulledChange::Demoted(e) => ("demoted", e),
             PulledChange::Forget => ("forget", 0),
@@ -275,7 +275,7 @@ impl ReaderState<'_> {
                 let mut inv = scripts::FILL_PULLED.key(&key);
                 inv.key(&names);
                 for a in authors {
-                    let ids: Vec<String> = a.in_flight.iter().map(i64::to_string).collect();
+                    let ids: Vec<String> = a.in_flight.iter().map(PostId::to_string).collect();
                     let epoch = a.epoch.map_or_else(String::new, |e| e.to_string());
                     inv.arg(a.author).arg(epoch).arg(ids.join(","));
                 }

@@ -8,7 +8,7 @@ use redis::Value;
 
 use super::{bad, RedisStore};
 use crate::error::AppResult;
-use crate::types::{page_reads, EntryMeta, Range, Scope, StateKey, UserId, WarmRead};
+use crate::types::{page_reads, EntryMeta, PostId, Range, Scope, StateKey, UserId, WarmRead};
 
 /// Members a SMISMEMBER names at the most (a longer list is asked in
 /// several, in the same pipeline).
@@ -234,9 +234,9 @@ impl RedisStore {
     /// `visible` (an unknown author's post is kept: the engine reads it).
     async fn page_meta(
         &self,
-        ids: Vec<i64>,
+        ids: Vec<PostId>,
         visible: Box<dyn Fn(UserId) -> bool + Send>,
-    ) -> AppResult<HashMap<i64, EntryMeta>> {
+    ) -> AppResult<HashMap<PostId, EntryMeta>> {
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows = self
             .query_per_slot(&keys, |pipe, key| {
@@ -264,7 +264,7 @@ impl RedisStore {
 /// The sources cut down to what the page can use
 /// ([`page_reads`]), whose posts alone are looked up (none while a source
 /// is not there). Returns their ids, in feed order.
-fn page_ids(sources: &mut [(Option<UserId>, Range)], fetch: usize) -> Vec<i64> {
+fn page_ids(sources: &mut [(Option<UserId>, Range)], fetch: usize) -> Vec<PostId> {
     let mut reads = Vec::with_capacity(sources.len());
     for (_, range) in sources.iter_mut() {
         match range {
