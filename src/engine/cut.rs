@@ -265,6 +265,16 @@ mod tests {
     use super::*;
     use crate::types::{feed_order, PostId};
 
+    /// The entry of post `id` at `score`.
+    fn at(score: i64, id: i64) -> Entry {
+        Entry::new(score, PostId(id))
+    }
+
+    /// The entry of post `id` at `score`, shown.
+    fn shown_at(score: i64, id: i64) -> (Entry, Slot<Entry>) {
+        (at(score, id), Slot::Shown(at(score, id)))
+    }
+
     fn sorted(mut v: Vec<Entry>) -> Vec<Entry> {
         v.sort_by(feed_order);
         v
@@ -304,11 +314,11 @@ mod tests {
     #[test]
     fn next_counts_the_request_offset_only_for_the_same_score() {
         let stream = shown(&sorted(vec![
-            Entry::new(9, PostId(1)),
-            Entry::new(9, PostId(2)),
-            Entry::new(9, PostId(3)),
-            Entry::new(8, PostId(4)),
-            Entry::new(8, PostId(5)),
+            at(9, 1),
+            at(9, 2),
+            at(9, 3),
+            at(8, 4),
+            at(8, 5),
         ]));
         let (items, next) = page(&stream, PageRequest::after(Cursor { max: 9, offset: 1 }, 1));
         assert_eq!(items.len(), 1);
@@ -321,44 +331,25 @@ mod tests {
     fn hidden_entries_keep_their_place_in_the_count() {
         // Ids 3 (hidden) and 2, 1 share score 9; 4 is older.
         let stream = vec![
-            (Entry::new(9, PostId(3)), Slot::Hidden),
-            (
-                Entry::new(9, PostId(2)),
-                Slot::Shown(Entry::new(9, PostId(2))),
-            ),
-            (
-                Entry::new(9, PostId(1)),
-                Slot::Shown(Entry::new(9, PostId(1))),
-            ),
-            (
-                Entry::new(8, PostId(4)),
-                Slot::Shown(Entry::new(8, PostId(4))),
-            ),
+            (at(9, 3), Slot::Hidden),
+            shown_at(9, 2),
+            shown_at(9, 1),
+            shown_at(8, 4),
         ];
         let (items, next) = page(&stream, PageRequest::first(1));
-        assert_eq!(items, vec![Entry::new(9, PostId(2))]);
+        assert_eq!(items, vec![at(9, 2)]);
         assert_eq!(next, Some(Cursor { max: 9, offset: 2 }));
-        assert_eq!(
-            scroll(&stream, 1),
-            vec![
-                Entry::new(9, PostId(2)),
-                Entry::new(9, PostId(1)),
-                Entry::new(8, PostId(4))
-            ]
-        );
+        assert_eq!(scroll(&stream, 1), vec![at(9, 2), at(9, 1), at(8, 4)]);
         // Hiding an entry already passed does not move the rest.
         let mut later = stream.clone();
         later[1].1 = Slot::Hidden;
         let (items, _) = page(&later, PageRequest::after(Cursor { max: 9, offset: 2 }, 5));
-        assert_eq!(
-            items,
-            vec![Entry::new(9, PostId(1)), Entry::new(8, PostId(4))]
-        );
+        assert_eq!(items, vec![at(9, 1), at(8, 4)]);
     }
 
     #[test]
     fn next_is_null_at_the_end_and_need_more_when_unsure() {
-        let stream = shown(&[Entry::new(3, PostId(1)), Entry::new(2, PostId(2))]);
+        let stream = shown(&[at(3, 1), at(2, 2)]);
         assert_eq!(page(&stream, PageRequest::first(2)).1, None);
         let req = PageRequest::first(2);
         assert_eq!(cut(stream.iter().cloned(), &req, false), Cut::NeedMore);
@@ -368,13 +359,7 @@ mod tests {
             Cut::Page { next: Some(_), .. }
         ));
         // Only hidden entries after the last item: the feed ends there.
-        let tail = vec![
-            (
-                Entry::new(3, PostId(1)),
-                Slot::Shown(Entry::new(3, PostId(1))),
-            ),
-            (Entry::new(2, PostId(2)), Slot::Hidden),
-        ];
+        let tail = vec![shown_at(3, 1), (at(2, 2), Slot::Hidden)];
         assert_eq!(page(&tail, PageRequest::first(1)).1, None);
     }
 
@@ -457,23 +442,11 @@ mod tests {
     fn a_refresh_page_carries_cursors_both_ways() {
         // Ids 5, 4 at 9; 3, 2, 1 at 8 (2 hidden); the position leaves 1 below.
         let stream = vec![
-            (
-                Entry::new(9, PostId(5)),
-                Slot::Shown(Entry::new(9, PostId(5))),
-            ),
-            (
-                Entry::new(9, PostId(4)),
-                Slot::Shown(Entry::new(9, PostId(4))),
-            ),
-            (
-                Entry::new(8, PostId(3)),
-                Slot::Shown(Entry::new(8, PostId(3))),
-            ),
-            (Entry::new(8, PostId(2)), Slot::Hidden),
-            (
-                Entry::new(8, PostId(1)),
-                Slot::Shown(Entry::new(8, PostId(1))),
-            ),
+            shown_at(9, 5),
+            shown_at(9, 4),
+            shown_at(8, 3),
+            (at(8, 2), Slot::Hidden),
+            shown_at(8, 1),
         ];
         let req = PageRequest::before(Prev { min: 8, offset: 1 }, 2);
         let CutUp::Page {
@@ -485,10 +458,7 @@ mod tests {
         else {
             unreachable!()
         };
-        assert_eq!(
-            items,
-            vec![Entry::new(9, PostId(4)), Entry::new(8, PostId(3))]
-        );
+        assert_eq!(items, vec![at(9, 4), at(8, 3)]);
         assert_eq!(next, Cursor { max: 8, offset: 1 });
         assert_eq!(prev, Prev { min: 9, offset: 1 });
         // Above 8/3: the entries of 8 from it down, the hidden one counted.

@@ -26,62 +26,11 @@ use crate::types::{
 #[derive(Clone, Copy)]
 pub struct PostRecords<'a>(pub(super) &'a PgStore);
 
-/// The columns of a [`FeedRow`]: a deleted post's body and meta are not read.
-macro_rules! feed_columns {
-    () => {
-        "p.id, p.author_id, u.username, \
-         CASE WHEN p.deleted_at IS NULL THEN p.body ELSE '' END, p.created_at_ms, \
-         p.deleted_at IS NULL, CASE WHEN p.deleted_at IS NULL THEN p.meta END"
-    };
-}
-
-/// The start of a query of a reader's home feed, in three parts with two
-/// binds between them (the reader, and whether its own posts are in):
-/// `r`, the reader, and `v(a)`, the authors whose posts its home shows.
-macro_rules! home_0 {
-    () => {
-        "WITH r(id, own) AS (SELECT "
-    };
-}
-macro_rules! home_1 {
-    () => {
-        "::bigint, "
-    };
-}
-macro_rules! home_2 {
-    () => {
-        concat!(
-            "::bool), v(a) AS (",
-            scope_authors!("(SELECT id FROM r)", "TRUE", "(SELECT own FROM r)"),
-            ") "
-        )
-    };
-}
-
-/// The authors of a scope's feed, as SQL selecting their ids: with `home`
-/// true, those whose posts `user`'s home shows (whom it follows and has not
-/// muted, and itself where `own` holds); else `user` alone, an author's
-/// page. Only active accounts: a suspended or deleted one's posts are in
-/// no feed. The three are SQL expressions (binds, or columns).
-macro_rules! scope_authors {
-    ($user:literal, $home:literal, $own:literal) => {
-        concat!(
-            "SELECT x.a FROM (SELECT f.followee_id FROM follows f WHERE ",
-            $home,
-            " AND f.follower_id = ",
-            $user,
-            " AND NOT EXISTS (SELECT 1 FROM mutes m \
-              WHERE m.muter_id = f.follower_id AND m.muted_id = f.followee_id)",
-            " UNION ALL SELECT ",
-            $user,
-            "::bigint WHERE NOT ",
-            $home,
-            " OR ",
-            $own,
-            ") x(a) JOIN users su ON su.id = x.a WHERE su.status = 'active'"
-        )
-    };
-}
+/// The feed queries, each in a file of its own (see each for its binds).
+const FEED_DOWN: &str = include_str!("sql/feed_down.sql");
+const FEED_UP: &str = include_str!("sql/feed_up.sql");
+const HYDRATE: &str = include_str!("sql/hydrate.sql");
+const PUBLISH: &str = include_str!("sql/publish.sql");
 
 /// The SQL types of a [`FeedRow`].
 type FeedRowSql = (BigInt, BigInt, Text, Text, BigInt, Bool, Nullable<Text>);
@@ -131,55 +80,17 @@ impl PostRecords<'_> {
     ) -> AppResult<Published> {
         let (body, meta) = draft;
         let mut conn = self.0.conn().await?;
-        const END: &str = " FROM p) \
-             SELECT p.id, p.author_id, a.username, p.body, p.created_at_ms, p.meta FROM p, a";
-        let (parts, mut binds): (&'static [&'static str], Vec<Bind>) = match key {
-            // The post's id comes from the key's row: no key row (the key
-            // is taken), no post.
-            Some(key) => (
-                &[
-                    "WITH a AS (SELECT id, username, big_v FROM users WHERE status = 'active' AND id = ",
-                    " FOR UPDATE), \
-                     k AS (INSERT INTO publish_keys (author_id, key, post_id) SELECT id, ",
-                    ", nextval('posts_id_seq') FROM a ON CONFLICT DO NOTHING RETURNING post_id), \
-                     p AS (INSERT INTO posts (id, author_id, body, meta, created_at_ms, pulled) \
-                       SELECT k.post_id, a.id, ",
-                    ", ",
-                    ", ",
-                    ", a.big_v FROM a, k RETURNING id, author_id, body, meta, created_at_ms), \
-                     j AS (INSERT INTO fanout_jobs (kind, author_id, post_id, created_at_ms) \
-                       SELECT ",
-                    ", p.author_id, p.id, ",
-                    END,
-                ],
-                vec![Bind::BigInt(author.0), Bind::Text(key)],
-            ),
-            None => (
-                &[
-                    "WITH a AS (SELECT id, username, big_v FROM users WHERE status = 'active' AND id = ",
-                    " FOR UPDATE), \
-                     p AS (INSERT INTO posts (author_id, body, meta, created_at_ms, pulled) \
-                       SELECT a.id, ",
-                    ", ",
-                    ", ",
-                    ", a.big_v FROM a RETURNING id, author_id, body, meta, created_at_ms), \
-                     j AS (INSERT INTO fanout_jobs (kind, author_id, post_id, created_at_ms) \
-                       SELECT ",
-                    ", p.author_id, p.id, ",
-                    END,
-                ],
-                vec![Bind::BigInt(author.0)],
-            ),
-        };
-        binds.extend([
+        let binds = vec![
+            Bind::BigInt(author.0),
+            Bind::OptText(key),
             Bind::Text(body),
             Bind::OptText(meta),
             Bind::BigInt(created_at_ms),
             Bind::Text(JobKind::Deliver.as_str()),
             Bind::BigInt(now_ms),
-        ]);
+        ];
         let post: Option<PostRow> =
-            Prepared::<(BigInt, BigInt, Text, Text, BigInt, Nullable<Text>)>::new(parts, binds)
+            Prepared::<(BigInt, BigInt, Text, Text, BigInt, Nullable<Text>)>::new(PUBLISH, binds)
                 .get_result(&mut conn)
                 .await
                 .optional()?;
@@ -327,46 +238,11 @@ impl PostRecords<'_> {
             return Ok(Vec::new());
         }
         let mut conn = self.0.conn().await?;
-        let rows: Vec<FeedRow> = match scope {
-            Scope::Home { reader, own } => {
-                Prepared::<FeedRowSql>::new(
-                    &[
-                        home_0!(),
-                        home_1!(),
-                        concat!(
-                            home_2!(),
-                            "SELECT ",
-                            feed_columns!(),
-                            " FROM posts p \
-                         JOIN v ON v.a = p.author_id JOIN users u ON u.id = p.author_id \
-                         WHERE p.id = ANY("
-                        ),
-                        ")",
-                    ],
-                    vec![Bind::BigInt(reader.0), Bind::Bool(own), Bind::Posts(ids)],
-                )
-                .load(&mut conn)
-                .await?
-            }
-            Scope::Author(author) => {
-                Prepared::<FeedRowSql>::new(
-                    &[
-                        concat!(
-                            "SELECT ",
-                            feed_columns!(),
-                            " FROM posts p \
-                         JOIN users u ON u.id = p.author_id \
-                         WHERE u.status = 'active' AND p.id = ANY("
-                        ),
-                        ") AND p.author_id = ",
-                        "",
-                    ],
-                    vec![Bind::Posts(ids), Bind::BigInt(author.0)],
-                )
-                .load(&mut conn)
-                .await?
-            }
-        };
+        let mut binds = scope_of(scope).to_vec();
+        binds.push(Bind::Posts(ids));
+        let rows: Vec<FeedRow> = Prepared::<FeedRowSql>::new(HYDRATE, binds)
+            .load(&mut conn)
+            .await?;
         Ok(rows.into_iter().map(FeedPost::from).collect())
     }
 
@@ -388,88 +264,15 @@ impl PostRecords<'_> {
     ) -> AppResult<FeedRows> {
         let mut conn = self.0.conn().await?;
         let top = max.unwrap_or(i64::MAX);
-        let rows: Vec<FeedRow> = match scope {
-            Scope::Home { reader, own } => {
-                Prepared::<FeedRowSql>::new(
-                    &[
-                        home_0!(),
-                        home_1!(),
-                        concat!(
-                            home_2!(),
-                            "(SELECT ",
-                            feed_columns!(),
-                            " \
-                         FROM v JOIN posts p ON p.author_id = v.a \
-                         JOIN users u ON u.id = p.author_id \
-                         WHERE p.created_at_ms = "
-                        ),
-                        " ORDER BY p.id::text COLLATE \"C\" DESC OFFSET ",
-                        " LIMIT ",
-                        concat!(
-                            ") UNION ALL (SELECT ",
-                            feed_columns!(),
-                            " \
-                         FROM v CROSS JOIN LATERAL ( \
-                            SELECT id, author_id, body, meta, created_at_ms, deleted_at FROM posts \
-                            WHERE author_id = v.a AND deleted_at IS NULL AND created_at_ms < "
-                        ),
-                        " ORDER BY created_at_ms DESC FETCH FIRST (",
-                        ") ROWS WITH TIES) p JOIN users u ON u.id = p.author_id \
-                         ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
-                        ")",
-                    ],
-                    vec![
-                        Bind::BigInt(reader.0),
-                        Bind::Bool(own),
-                        Bind::BigInt(top),
-                        Bind::BigInt(offset as i64),
-                        Bind::BigInt(window),
-                        Bind::BigInt(top),
-                        Bind::BigInt(window),
-                        Bind::BigInt(window),
-                    ],
-                )
-                .load(&mut conn)
-                .await?
-            }
-            Scope::Author(author) => {
-                Prepared::<FeedRowSql>::new(
-                    &[
-                        concat!(
-                            "(SELECT ",
-                            feed_columns!(),
-                            " \
-                         FROM posts p JOIN users u ON u.id = p.author_id \
-                         WHERE u.status = 'active' AND p.author_id = "
-                        ),
-                        " AND p.created_at_ms = ",
-                        " ORDER BY p.id::text COLLATE \"C\" DESC OFFSET ",
-                        " LIMIT ",
-                        concat!(
-                            ") UNION ALL (SELECT ",
-                            feed_columns!(),
-                            " \
-                         FROM posts p JOIN users u ON u.id = p.author_id \
-                         WHERE u.status = 'active' AND p.author_id = "
-                        ),
-                        " AND p.deleted_at IS NULL AND p.created_at_ms < ",
-                        " ORDER BY p.created_at_ms DESC, p.id::text COLLATE \"C\" DESC LIMIT ",
-                        ")",
-                    ],
-                    vec![
-                        Bind::BigInt(author.0),
-                        Bind::BigInt(top),
-                        Bind::BigInt(offset as i64),
-                        Bind::BigInt(window),
-                        Bind::BigInt(author.0),
-                        Bind::BigInt(top),
-                        Bind::BigInt(window),
-                    ],
-                )
-                .load(&mut conn)
-                .await?
-            }
-        };
+        let mut binds = scope_of(scope).to_vec();
+        binds.extend([
+            Bind::BigInt(top),
+            Bind::BigInt(i64::from(offset)),
+            Bind::BigInt(window),
+        ]);
+        let rows: Vec<FeedRow> = Prepared::<FeedRowSql>::new(FEED_DOWN, binds)
+            .load(&mut conn)
+            .await?;
         let (mut at_max, mut below): (Vec<FeedRow>, Vec<FeedRow>) =
             rows.into_iter().partition(|r| r.created_at_ms == top);
         let order = |a: &FeedRow, b: &FeedRow| {
@@ -502,79 +305,11 @@ impl PostRecords<'_> {
     /// the top of the feed.
     pub async fn feed_up(self, scope: Scope, min: i64, window: i64) -> AppResult<FeedRows> {
         let mut conn = self.0.conn().await?;
-        let mut rows: Vec<FeedRow> = match scope {
-            Scope::Home { reader, own } => {
-                Prepared::<FeedRowSql>::new(
-                    &[
-                        home_0!(),
-                        home_1!(),
-                        concat!(
-                            home_2!(),
-                            "(SELECT ",
-                            feed_columns!(),
-                            " \
-                         FROM v JOIN posts p ON p.author_id = v.a \
-                         JOIN users u ON u.id = p.author_id WHERE p.created_at_ms = "
-                        ),
-                        concat!(
-                            ") UNION ALL (SELECT ",
-                            feed_columns!(),
-                            " \
-                         FROM v CROSS JOIN LATERAL ( \
-                            SELECT id, author_id, body, meta, created_at_ms, deleted_at FROM posts \
-                            WHERE author_id = v.a AND created_at_ms > "
-                        ),
-                        " ORDER BY created_at_ms ASC FETCH FIRST (",
-                        ") ROWS WITH TIES) p JOIN users u ON u.id = p.author_id \
-                         ORDER BY p.created_at_ms ASC, p.id::text COLLATE \"C\" ASC LIMIT ",
-                        ")",
-                    ],
-                    vec![
-                        Bind::BigInt(reader.0),
-                        Bind::Bool(own),
-                        Bind::BigInt(min),
-                        Bind::BigInt(min),
-                        Bind::BigInt(window),
-                        Bind::BigInt(window),
-                    ],
-                )
-                .load(&mut conn)
-                .await?
-            }
-            Scope::Author(author) => {
-                Prepared::<FeedRowSql>::new(
-                    &[
-                        concat!(
-                            "(SELECT ",
-                            feed_columns!(),
-                            " \
-                         FROM posts p JOIN users u ON u.id = p.author_id \
-                         WHERE u.status = 'active' AND p.author_id = "
-                        ),
-                        " AND p.created_at_ms = ",
-                        concat!(
-                            ") UNION ALL (SELECT ",
-                            feed_columns!(),
-                            " \
-                         FROM posts p JOIN users u ON u.id = p.author_id \
-                         WHERE u.status = 'active' AND p.author_id = "
-                        ),
-                        " AND p.created_at_ms > ",
-                        " ORDER BY p.created_at_ms ASC, p.id::text COLLATE \"C\" ASC LIMIT ",
-                        ")",
-                    ],
-                    vec![
-                        Bind::BigInt(author.0),
-                        Bind::BigInt(min),
-                        Bind::BigInt(author.0),
-                        Bind::BigInt(min),
-                        Bind::BigInt(window),
-                    ],
-                )
-                .load(&mut conn)
-                .await?
-            }
-        };
+        let mut binds = scope_of(scope).to_vec();
+        binds.extend([Bind::BigInt(min), Bind::BigInt(window)]);
+        let mut rows: Vec<FeedRow> = Prepared::<FeedRowSql>::new(FEED_UP, binds)
+            .load(&mut conn)
+            .await?;
         let above = rows.iter().filter(|r| r.created_at_ms > min).count() as i64;
         rows.sort_by(|a, b| {
             feed_order(
@@ -597,8 +332,7 @@ impl PostRecords<'_> {
             "SELECT count(*) AS n FROM posts p \
              WHERE p.created_at_ms = $2 AND p.deleted_at IS NOT NULL \
              AND p.id::text COLLATE \"C\" > $3::text COLLATE \"C\" AND p.author_id IN (",
-            scope_authors!("$1", "$4", "$5"),
-            ")"
+            "SELECT a FROM feed_authors($1, $4, $5))"
         ))
         .into_boxed()
         .bind::<BigInt, _>(scope.user())
@@ -618,8 +352,7 @@ impl PostRecords<'_> {
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 \
              AND p.id::text COLLATE \"C\" <= $3::text COLLATE \"C\" AND p.author_id IN (",
-            scope_authors!("$1", "$4", "$5"),
-            ")"
+            "SELECT a FROM feed_authors($1, $4, $5))"
         ))
         .into_boxed()
         .bind::<BigInt, _>(scope.user())
@@ -636,8 +369,7 @@ impl PostRecords<'_> {
         let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(concat!(
             "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 AND p.author_id IN (",
-            scope_authors!("$1", "$3", "$4"),
-            ")"
+            "SELECT a FROM feed_authors($1, $3, $4))"
         ))
         .into_boxed()
         .bind::<BigInt, _>(scope.user())
@@ -739,13 +471,10 @@ impl PostRecords<'_> {
         let mut conn = self.0.conn().await?;
         let rows: Vec<(i64, Option<i64>)> =
             Prepared::<(BigInt, diesel::sql_types::Nullable<BigInt>)>::new(
-                &[
-                    "SELECT u.follow_seq, f.followee_id FROM users u \
+                "SELECT u.follow_seq, f.followee_id FROM users u \
                  LEFT JOIN follows f ON f.follower_id = u.id AND NOT EXISTS ( \
                     SELECT 1 FROM mutes m WHERE m.muter_id = u.id AND m.muted_id = f.followee_id) \
-                 WHERE u.status <> 'deleted' AND u.id = ",
-                    "",
-                ],
+                 WHERE u.status <> 'deleted' AND u.id = $1",
                 vec![Bind::BigInt(reader.0)],
             )
             .load::<(i64, Option<i64>)>(&mut conn)
@@ -838,15 +567,32 @@ impl PostRecords<'_> {
     }
 }
 
-/// Binds the flags [`scope_authors`] reads after a query's own binds:
-/// whether the scope is a home, and whether that home shows its reader's
-/// own posts.
+/// The binds `feed_authors` takes for `scope`, in its order: the user,
+/// whether the scope is a home, whether that home shows its reader's own
+/// posts.
+fn scope_of(scope: Scope) -> [Bind<'static>; 3] {
+    let (home, own) = flags(scope);
+    [
+        Bind::BigInt(scope.user().0),
+        Bind::Bool(home),
+        Bind::Bool(own),
+    ]
+}
+
+/// Binds `feed_authors`'s flags after a query's own binds (the user is
+/// the query's first).
 fn scope_binds(query: BoxedSql, scope: Scope) -> BoxedSql {
-    let (home, own) = match scope {
+    let (home, own) = flags(scope);
+    query.bind::<Bool, _>(home).bind::<Bool, _>(own)
+}
+
+/// Whether `scope` is a home, and whether it shows its reader's own posts
+/// (an author's page shows them all).
+fn flags(scope: Scope) -> (bool, bool) {
+    match scope {
         Scope::Home { own, .. } => (true, own),
         Scope::Author(_) => (false, true),
-    };
-    query.bind::<Bool, _>(home).bind::<Bool, _>(own)
+    }
 }
 
 type BoxedSql =

@@ -10,6 +10,7 @@ use std::marker::PhantomData;
 
 use diesel::pg::Pg;
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::result::Error;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 use diesel::QueryResult;
 
@@ -27,23 +28,41 @@ pub enum Bind<'a> {
     OptText(Option<&'a str>),
 }
 
-/// `parts` is the SQL text split where the binds go (one more part than
-/// binds); `ST` is the SQL type of a row.
+/// A query's text with its binds. The text names the binds as PostgreSQL
+/// does, `$1` to `$n` by position, each as often as it needs (the text
+/// holds no other `$`, in comments neither); `ST` is the SQL type of a row.
+/// diesel numbers what it sends in order of appearance, so each appearance
+/// goes as a parameter of its own, with its bind's value.
 pub struct Prepared<'a, ST> {
-    parts: &'static [&'static str],
+    text: &'static str,
     binds: Vec<Bind<'a>>,
     row: PhantomData<ST>,
 }
 
 impl<'a, ST> Prepared<'a, ST> {
-    pub fn new(parts: &'static [&'static str], binds: Vec<Bind<'a>>) -> Self {
-        debug_assert_eq!(parts.len(), binds.len() + 1, "one more part than binds");
+    pub fn new(text: &'static str, binds: Vec<Bind<'a>>) -> Self {
         Prepared {
-            parts,
+            text,
             binds,
             row: PhantomData,
         }
     }
+}
+
+/// The text before each `$n` of `text`, with `n`, then the rest.
+fn placeholders(text: &str) -> (Vec<(&str, usize)>, &str) {
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        let digits = rest[at + 1..]
+            .bytes()
+            .take_while(u8::is_ascii_digit)
+            .count();
+        let n = rest[at + 1..at + 1 + digits].parse().unwrap_or(0);
+        parts.push((&rest[..at], n));
+        rest = &rest[at + 1 + digits..];
+    }
+    (parts, rest)
 }
 
 impl<ST> QueryId for Prepared<'_, ST> {
@@ -58,17 +77,23 @@ impl<ST: 'static> Query for Prepared<'_, ST> {
 
 impl<ST> QueryFragment<Pg> for Prepared<'_, ST> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
-        for (i, part) in self.parts.iter().enumerate() {
-            out.push_sql(part);
-            match self.binds.get(i) {
-                Some(Bind::BigInt(v)) => out.push_bind_param::<BigInt, _>(v)?,
-                Some(Bind::Bool(v)) => out.push_bind_param::<Bool, _>(v)?,
-                Some(Bind::Posts(v)) => out.push_bind_param::<Array<BigInt>, _>(*v)?,
-                Some(Bind::Text(v)) => out.push_bind_param::<Text, _>(*v)?,
-                Some(Bind::OptText(v)) => out.push_bind_param::<Nullable<Text>, _>(v)?,
-                None => {}
+        let (parts, rest) = placeholders(self.text);
+        for (sql, n) in parts {
+            out.push_sql(sql);
+            let Some(bind) = n.checked_sub(1).and_then(|i| self.binds.get(i)) else {
+                return Err(Error::QueryBuilderError(
+                    format!("${n} names no bind of {}", self.binds.len()).into(),
+                ));
+            };
+            match bind {
+                Bind::BigInt(v) => out.push_bind_param::<BigInt, _>(v)?,
+                Bind::Bool(v) => out.push_bind_param::<Bool, _>(v)?,
+                Bind::Posts(v) => out.push_bind_param::<Array<BigInt>, _>(*v)?,
+                Bind::Text(v) => out.push_bind_param::<Text, _>(*v)?,
+                Bind::OptText(v) => out.push_bind_param::<Nullable<Text>, _>(v)?,
             }
         }
+        out.push_sql(rest);
         Ok(())
     }
 }

@@ -1,0 +1,2 @@
+DROP VIEW feed_rows;
+DROP FUNCTION feed_authors(bigint, bool, bool);

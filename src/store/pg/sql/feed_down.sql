@@ -1,0 +1,30 @@
+-- A feed from a position down (`PostRecords::feed`): the posts scored
+-- exactly the position's score past the first `offset` (deleted ones too:
+-- the offset counts them), then at least `window` live posts below that
+-- score, where the feed has them. Deleted posts below the score are left
+-- to the index, so however many lie between live ones the read stays one
+-- window.
+--
+-- Binds, in order: the scope's user, whether the scope is a home, whether
+-- that home shows its reader's own posts (`feed_authors`), the score, the
+-- offset, the window. The caller puts the rows in feed order.
+WITH v AS (SELECT a FROM feed_authors($1, $2, $3))
+SELECT r.id, r.author_id, r.username, r.body, r.created_at_ms, r.live, r.meta
+FROM (
+    (SELECT p.id
+     FROM v JOIN posts p ON p.author_id = v.a
+     WHERE p.created_at_ms = $4
+     ORDER BY p.id::text COLLATE "C" DESC
+     OFFSET $5 LIMIT $6)
+    UNION ALL
+    (SELECT p.id
+     FROM v CROSS JOIN LATERAL (
+         SELECT id, created_at_ms FROM posts
+         WHERE author_id = v.a AND deleted_at IS NULL AND created_at_ms < $4
+         ORDER BY created_at_ms DESC
+         FETCH FIRST ($6) ROWS WITH TIES
+     ) p
+     ORDER BY p.created_at_ms DESC, p.id::text COLLATE "C" DESC
+     LIMIT $6)
+) e
+JOIN feed_rows r ON r.id = e.id

@@ -1,0 +1,25 @@
+-- A feed from the run of a score up (`PostRecords::feed_up`): every post
+-- scored exactly that, then at least `window` posts above it where the
+-- feed has them (deleted ones too: the cursor counts them).
+--
+-- Binds, in order: the scope's user, whether the scope is a home, whether
+-- that home shows its reader's own posts (`feed_authors`), the score, the
+-- window. The caller puts the rows in feed order.
+WITH v AS (SELECT a FROM feed_authors($1, $2, $3))
+SELECT r.id, r.author_id, r.username, r.body, r.created_at_ms, r.live, r.meta
+FROM (
+    (SELECT p.id
+     FROM v JOIN posts p ON p.author_id = v.a
+     WHERE p.created_at_ms = $4)
+    UNION ALL
+    (SELECT p.id
+     FROM v CROSS JOIN LATERAL (
+         SELECT id, created_at_ms FROM posts
+         WHERE author_id = v.a AND created_at_ms > $4
+         ORDER BY created_at_ms ASC
+         FETCH FIRST ($5) ROWS WITH TIES
+     ) p
+     ORDER BY p.created_at_ms ASC, p.id::text COLLATE "C" ASC
+     LIMIT $5)
+) e
+JOIN feed_rows r ON r.id = e.id
