@@ -15,7 +15,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::redis::hints::{HiddenChange, Signal};
 use crate::store::redis::state::PulledChange;
 use crate::types::EntriesOf;
-use crate::types::{AccountStatus, Edge, Entry, Job, Task, TaskState, User, UserId};
+use crate::types::{AccountStatus, Edge, Entry, Job, JobId, Task, TaskId, TaskState, User, UserId};
 
 /// The follow sequence number a purge writes into a follower's copy of
 /// whom it follows for the deleted account: above any real one, so no
@@ -122,7 +122,7 @@ impl AccountChanges<'_> {
     }
 
     /// A task, as its user or an admin (`viewer` `None`) sees it.
-    pub async fn task(self, viewer: Option<UserId>, id: i64) -> AppResult<Task> {
+    pub async fn task(self, viewer: Option<UserId>, id: TaskId) -> AppResult<Task> {
         match self.0.inner.pg.accounts().task(id).await? {
             Some(task) if viewer.is_none_or(|v| v == task.user_id) => Ok(task),
             _ => Err(AppError::NotFound(format!("job {id} does not exist"))),
@@ -132,7 +132,7 @@ impl AccountChanges<'_> {
     /// The hidden accounts take `account` (`hide`) or let it go, done by
     /// the requester; its job (if any) is dropped once done, else left to
     /// a worker and the call answers 503.
-    async fn hide_now(self, account: UserId, hide: bool, job: Option<i64>) -> AppResult<()> {
+    async fn hide_now(self, account: UserId, hide: bool, job: Option<JobId>) -> AppResult<()> {
         let queued = "the account's status is recorded; hiding its posts is queued";
         self.0
             .write_through(job, queued, || {
@@ -159,7 +159,7 @@ impl AccountChanges<'_> {
     pub(crate) async fn purge_step(
         self,
         job: &Job,
-        task: i64,
+        task: TaskId,
         newest: &[Entry],
     ) -> AppResult<bool> {
         let account = job.author_id;

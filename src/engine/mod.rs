@@ -68,7 +68,7 @@ use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
 use crate::types::AccountStatus;
-use crate::types::{Cursor, Prev, UserId};
+use crate::types::{Cursor, JobId, Prev, UserId};
 use crate::types::{Post, User};
 
 pub use between::{Bounds, Feed};
@@ -316,7 +316,7 @@ impl Engine {
     /// that would redo it ([`write::write_through`]).
     pub(crate) async fn write_through<F, Fut>(
         &self,
-        job: Option<i64>,
+        job: Option<JobId>,
         queued: &str,
         apply: F,
     ) -> AppResult<()>

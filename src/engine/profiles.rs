@@ -46,7 +46,7 @@ impl Profiles<'_> {
             .account_id_by_name(username)
             .await?
             .ok_or_else(|| AppError::NotFound(format!("no account is named {username:?}")))?;
-        self.profile(UserId(id)).await
+        self.profile(id).await
     }
 
     /// How `of` stands to each of `others` (at most [`MAX_PROFILES`]).

@@ -11,7 +11,7 @@ use crate::store::pg::PgStore;
 use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::{RedisStore, WriteMark};
-use crate::types::{EntriesOf, Entry, User, UserId};
+use crate::types::{EntriesOf, Entry, JobId, User, UserId};
 
 /// Accounts, as the records hold them.
 pub trait Accounts: Sync {
@@ -32,7 +32,7 @@ pub trait FeedEntries: Sync {
 /// The jobs that redo a change's cache side.
 pub trait Jobs: Sync {
     /// Drops job `id`: its requester did its work.
-    fn drop_job(&self, id: i64) -> impl Future<Output = AppResult<()>> + Send;
+    fn drop_job(&self, id: JobId) -> impl Future<Output = AppResult<()>> + Send;
 }
 
 /// The cache's replicas.
@@ -72,7 +72,7 @@ impl FeedEntries for PgStore {
 }
 
 impl Jobs for PgStore {
-    async fn drop_job(&self, id: i64) -> AppResult<()> {
+    async fn drop_job(&self, id: JobId) -> AppResult<()> {
         self.jobs().drop_job(id).await
     }
 }

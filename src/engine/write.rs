@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::stores::{Jobs, Replicas};
 use crate::error::{AppError, AppResult};
+use crate::types::JobId;
 
 /// Runs a Redis write a call's answer depends on: up to four attempts, a
 /// few milliseconds apart, so that a blip does not fail the call.
@@ -37,7 +38,7 @@ where
 pub(crate) async fn write_through<J, C, F, Fut>(
     jobs: &J,
     cache: &C,
-    job: Option<i64>,
+    job: Option<JobId>,
     queued: &str,
     apply: F,
     deferred: impl FnOnce(),

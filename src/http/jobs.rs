@@ -9,6 +9,7 @@ use super::views::TaskView;
 use crate::domain::parse_id;
 use crate::engine::Engine;
 use crate::error::AppError;
+use crate::types::TaskId;
 
 /// A task and its progress: its user's, or any for an admin. Kept a week
 /// after it ends. (A deleted account's token still reads its own tasks, so
@@ -28,7 +29,9 @@ pub async fn get(
     engine: web::Data<Engine>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
-    let id = parse_id(&path, "job id").map_err(AppError::BadRequest)?;
+    let id = parse_id(&path, "job id")
+        .map(TaskId)
+        .map_err(AppError::BadRequest)?;
     let task = engine.accounts().task(caller.viewer(), id).await?;
     Ok(HttpResponse::Ok().json(TaskView::from(&task)))
 }

@@ -6,7 +6,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::engine::{Followed, Page, UserPage};
-use crate::types::{Cursor, FeedSettings, Post, PostId, Prev, Task, User, UserId};
+use crate::types::{Cursor, FeedSettings, Post, PostId, Prev, Task, TaskId, User, UserId};
 
 /// A user.
 #[derive(Debug, Serialize, ToSchema)]
@@ -151,7 +151,8 @@ impl<'a> From<&'a Followed> for FollowedView<'a> {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Task, example = json!({"id": 7, "kind": "delete_account", "user_id": 42, "state": "running", "total": 1200, "done": 300, "skipped": 0, "created_at_ms": 1764500000123_i64, "finished_at_ms": null}))]
 pub struct TaskView {
-    pub id: i64,
+    #[schema(value_type = i64)]
+    pub id: TaskId,
     /// `delete_account` or `import_follows`.
     #[schema(pattern = "^(delete_account|import_follows)$")]
     pub kind: &'static str,

@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use crate::types::UserId;
+use crate::types::{TaskId, UserId};
 
 /// A user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub enum AccountStatus {
 /// Work a user or an admin started and can watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
-    pub id: i64,
+    pub id: TaskId,
     pub kind: TaskKind,
     /// The account deleted, or the importer.
     pub user_id: UserId,

@@ -1,7 +1,7 @@
-//! The ids of accounts and posts, each a type of its own: never taken for
-//! the other's, a job's or a count, nor one account's for another's by a
-//! swapped argument. Written and read as the bare number (JSON, SQL,
-//! Redis: the stores map them).
+//! The ids of accounts, posts, jobs and tasks, each a type of its own:
+//! never taken for another kind's or a count, nor one account's for
+//! another's by a swapped argument. Written and read as the bare number
+//! (JSON, SQL, Redis: the stores map them).
 
 use std::fmt;
 use std::str::FromStr;
@@ -55,6 +55,16 @@ id_type!(
 id_type!(
     /// A post's id.
     PostId
+);
+
+id_type!(
+    /// A fan-out job's id (a row of the job queue).
+    JobId
+);
+
+id_type!(
+    /// The id of a task a user or an admin started and can watch.
+    TaskId
 );
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::Edge;
-use crate::types::{PostId, UserId};
+use crate::types::{JobId, PostId, TaskId, UserId};
 
 /// What a job delivers. Stored as text with a CHECK constraint; a kind this
 /// binary does not know is an error, never a silent default.
@@ -104,7 +104,7 @@ impl FromStr for JobKind {
 /// A claimed job: its lease and progress, and the work it does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
-    pub id: i64,
+    pub id: JobId,
     /// The author whose change this is (for `Follows`, `Import` and
     /// `Purge`: the reader, the importer, the account).
     pub author_id: UserId,
@@ -148,10 +148,10 @@ pub enum Work {
     },
     Hide,
     Purge {
-        task: i64,
+        task: TaskId,
     },
     Import {
-        task: i64,
+        task: TaskId,
     },
     Follows {
         seq: i64,
@@ -165,7 +165,7 @@ pub struct Payload {
     pub post: Option<PostId>,
     pub reader: Option<UserId>,
     pub epoch: Option<i64>,
-    pub task: Option<i64>,
+    pub task: Option<TaskId>,
     pub targets: Option<Vec<UserId>>,
 }
 
@@ -278,7 +278,7 @@ mod tests {
             post: Some(PostId(1)),
             reader: Some(UserId(2)),
             epoch: Some(3),
-            task: Some(4),
+            task: Some(TaskId(4)),
             targets: Some(vec![UserId(5)]),
         };
         for kind in JobKind::ALL {

@@ -5,7 +5,7 @@
 //! - [`cursor`]: the scroll position a client sends back;
 //! - [`source`]: what one read of one feed source returned;
 //! - [`jobs`]: fan-out jobs and their kinds;
-//! - [`ids`]: the ids of accounts and posts, each a type of its own;
+//! - [`ids`]: the ids of accounts, posts, jobs and tasks, each a type of its own;
 //! - [`account`], [`post`], [`feed_settings`]: what the engine hands out
 //!   (the stores' rows and the API's bodies are each their own).
 
@@ -23,7 +23,7 @@ pub use account::{AccountStatus, Task, TaskKind, TaskState, User};
 pub use cursor::{Cursor, PageRequest, Prev};
 pub use entry::{feed_order, floor_of_newest, member_cmp, Entry};
 pub use feed_settings::FeedSettings;
-pub use ids::{PostId, UserId};
+pub use ids::{JobId, PostId, TaskId, UserId};
 pub use jobs::{Delivery, Job, JobKind, Payload, Work};
 pub use post::{EntriesOf, FeedPost, FeedRows, Post};
 pub use source::{

@@ -2235,7 +2235,7 @@ impl World {
 
     /// Leases of jobs that no live worker holds run out.
     async fn expire_leases(&mut self) -> Outcome {
-        let held: Vec<i64> = self.workers.iter().flatten().map(|l| l.job.id).collect();
+        let held: Vec<i64> = self.workers.iter().flatten().map(|l| l.job.id.0).collect();
         diesel::sql_query(
             "UPDATE fanout_jobs SET lease_until = '-infinity' \
              WHERE lease_until > now() AND NOT (id = ANY($1))",
@@ -2325,7 +2325,7 @@ impl World {
             #[diesel(sql_type = BigInt)]
             n: i64,
         }
-        let held: Vec<i64> = self.workers.iter().flatten().map(|l| l.job.id).collect();
+        let held: Vec<i64> = self.workers.iter().flatten().map(|l| l.job.id.0).collect();
         Ok(diesel::sql_query(
             "SELECT count(*) AS n FROM fanout_jobs WHERE NOT dead AND NOT (id = ANY($1))",
         )

@@ -30,7 +30,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::{Claimed, PgStore};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::{RedisStore, WriteMark};
-use crate::types::{Edge, Entry, Job, JobKind, PostId, TaskState, UserId, Work};
+use crate::types::{Edge, Entry, Job, JobKind, PostId, TaskId, TaskState, UserId, Work};
 use push::Pusher;
 
 /// A job claimed by this instance, with what it was found to need.
@@ -73,12 +73,12 @@ enum Plan {
     },
     /// An import's list (its task's), a batch a step.
     Import {
-        task: i64,
+        task: TaskId,
     },
     /// A deleted account's purge, a batch a step; its newest posts, which
     /// its followers' inboxes may hold.
     Purge {
-        task: i64,
+        task: TaskId,
         newest: Vec<Entry>,
     },
     Nothing,
@@ -190,7 +190,7 @@ impl<'a> FanOut<'a> {
         }
     }
 
-    #[tracing::instrument(skip(self, lease, shutdown), fields(job = lease.job.id, kind = %lease.job.kind(), author = %lease.job.author_id))]
+    #[tracing::instrument(skip(self, lease, shutdown), fields(job = lease.job.id.0, kind = %lease.job.kind(), author = %lease.job.author_id))]
     async fn run_job(self, worker: usize, mut lease: Lease, shutdown: &watch::Receiver<bool>) {
         loop {
             match self.step(&mut lease, true).await {
@@ -286,7 +286,7 @@ impl<'a> FanOut<'a> {
                 }
                 Some(Claimed::Unusable { id, lease, why }) => {
                     let why = format!("{why}: parked as dead");
-                    tracing::error!(job = id, "{why}");
+                    tracing::error!(job = id.0, "{why}");
                     self.0
                         .pg()
                         .jobs()
@@ -430,7 +430,7 @@ impl<'a> FanOut<'a> {
             .pulled_change(job.author_id, change)
             .await
         {
-            tracing::warn!(job = job.id, error = %e.chain(), "could not update the pulled authors");
+            tracing::warn!(job = job.id.0, error = %e.chain(), "could not update the pulled authors");
         }
     }
 
@@ -476,7 +476,7 @@ impl<'a> FanOut<'a> {
         if counted && job.attempts >= self.0.tuning().fanout_max_attempts {
             match self.give_up(&lease).await {
                 Ok(()) => {
-                    tracing::warn!(job = job.id, kind = %job.kind(), error = %error.chain(),
+                    tracing::warn!(job = job.id.0, kind = %job.kind(), error = %error.chain(),
                         "fan-out job gave up: the inboxes it had not reached are rebuilt on their next read");
                     match self.0.pg().jobs().finish_job(job.id, job.lease).await {
                         Ok(()) => {
@@ -488,7 +488,7 @@ impl<'a> FanOut<'a> {
                     return;
                 }
                 Err(e) => {
-                    tracing::error!(job = job.id, error = %e.chain(), "fan-out job could not give up either: parked as dead");
+                    tracing::error!(job = job.id.0, error = %e.chain(), "fan-out job could not give up either: parked as dead");
                     dead = true;
                 }
             }

@@ -21,8 +21,8 @@ use crate::store::redis::hints::Signal;
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::WriteMark;
 use crate::types::{
-    AccountStatus, CachedPost, Delivery, EntriesOf, Entry, FeedSettings, Job, PostId, User, UserId,
-    Work,
+    AccountStatus, CachedPost, Delivery, EntriesOf, Entry, FeedSettings, Job, JobId, PostId, User,
+    UserId, Work,
 };
 
 const AUTHOR: i64 = 1;
@@ -280,7 +280,7 @@ fn pusher(world: &World, batch: i64) -> Pusher<'_, World, World> {
 
 fn job() -> Job {
     Job {
-        id: 1,
+        id: JobId(1),
         author_id: UserId(AUTHOR),
         checkpoint: 0,
         attempts: 1,

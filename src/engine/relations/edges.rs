@@ -11,7 +11,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::{EdgeChange, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
 use crate::store::redis::state::PulledChange;
-use crate::types::{AccountStatus, Edge, EntriesOf, Entry, FeedSettings, User, UserId};
+use crate::types::{AccountStatus, Edge, EntriesOf, Entry, FeedSettings, JobId, User, UserId};
 
 /// One call's changes of edges: the stores, and what of this instance it
 /// uses.
@@ -82,7 +82,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             .follow_many(follower, targets, fit, now_ms())
             .await?;
         for (author, epoch) in &done.promoted {
-            self.promoted(UserId(*author), *epoch).await;
+            self.promoted(*author, *epoch).await;
         }
         let Some(job) = done.job else {
             return Ok(done);
@@ -311,7 +311,12 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
         s.follow_copy_limit.min(s.inbox_max_len)
     }
 
-    async fn write_through<F, Fut>(&self, job: Option<i64>, queued: &str, apply: F) -> AppResult<()>
+    async fn write_through<F, Fut>(
+        &self,
+        job: Option<JobId>,
+        queued: &str,
+        apply: F,
+    ) -> AppResult<()>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = AppResult<()>>,

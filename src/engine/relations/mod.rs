@@ -15,7 +15,7 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
 use crate::types::{
-    AccountStatus, Cursor, Edge, Entry, Job, PageRequest, Task, TaskState, User, UserId,
+    AccountStatus, Cursor, Edge, Entry, Job, PageRequest, Task, TaskId, TaskState, User, UserId,
 };
 use edges::Edges;
 
@@ -144,7 +144,7 @@ impl<'a> Relations<'a> {
     pub(crate) async fn import_step(
         self,
         job: &mut Job,
-        task: i64,
+        task: TaskId,
         record: bool,
     ) -> AppResult<bool> {
         let follower = job.author_id;

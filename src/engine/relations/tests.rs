@@ -19,7 +19,7 @@ use crate::store::redis::hints::{ShownChange, Signal};
 use crate::store::redis::state::PulledChange;
 use crate::store::redis::WriteMark;
 use crate::types::{
-    feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettings, PostId, User, UserId,
+    feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettings, JobId, PostId, User, UserId,
 };
 
 #[derive(Debug, Default)]
@@ -30,7 +30,7 @@ struct Records {
     mutes: BTreeSet<(UserId, UserId)>,
     blocks: BTreeSet<(UserId, UserId)>,
     seq: HashMap<UserId, i64>,
-    jobs: BTreeSet<i64>,
+    jobs: BTreeSet<JobId>,
     next_job: i64,
     big_vs: BTreeSet<UserId>,
     /// (author, time, id).
@@ -133,7 +133,7 @@ impl World {
         let seq = *seq;
         let job = changed.then(|| {
             r.next_job += 1;
-            let job = r.next_job;
+            let job = JobId(r.next_job);
             r.jobs.insert(job);
             job
         });
@@ -204,7 +204,7 @@ impl FeedEntries for World {
 }
 
 impl Jobs for World {
-    async fn drop_job(&self, id: i64) -> AppResult<()> {
+    async fn drop_job(&self, id: JobId) -> AppResult<()> {
         self.records().jobs.remove(&id);
         Ok(())
     }

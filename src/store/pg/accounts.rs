@@ -9,7 +9,7 @@ use super::models::{NewJob, TaskRow, UserRow};
 use super::schema::{fanout_jobs, users};
 use super::PgStore;
 use crate::error::{AppError, AppResult};
-use crate::types::{AccountStatus, JobKind, PostId, Task, TaskState, User, UserId};
+use crate::types::{AccountStatus, JobId, JobKind, PostId, Task, TaskId, TaskState, User, UserId};
 
 /// Suspended and deleted accounts, their purge, and tasks
 /// ([`PgStore::accounts`]).
@@ -30,7 +30,7 @@ pub const TASK_KEPT_DAYS: i64 = 7;
 #[derive(Debug, Clone)]
 pub struct StatusChange {
     pub user: User,
-    pub job: i64,
+    pub job: JobId,
 }
 
 impl AccountRecords<'_> {
@@ -69,7 +69,7 @@ impl AccountRecords<'_> {
     /// job and the `purge` job and task that remove the rest: its follows
     /// either way and its posts count as the task's work. `None`: no such
     /// account, or deleted already.
-    pub async fn delete_account(self, id: UserId, now_ms: i64) -> AppResult<Option<(Task, i64)>> {
+    pub async fn delete_account(self, id: UserId, now_ms: i64) -> AppResult<Option<(Task, JobId)>> {
         let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             let marked = diesel::update(
@@ -93,7 +93,7 @@ impl AccountRecords<'_> {
             .get_result(conn)
             .await?;
             let hide = insert_job(conn, JobKind::Hide, id, None, now_ms).await?;
-            insert_job(conn, JobKind::Purge, id, Some(task.id), now_ms).await?;
+            insert_job(conn, JobKind::Purge, id, Some(TaskId(task.id)), now_ms).await?;
             Ok(Some((task.try_into()?, hide)))
         })
         .await
@@ -163,7 +163,14 @@ impl AccountRecords<'_> {
             .bind::<BigInt, _>(IMPORT_CHUNK as i64)
             .execute(conn)
             .await?;
-            insert_job(conn, JobKind::Import, follower, Some(task.id), now_ms).await?;
+            insert_job(
+                conn,
+                JobKind::Import,
+                follower,
+                Some(TaskId(task.id)),
+                now_ms,
+            )
+            .await?;
             task.try_into()
         })
         .await
@@ -184,7 +191,7 @@ impl AccountRecords<'_> {
     /// Every chunk but the last is full, so a `from` that is not a multiple
     /// of `IMPORT_CHUNK` is past the end. (A task an older release
     /// queued keeps its list whole: sliced.)
-    pub async fn import_batch(self, task: i64, from: i64, limit: i64) -> AppResult<Vec<UserId>> {
+    pub async fn import_batch(self, task: TaskId, from: i64, limit: i64) -> AppResult<Vec<UserId>> {
         use super::schema::import_chunks;
         if from % IMPORT_CHUNK as i64 != 0 {
             return Ok(Vec::new());
@@ -216,7 +223,7 @@ impl AccountRecords<'_> {
     }
 
     /// A task, if it is there (kept [`TASK_KEPT_DAYS`] after it ends).
-    pub async fn task(self, id: i64) -> AppResult<Option<Task>> {
+    pub async fn task(self, id: TaskId) -> AppResult<Option<Task>> {
         let mut conn = self.0.conn().await?;
         let row: Option<TaskRow> =
             diesel::sql_query(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"))
@@ -231,7 +238,7 @@ impl AccountRecords<'_> {
     /// state (`running`, or `done` / `failed` with its end).
     pub async fn task_progress(
         self,
-        id: i64,
+        id: TaskId,
         done: i64,
         skipped: i64,
         state: TaskState,
@@ -362,7 +369,12 @@ impl AccountRecords<'_> {
 
     /// The end of a purge: the account's row (its mutes, blocks and keys
     /// with it) and every other job about it go, and its task is done.
-    pub async fn finish_purge(self, account: UserId, purge_job: i64, task: i64) -> AppResult<()> {
+    pub async fn finish_purge(
+        self,
+        account: UserId,
+        purge_job: JobId,
+        task: TaskId,
+    ) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         conn.transaction::<_, AppError, _>(async move |conn| {
             diesel::sql_query(
@@ -443,9 +455,9 @@ async fn insert_job(
     conn: &mut diesel_async::AsyncPgConnection,
     kind: JobKind,
     account: UserId,
-    task: Option<i64>,
+    task: Option<TaskId>,
     now_ms: i64,
-) -> AppResult<i64> {
+) -> AppResult<JobId> {
     Ok(diesel::insert_into(fanout_jobs::table)
         .values(NewJob {
             kind: kind.as_str(),
@@ -454,7 +466,7 @@ async fn insert_job(
             follower_id: None,
             epoch: None,
             created_at_ms: now_ms,
-            task_id: task,
+            task_id: task.map(|i| i.0),
             targets: None,
         })
         .returning(fanout_jobs::id)

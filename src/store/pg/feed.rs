@@ -18,8 +18,8 @@ use super::schema::posts;
 use super::{PgStore, FEED_ORDER};
 use crate::error::{AppError, AppResult};
 use crate::types::{
-    feed_order, AccountStatus, Delivery, EntriesOf, Entry, FeedPost, FeedRows, JobKind, Post,
-    PostId, PulledAuthor, Scope, UserId,
+    feed_order, AccountStatus, Delivery, EntriesOf, Entry, FeedPost, FeedRows, JobId, JobKind,
+    Post, PostId, PulledAuthor, Scope, UserId,
 };
 
 /// Posts and the feed queries ([`PgStore::posts`]).
@@ -55,7 +55,7 @@ pub enum Deletion {
         author_id: UserId,
         /// The post's time (its place in feeds).
         created_at_ms: i64,
-        job: i64,
+        job: JobId,
     },
     /// Deleted before.
     AlreadyDeleted,
@@ -437,7 +437,7 @@ impl PostRecords<'_> {
             #[diesel(sql_type = BigInt)]
             author_id: UserId,
             #[diesel(sql_type = BigInt)]
-            id: i64,
+            id: PostId,
             #[diesel(sql_type = BigInt)]
             created_at_ms: i64,
         }
@@ -456,7 +456,7 @@ impl PostRecords<'_> {
             by_author
                 .entry(r.author_id)
                 .or_default()
-                .push(Entry::new(r.created_at_ms, PostId(r.id)));
+                .push(Entry::new(r.created_at_ms, r.id));
         }
         for entries in by_author.values_mut() {
             entries.sort_by(feed_order);

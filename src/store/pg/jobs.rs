@@ -13,7 +13,7 @@ use super::models::{JobRow, NewJob};
 use super::schema::fanout_jobs;
 use super::PgStore;
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{Job, JobKind, Payload, PostId, UserId, Work};
+use crate::types::{Job, JobId, JobKind, Payload, PostId, TaskId, UserId, Work};
 
 /// The fan-out jobs table and the instances' heartbeats
 /// ([`PgStore::jobs`]).
@@ -26,7 +26,7 @@ pub enum Claimed {
     /// Its kind is unknown to this binary (a newer one wrote it), or the
     /// row lacks what its kind needs: `why` says which.
     Unusable {
-        id: i64,
+        id: JobId,
         lease: i64,
         why: String,
     },
@@ -38,7 +38,7 @@ impl From<JobRow> for Claimed {
             Ok(kind) => kind,
             Err(unknown) => {
                 return Claimed::Unusable {
-                    id: r.id,
+                    id: JobId(r.id),
                     lease: r.lease,
                     why: unknown.to_string(),
                 }
@@ -48,12 +48,12 @@ impl From<JobRow> for Claimed {
             post: r.post_id.map(PostId),
             reader: r.follower_id.map(UserId),
             epoch: r.epoch,
-            task: r.task_id,
+            task: r.task_id.map(TaskId),
             targets: r.targets.map(|t| t.into_iter().map(UserId).collect()),
         };
         match Work::of(kind, payload) {
             Ok(work) => Claimed::Job(Job {
-                id: r.id,
+                id: JobId(r.id),
                 author_id: UserId(r.author_id),
                 checkpoint: r.checkpoint,
                 attempts: r.attempts,
@@ -62,7 +62,7 @@ impl From<JobRow> for Claimed {
                 work,
             }),
             Err(what) => Claimed::Unusable {
-                id: r.id,
+                id: JobId(r.id),
                 lease: r.lease,
                 why: format!("a {kind} job lacking {what}"),
             },
@@ -168,7 +168,7 @@ impl JobTable<'_> {
     }
 
     /// Deletes a finished job, if its lease is still this holder's.
-    pub async fn finish_job(self, id: i64, lease: i64) -> AppResult<()> {
+    pub async fn finish_job(self, id: JobId, lease: i64) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         let n = diesel::delete(
             fanout_jobs::table
@@ -185,7 +185,7 @@ impl JobTable<'_> {
     /// the attempt back.
     pub async fn fail_job(
         self,
-        id: i64,
+        id: JobId,
         lease: i64,
         error: &str,
         retry_in: Duration,
@@ -212,7 +212,7 @@ impl JobTable<'_> {
 
     /// Deletes a job its requester has done itself, unless a worker has
     /// claimed it meanwhile (that worker then does it again: harmless).
-    pub async fn drop_job(self, id: i64) -> AppResult<()> {
+    pub async fn drop_job(self, id: JobId) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
         diesel::sql_query("DELETE FROM fanout_jobs WHERE id = $1 AND attempts = 0")
             .bind::<BigInt, _>(id)
@@ -312,7 +312,7 @@ impl JobTable<'_> {
 
 /// A lease lost to another worker (it expired) is an error: that worker
 /// now owns the job's progress.
-fn held(rows: usize, id: i64) -> AppResult<()> {
+fn held(rows: usize, id: JobId) -> AppResult<()> {
     if rows == 1 {
         Ok(())
     } else {
@@ -331,7 +331,7 @@ pub(super) async fn queue_job(
     follower: Option<UserId>,
     epoch: Option<i64>,
     now_ms: i64,
-) -> AppResult<i64> {
+) -> AppResult<JobId> {
     Ok(diesel::insert_into(fanout_jobs::table)
         .values(NewJob {
             kind: kind.as_str(),
@@ -359,7 +359,7 @@ pub(super) async fn queue_pair_job(
     follower: UserId,
     seq: i64,
     now_ms: i64,
-) -> AppResult<i64> {
+) -> AppResult<JobId> {
     diesel::sql_query(
         "DELETE FROM fanout_jobs WHERE author_id = $1 AND follower_id = $2 \
          AND attempts = 0 AND NOT dead AND lease_until = '-infinity'",

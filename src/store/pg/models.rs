@@ -5,7 +5,8 @@
 use super::schema::{fanout_jobs, settings, users};
 use crate::error::{AppError, Message};
 use crate::types::{
-    AccountStatus, CachedPost, Delivery, FeedPost, FeedSettings, Post, PostId, Task, User, UserId,
+    AccountStatus, CachedPost, Delivery, FeedPost, FeedSettings, JobId, Post, PostId, Task, TaskId,
+    User, UserId,
 };
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text};
@@ -71,7 +72,7 @@ macro_rules! id_sql {
     )*};
 }
 
-id_sql!(UserId, PostId);
+id_sql!(UserId, PostId, JobId, TaskId);
 
 #[derive(Debug, Insertable)]
 #[diesel(table_name = users)]
@@ -267,7 +268,7 @@ impl TryFrom<TaskRow> for Task {
     fn try_from(r: TaskRow) -> Result<Self, AppError> {
         let unknown = |e: String| AppError::internal("a task's row", Message(e));
         Ok(Task {
-            id: r.id,
+            id: TaskId(r.id),
             kind: r.kind.parse().map_err(unknown)?,
             user_id: UserId(r.user_id),
             state: r.state.parse().map_err(unknown)?,

@@ -88,7 +88,7 @@ impl ProfileRecords<'_> {
     }
 
     /// The active account named `username`.
-    pub async fn account_id_by_name(self, username: &str) -> AppResult<Option<i64>> {
+    pub async fn account_id_by_name(self, username: &str) -> AppResult<Option<UserId>> {
         use super::schema::users;
         let mut conn = self.0.conn().await?;
         Ok(users::table

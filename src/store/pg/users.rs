@@ -10,7 +10,7 @@ use super::models::{NewUser, SettingsRow, UserRow};
 use super::schema::{blocks, follows, mutes, settings, users};
 use super::PgStore;
 use crate::error::{AppError, AppResult};
-use crate::types::{AccountStatus, FeedSettings, User, UserId};
+use crate::types::{AccountStatus, FeedSettings, JobId, User, UserId};
 use crate::types::{BigVChange, JobKind};
 
 /// Users, follows, mutes, blocks and the admin settings
@@ -32,7 +32,7 @@ pub struct EdgeChange {
     /// The follower's follow sequence number after the change (or now).
     pub seq: i64,
     /// The job queued for the change, for its requester to do at once.
-    pub job: Option<i64>,
+    pub job: Option<JobId>,
     /// The followee's new big-V epoch, if the change promoted it.
     pub promoted: Option<i64>,
     /// Whether the reader's home shows the author's posts now: followed
@@ -54,9 +54,9 @@ pub struct FollowedMany {
     /// The reader's follow sequence number of the change.
     pub seq: i64,
     /// The job that applies it, for its requester to do at once.
-    pub job: Option<i64>,
+    pub job: Option<JobId>,
     /// Authors it promoted, with their new big-V epochs.
-    pub promoted: Vec<(i64, i64)>,
+    pub promoted: Vec<(UserId, i64)>,
     /// Of the new ones, those the reader mutes (its home does not show
     /// them).
     pub muted: Vec<UserId>,
@@ -247,7 +247,7 @@ impl UserRecords<'_> {
             for (author, count, big_v) in counted {
                 if let Some(change) = rule(count, big_v, &live) {
                     if let Some(epoch) = record_big_v(conn, UserId(author), change, now_ms).await? {
-                        out.promoted.push((author, epoch));
+                        out.promoted.push((UserId(author), epoch));
                     }
                 }
             }
