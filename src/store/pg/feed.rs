@@ -275,12 +275,7 @@ impl PostRecords<'_> {
             .await?;
         let (mut at_max, mut below): (Vec<FeedRow>, Vec<FeedRow>) =
             rows.into_iter().partition(|r| r.created_at_ms == top);
-        let order = |a: &FeedRow, b: &FeedRow| {
-            feed_order(
-                &Entry::new(a.created_at_ms, PostId(a.id)),
-                &Entry::new(b.created_at_ms, PostId(b.id)),
-            )
-        };
+        let order = |a: &FeedRow, b: &FeedRow| feed_order(&a.entry(), &b.entry());
         at_max.sort_by(order);
         if at_max.len() as i64 >= window {
             // More of the run may follow: the older rows cannot be joined on.
@@ -311,12 +306,7 @@ impl PostRecords<'_> {
             .load(&mut conn)
             .await?;
         let above = rows.iter().filter(|r| r.created_at_ms > min).count() as i64;
-        rows.sort_by(|a, b| {
-            feed_order(
-                &Entry::new(a.created_at_ms, PostId(a.id)),
-                &Entry::new(b.created_at_ms, PostId(b.id)),
-            )
-        });
+        rows.sort_by(|a, b| feed_order(&a.entry(), &b.entry()));
         Ok(FeedRows {
             rows: rows.into_iter().map(FeedPost::from).collect(),
             complete: above < window,
@@ -328,12 +318,12 @@ impl PostRecords<'_> {
     /// bytes are greater): the hidden entries a cursor at `id` has passed.
     pub async fn deleted_ahead(self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
-        let query = diesel::sql_query(concat!(
+        let query = diesel::sql_query(
             "SELECT count(*) AS n FROM posts p \
              WHERE p.created_at_ms = $2 AND p.deleted_at IS NOT NULL \
-             AND p.id::text COLLATE \"C\" > $3::text COLLATE \"C\" AND p.author_id IN (",
-            "SELECT a FROM feed_authors($1, $4, $5))"
-        ))
+             AND p.id::text COLLATE \"C\" > $3::text COLLATE \"C\" \
+             AND p.author_id IN (SELECT a FROM feed_authors($1, $4, $5))",
+        )
         .into_boxed()
         .bind::<BigInt, _>(scope.user())
         .bind::<BigInt, _>(score)
@@ -349,11 +339,11 @@ impl PostRecords<'_> {
     /// not greater): the run of `score` from that post down.
     pub async fn count_from(self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
-        let query = diesel::sql_query(concat!(
+        let query = diesel::sql_query(
             "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 \
-             AND p.id::text COLLATE \"C\" <= $3::text COLLATE \"C\" AND p.author_id IN (",
-            "SELECT a FROM feed_authors($1, $4, $5))"
-        ))
+             AND p.id::text COLLATE \"C\" <= $3::text COLLATE \"C\" \
+             AND p.author_id IN (SELECT a FROM feed_authors($1, $4, $5))",
+        )
         .into_boxed()
         .bind::<BigInt, _>(scope.user())
         .bind::<BigInt, _>(score)
@@ -367,10 +357,10 @@ impl PostRecords<'_> {
     /// How many entries of `scope`'s feed are scored exactly `score`.
     pub async fn count_at(self, scope: Scope, score: i64) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
-        let query = diesel::sql_query(concat!(
-            "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 AND p.author_id IN (",
-            "SELECT a FROM feed_authors($1, $3, $4))"
-        ))
+        let query = diesel::sql_query(
+            "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 \
+             AND p.author_id IN (SELECT a FROM feed_authors($1, $3, $4))",
+        )
         .into_boxed()
         .bind::<BigInt, _>(scope.user())
         .bind::<BigInt, _>(score);

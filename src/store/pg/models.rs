@@ -5,8 +5,8 @@
 use super::schema::{fanout_jobs, settings, users};
 use crate::error::{AppError, Message};
 use crate::types::{
-    AccountStatus, CachedPost, Delivery, FeedPost, FeedSettings, JobId, Post, PostId, Task, TaskId,
-    User, UserId,
+    AccountStatus, CachedPost, Delivery, Entry, FeedPost, FeedSettings, JobId, Post, PostId, Task,
+    TaskId, User, UserId,
 };
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text};
@@ -130,6 +130,13 @@ pub struct FeedRow {
     pub created_at_ms: i64,
     pub live: bool,
     pub meta: Option<String>,
+}
+
+impl FeedRow {
+    /// The row's place in its feed.
+    pub fn entry(&self) -> Entry {
+        Entry::new(self.created_at_ms, PostId(self.id))
+    }
 }
 
 impl From<FeedRow> for FeedPost {
