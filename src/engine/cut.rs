@@ -307,7 +307,7 @@ mod tests {
     #[test]
     fn a_page_of_one_shared_score_does_not_loop() {
         // The seeds' cursor loses the request's offset here and loops forever.
-        let stream = sorted((1..=7).map(|id| Entry::new(100, PostId(id))).collect());
+        let stream = sorted((1..=7).map(|id| at(100, id)).collect());
         assert_eq!(scroll(&shown(&stream), 2), stream);
     }
 
@@ -383,7 +383,7 @@ mod tests {
             pages in 0usize..4,
         ) {
             let entries = sorted(
-                scores.iter().enumerate().map(|(i, &s)| Entry::new(s, PostId(i as i64 + 1))).collect(),
+                scores.iter().enumerate().map(|(i, &s)| at(s, i as i64 + 1)).collect(),
             );
             let stream: Vec<(Entry, Slot<Entry>)> = entries
                 .iter()

@@ -90,7 +90,7 @@ async fn an_author_page_lists_its_own_live_posts() {
     }
     app.publish(&bob, "not alice").await;
     assert_eq!(
-        app.delete_post(&alice, (mine[4].id).0).await.status(),
+        app.delete_post(&alice, mine[4].id.0).await.status(),
         StatusCode::NO_CONTENT
     );
     mine.remove(4);

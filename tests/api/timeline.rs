@@ -181,7 +181,7 @@ async fn refreshing_with_prev_reaches_the_top_exactly_once_while_posts_keep_arri
         up.is_empty(),
         "nothing is newer than an author's newest post"
     );
-    assert_eq!(items[0].id, PostId((before_first[0]).0));
+    assert_eq!(items[0].id, before_first[0]);
     // From the bottom of the author's page up to the top: everything once.
     let up = refresh_to_top(&app, &path, &reader.token, (0, 0), 3, async |_| 0).await;
     assert_eq!(ids(&up), before_first);

@@ -97,3 +97,26 @@ impl<ST> QueryFragment<Pg> for Prepared<'_, ST> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use diesel::debug_query;
+
+    #[test]
+    fn each_appearance_of_a_bind_is_sent_as_a_parameter_of_its_own() {
+        let q = Prepared::<BigInt>::new(
+            "SELECT $1 WHERE $2 AND $1 > 0",
+            vec![Bind::BigInt(7), Bind::Bool(true)],
+        );
+        let sent = debug_query::<Pg, _>(&q).to_string();
+        assert_eq!(sent, "SELECT $1 WHERE $2 AND $3 > 0 -- binds: [7, true, 7]");
+    }
+
+    #[test]
+    fn a_placeholder_past_the_binds_is_an_error_not_a_panic() {
+        let q = Prepared::<BigInt>::new("SELECT $2", vec![Bind::BigInt(7)]);
+        let mut builder = diesel::pg::PgQueryBuilder::default();
+        assert!(q.to_sql(&mut builder, &Pg).is_err());
+    }
+}
