@@ -27,7 +27,7 @@ pub use ids::{JobId, PostId, TaskId, UserId};
 pub use jobs::{Delivery, Job, JobKind, Payload, Work};
 pub use post::{EntriesOf, FeedPost, FeedRows, Post};
 pub use source::{
-    horizon, page_part, page_reads, CachedPost, EntryMeta, Horizon, PulledAuthor, Range,
+    horizon, page_part, page_reads, CachedPost, EntryMeta, Horizon, MarkCopy, PulledAuthor, Range,
     SourceRead, StateKey, WarmRead,
 };
 pub use stream::{Closing, End};

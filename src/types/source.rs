@@ -148,15 +148,22 @@ pub struct EntryMeta {
     pub followed: bool,
 }
 
+/// One of the cache's copies of the marks every page asks about (the
+/// pulled authors and the hidden accounts): each change is written to
+/// every copy, and each page reads the one of its reader, so that no key
+/// is read by every page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MarkCopy(pub u8);
+
 /// Reader state a warm read needs and did not find.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateKey {
     /// Whom the reader follows.
     Following,
-    /// The authors every follower pulls.
-    Pulled,
-    /// The accounts whose posts are in no feed.
-    Hidden,
+    /// A copy of the authors every follower pulls.
+    Pulled(MarkCopy),
+    /// A copy of the accounts whose posts are in no feed.
+    Hidden(MarkCopy),
 }
 
 /// One warm read: the sources of a page and what the cache knows of their

@@ -53,8 +53,9 @@ use feed_service::engine::{Bounds, Engine, Feed as EngineFeed, Page, SettingsPat
 use feed_service::error::AppError;
 use feed_service::settings::Settings;
 use feed_service::store::pg::PgStore;
+use feed_service::store::redis::keys::MARK_COPIES;
 use feed_service::store::redis::{Fault, RedisStore};
-use feed_service::types::{Cursor, Entry, PageRequest, PostId, Prev, Scope, UserId};
+use feed_service::types::{Cursor, Entry, MarkCopy, PageRequest, PostId, Prev, Scope, UserId};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use secrecy::ExposeSecret;
@@ -105,12 +106,13 @@ enum KeyDrop {
     /// An idle reader's keys expire: its inbox, its copy of whom it
     /// follows (both keys) and its active mark, together.
     Idle(u8),
-    /// The pulled authors (the HASH; the SET of names is left).
-    Pulled,
-    /// The hidden accounts.
-    Hidden,
-    /// The SET of the pulled authors' names (the HASH is left).
-    PulledAuthors,
+    /// A copy of the pulled authors (the HASH; the SET of names is left),
+    /// the `pick`-th modulo how many there are.
+    Pulled(u8),
+    /// A copy of the hidden accounts.
+    Hidden(u8),
+    /// A copy's SET of the pulled authors' names (the HASH is left).
+    PulledAuthors(u8),
     /// A cached post (the `pick`-th, modulo how many there are).
     Post(u16),
     /// One key of the prefix, whatever it is.
@@ -172,10 +174,12 @@ enum Op {
     },
     /// Leases of jobs no live worker holds run out (crashes, backoffs).
     ExpireLeases,
-    /// The next `calls` Redis calls fail.
+    /// The next `calls` Redis calls fail: refused (`kind` 0), their
+    /// replies lost (1), or, for a change to the copies of the marks, one
+    /// copy left behind (2; any other call is refused).
     Fault {
         calls: u8,
-        lose_reply: bool,
+        kind: u8,
     },
     /// The store's map of which master serves which slot goes wrong, as
     /// after a resharding it has not seen, until a call finds it out (on a
@@ -335,6 +339,11 @@ struct Case {
 }
 
 /// Users, most often from a few: follows, posts and scrolls then meet.
+/// The `pick`-th copy of the marks, modulo how many there are.
+fn copy(pick: u8) -> MarkCopy {
+    MarkCopy(pick % MARK_COPIES)
+}
+
 fn user() -> impl Strategy<Value = u8> {
     prop_oneof![3 => 0u8..5, 1 => 0..USERS as u8]
 }
@@ -354,9 +363,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => user().prop_map(KeyDrop::Following),
         2 => user().prop_map(KeyDrop::Followees),
         2 => user().prop_map(KeyDrop::Idle),
-        4 => Just(KeyDrop::Pulled),
-        2 => Just(KeyDrop::Hidden),
-        2 => Just(KeyDrop::PulledAuthors),
+        4 => any::<u8>().prop_map(KeyDrop::Pulled),
+        2 => any::<u8>().prop_map(KeyDrop::Hidden),
+        2 => any::<u8>().prop_map(KeyDrop::PulledAuthors),
         2 => any::<u16>().prop_map(KeyDrop::Post),
         2 => any::<u16>().prop_map(KeyDrop::Any),
     ];
@@ -376,8 +385,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => Just(Op::ExpireLeases),
         // Short faults are absorbed by the write paths' retries; long ones
         // defer a write's Redis update to its job.
-        3 => (prop_oneof![3 => 1u8..4, 1 => 4u8..13], any::<bool>())
-            .prop_map(|(calls, lose_reply)| Op::Fault { calls, lose_reply }),
+        3 => (prop_oneof![3 => 1u8..4, 1 => 4u8..13], 0u8..3)
+            .prop_map(|(calls, kind)| Op::Fault { calls, kind }),
         2 => Just(Op::Reshard),
         2 => Just(Op::ForgetScripts),
         2 => user().prop_map(|author| Op::HandFlag { author }),
@@ -1241,9 +1250,11 @@ impl World {
                             ])
                             .await
                     }
-                    KeyDrop::Pulled => self.redis.delete(&keys.pulled()).await,
-                    KeyDrop::Hidden => self.redis.delete(&keys.hidden()).await,
-                    KeyDrop::PulledAuthors => self.redis.delete(&keys.pulled_authors()).await,
+                    KeyDrop::Pulled(pick) => self.redis.delete(&keys.pulled(copy(pick))).await,
+                    KeyDrop::Hidden(pick) => self.redis.delete(&keys.hidden(copy(pick))).await,
+                    KeyDrop::PulledAuthors(pick) => {
+                        self.redis.delete(&keys.pulled_authors(copy(pick))).await
+                    }
                     KeyDrop::Post(pick) => match self.model.posts.len() {
                         0 => Ok(()),
                         n => {
@@ -1279,11 +1290,11 @@ impl World {
                 }
             }
             Op::ExpireLeases => self.expire_leases().await?,
-            Op::Fault { calls, lose_reply } => {
-                let fault = if lose_reply {
-                    Fault::LoseReply
-                } else {
-                    Fault::Refuse
+            Op::Fault { calls, kind } => {
+                let fault = match kind {
+                    0 => Fault::Refuse,
+                    1 => Fault::LoseReply,
+                    _ => Fault::CopyBehind,
                 };
                 self.engine().redis().faults().arm(u32::from(calls), fault);
             }

@@ -123,7 +123,6 @@ impl Zsets {
     async fn reader_state(&self, reader: i64, follows: &[i64], pulled: &[i64]) {
         use feed_service::types::PulledAuthor;
         self.build_following(reader, 1, follows).await;
-        assert!(self.store.state().begin_pulled().await.unwrap());
         let pulled: Vec<PulledAuthor> = pulled
             .iter()
             .map(|&author| PulledAuthor {
@@ -132,9 +131,12 @@ impl Zsets {
                 in_flight: vec![],
             })
             .collect();
-        self.store.state().fill_pulled(&pulled).await.unwrap();
-        if self.store.state().begin_hidden().await.unwrap() {
-            assert!(self.store.state().fill_hidden(&[]).await.unwrap());
+        for copy in self.store.keys().mark_copies() {
+            assert!(self.store.state().begin_pulled(copy).await.unwrap());
+            self.store.state().fill_pulled(copy, &pulled).await.unwrap();
+            if self.store.state().begin_hidden(copy).await.unwrap() {
+                assert!(self.store.state().fill_hidden(copy, &[]).await.unwrap());
+            }
         }
     }
 
@@ -678,10 +680,12 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
 #[tokio::test]
 async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
     use feed_service::store::redis::state::PulledChange;
+    use feed_service::types::MarkCopy;
     use feed_service::types::PulledAuthor;
     let mut z = Zsets::new().await;
-    let pulled = z.store.keys().pulled();
-    let names = z.store.keys().pulled_authors();
+    let copy = MarkCopy(0);
+    let pulled = z.store.keys().pulled(copy);
+    let names = z.store.keys().pulled_authors(copy);
     // Missing: changes do nothing (the copy is rebuilt later).
     z.store
         .state()
@@ -690,7 +694,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
         .unwrap();
     assert!(z.hash(&pulled).await.is_empty());
     // During a build changes land, and the fill merges.
-    assert!(z.store.state().begin_pulled().await.unwrap());
+    assert!(z.store.state().begin_pulled(copy).await.unwrap());
     z.store
         .state()
         .pulled_change(UserId(5), PulledChange::Add(PostId(51)))
@@ -720,7 +724,7 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
             in_flight: vec![],
         },
     ];
-    assert!(z.store.state().fill_pulled(&fill).await.unwrap());
+    assert!(z.store.state().fill_pulled(copy, &fill).await.unwrap());
     let h = z.hash(&pulled).await;
     assert_eq!(
         (
@@ -785,7 +789,91 @@ async fn clause_8_pulled_authors_track_epochs_and_deliveries_in_flight() {
         .await
         .unwrap();
     assert!(z.hash(&pulled).await.is_empty());
-    assert!(z.store.state().begin_pulled().await.unwrap());
+    assert!(z.store.state().begin_pulled(copy).await.unwrap());
+}
+
+#[tokio::test]
+async fn the_marks_are_kept_in_copies_each_page_reading_the_copy_of_its_reader() {
+    use feed_service::store::redis::state::PulledChange;
+    use feed_service::store::redis::Fault;
+    use feed_service::types::{PulledAuthor, StateKey, WarmRead};
+    let mut z = Zsets::new().await;
+    let keys = z.store.keys().clone();
+    let home = |reader: i64| Scope::Home {
+        reader: UserId(reader),
+        own: false,
+    };
+    let pulls = async |z: &Zsets, reader: i64| match z
+        .store
+        .warm_read(home(reader), None, 5)
+        .await
+        .unwrap()
+    {
+        WarmRead::Read { sources, .. } => Ok(sources
+            .iter()
+            .filter_map(|(a, _)| a.map(|a| a.0))
+            .collect::<Vec<_>>()),
+        other => Err(other),
+    };
+    // Readers 8 and 9 follow 2 and read copies of their own.
+    let (c8, c9) = (keys.mark_copy(UserId(8)), keys.mark_copy(UserId(9)));
+    assert_ne!(c8, c9);
+    z.reader_state(8, &[2], &[]).await;
+    z.build_following(9, 1, &[2]).await;
+    assert_eq!(pulls(&z, 8).await, Ok(vec![]));
+    // A change reaches every copy, and both readers pull 2.
+    z.store
+        .state()
+        .pulled_change(UserId(2), PulledChange::Promote(1))
+        .await
+        .unwrap();
+    for copy in keys.mark_copies() {
+        assert_eq!(z.hash(&keys.pulled(copy)).await["2"], "1;", "{copy:?}");
+    }
+    assert_eq!(pulls(&z, 8).await, Ok(vec![2]));
+    assert_eq!(pulls(&z, 9).await, Ok(vec![2]));
+    // Reader 8's copy lost: its page names it, reader 9's page still
+    // reads, and the copy is rebuilt alone.
+    z.store.delete(&keys.pulled(c8)).await.unwrap();
+    assert_eq!(
+        pulls(&z, 8).await,
+        Err(WarmRead::Missing(StateKey::Pulled(c8)))
+    );
+    assert_eq!(pulls(&z, 9).await, Ok(vec![2]));
+    assert!(!z.store.state().begin_pulled(c9).await.unwrap());
+    assert!(z.store.state().begin_pulled(c8).await.unwrap());
+    let big_v = PulledAuthor {
+        author: UserId(2),
+        epoch: Some(1),
+        in_flight: vec![],
+    };
+    assert!(z.store.state().fill_pulled(c8, &[big_v]).await.unwrap());
+    assert_eq!(pulls(&z, 8).await, Ok(vec![2]));
+    // A change that leaves a copy behind (its master down) fails, and
+    // holds in the others; made again, it holds in all.
+    z.store.faults().arm(1, Fault::CopyBehind);
+    let demoted = PulledChange::Demoted(1);
+    assert!(z
+        .store
+        .state()
+        .pulled_change(UserId(2), demoted)
+        .await
+        .is_err());
+    let held = async |z: &mut Zsets| {
+        let mut held = Vec::new();
+        for copy in keys.mark_copies() {
+            held.push(z.hash(&keys.pulled(copy)).await.contains_key("2"));
+        }
+        held
+    };
+    assert_eq!(held(&mut z).await, [true, false, false, false]);
+    z.store
+        .state()
+        .pulled_change(UserId(2), demoted)
+        .await
+        .unwrap();
+    assert_eq!(held(&mut z).await, [false; 4]);
+    assert_eq!(pulls(&z, 8).await, Ok(vec![]));
 }
 
 #[tokio::test]
@@ -793,6 +881,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     use feed_service::types::{CachedPost, StateKey, WarmRead};
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
+    let copy = keys.mark_copy(UserId(9));
     let post = |author: i64, t: i64| CachedPost {
         author_id: UserId(author),
         author_username: format!("u{author}"),
@@ -808,20 +897,20 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     z.build_following(9, 1, &[1, 2]).await;
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
-        WarmRead::Missing(StateKey::Pulled)
+        WarmRead::Missing(StateKey::Pulled(copy))
     );
-    assert!(z.store.state().begin_pulled().await.unwrap());
-    z.store.state().fill_pulled(&[]).await.unwrap();
+    assert!(z.store.state().begin_pulled(copy).await.unwrap());
+    z.store.state().fill_pulled(copy, &[]).await.unwrap();
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
-        WarmRead::Missing(StateKey::Hidden)
+        WarmRead::Missing(StateKey::Hidden(copy))
     );
-    assert!(z.store.state().begin_hidden().await.unwrap());
+    assert!(z.store.state().begin_hidden(copy).await.unwrap());
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
-        WarmRead::Building(StateKey::Hidden)
+        WarmRead::Building(StateKey::Hidden(copy))
     );
-    assert!(z.store.state().fill_hidden(&[]).await.unwrap());
+    assert!(z.store.state().fill_hidden(copy, &[]).await.unwrap());
     // Author 2 publishes (its outbox exists): the post is cached, pulled.
     z.built(&keys.outbox(UserId(2)), 10, None, &[]).await;
     z.store
@@ -893,11 +982,11 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Following)
     );
-    z.store.delete(&keys.pulled_authors()).await.unwrap();
+    z.store.delete(&keys.pulled_authors(copy)).await.unwrap();
     z.build_following(9, 1, &[1, 2]).await;
     assert_eq!(
         z.store.warm_read(HOME_9, None, 5).await.unwrap(),
-        WarmRead::Missing(StateKey::Pulled)
+        WarmRead::Missing(StateKey::Pulled(copy))
     );
     // A fill from PostgreSQL adds only what is missing (the tombstone stays).
     z.store
@@ -1131,7 +1220,9 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     use feed_service::types::{CachedPost, StateKey, WarmRead};
     let mut z = Zsets::new().await;
     let keys = z.store.keys().clone();
-    let hidden = keys.hidden();
+    // An author's page reads the copy of the marks of its author.
+    let copy = keys.mark_copy(UserId(2));
+    let hidden = keys.hidden(copy);
     let post = |author: i64, t: i64| CachedPost {
         author_id: UserId(author),
         author_username: format!("u{author}"),
@@ -1203,21 +1294,31 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
             .warm_read(Scope::Author(UserId(2)), None, 5)
             .await
             .unwrap(),
-        WarmRead::Missing(StateKey::Hidden)
+        WarmRead::Missing(StateKey::Hidden(copy))
     );
-    assert!(z.store.state().begin_hidden().await.unwrap());
-    assert!(!z.store.state().begin_hidden().await.unwrap());
+    assert!(z.store.state().begin_hidden(copy).await.unwrap());
+    assert!(!z.store.state().begin_hidden(copy).await.unwrap());
     z.store
         .state()
         .hidden_change(UserId(1), true)
         .await
         .unwrap();
-    assert!(!z.store.state().fill_hidden(&[UserId(2)]).await.unwrap());
+    assert!(!z
+        .store
+        .state()
+        .fill_hidden(copy, &[UserId(2)])
+        .await
+        .unwrap());
     assert!(z.names(&hidden).await.is_empty());
     // A build completes with its ids; it has no TTL once built.
-    assert!(z.store.state().begin_hidden().await.unwrap());
+    assert!(z.store.state().begin_hidden(copy).await.unwrap());
     assert!((1..=30).contains(&z.ttl(&hidden).await));
-    assert!(z.store.state().fill_hidden(&[UserId(1)]).await.unwrap());
+    assert!(z
+        .store
+        .state()
+        .fill_hidden(copy, &[UserId(1)])
+        .await
+        .unwrap());
     assert_eq!(z.names(&hidden).await, ["0", "1"]);
     assert_eq!(z.ttl(&hidden).await, -1);
     assert_eq!(read(&z, HOME_9).await.1, [200].into());

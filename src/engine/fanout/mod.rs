@@ -533,7 +533,10 @@ impl<'a> FanOut<'a> {
                     .await
             }
             // The hidden accounts are rebuilt from the accounts' status.
-            (_, Work::Hide) => self.0.redis().delete(&keys.hidden()).await,
+            (_, Work::Hide) => {
+                let copies: Vec<String> = keys.mark_copies().map(|c| keys.hidden(c)).collect();
+                self.0.redis().delete_many(&copies).await
+            }
             // A purge does not stop halfway: parked as dead, for an
             // operator (its account's posts stay hidden meanwhile).
             (_, Work::Purge { .. }) => Err(AppError::internal(

@@ -600,8 +600,8 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         let part = match (state, reader) {
             (StateKey::Following, Some(r)) => Part::Following(r),
             (StateKey::Following, None) => return Ok(false),
-            (StateKey::Pulled, _) => Part::Pulled,
-            (StateKey::Hidden, _) => Part::Hidden,
+            (StateKey::Pulled(copy), _) => Part::Pulled(copy),
+            (StateKey::Hidden(copy), _) => Part::Hidden(copy),
         };
         if !self.cache.begin(part).await? {
             return Ok(false);
@@ -624,13 +624,13 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
                 let ttl = self.settings.inbox_idle_ttl_secs as u64;
                 self.cache.fill_following(r, seq, &followees, ttl).await?
             }
-            Part::Pulled => {
+            Part::Pulled(copy) => {
                 let authors = self.records.pulled_state().await?;
-                self.cache.fill_pulled(&authors).await?
+                self.cache.fill_pulled(copy, &authors).await?
             }
-            Part::Hidden => {
+            Part::Hidden(copy) => {
                 let accounts = self.records.hidden_accounts().await?;
-                self.cache.fill_hidden(&accounts).await?
+                self.cache.fill_hidden(copy, &accounts).await?
             }
             Part::List(list) => return self.rebuild_list(list).await,
         };

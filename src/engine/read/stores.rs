@@ -11,7 +11,7 @@ use crate::error::AppResult;
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
 use crate::types::{
-    CachedPost, Entry, FeedPost, FeedRows, PostId, PulledAuthor, Scope, UserId, WarmRead,
+    CachedPost, Entry, FeedPost, FeedRows, MarkCopy, PostId, PulledAuthor, Scope, UserId, WarmRead,
 };
 
 /// The records of truth, as pages read them.
@@ -80,10 +80,10 @@ pub trait Records: Accounts + FeedEntries {
 pub enum Part {
     /// Whom a reader's home shows.
     Following(UserId),
-    /// The authors every follower pulls.
-    Pulled,
-    /// The hidden accounts.
-    Hidden,
+    /// A copy of the authors every follower pulls.
+    Pulled(MarkCopy),
+    /// A copy of the hidden accounts.
+    Hidden(MarkCopy),
     /// An inbox or an outbox.
     List(FeedList),
 }
@@ -145,10 +145,17 @@ pub trait Cache: Sync {
         idle_ttl_secs: u64,
     ) -> impl Future<Output = AppResult<bool>> + Send;
 
-    fn fill_pulled(&self, authors: &[PulledAuthor])
-        -> impl Future<Output = AppResult<bool>> + Send;
+    fn fill_pulled(
+        &self,
+        copy: MarkCopy,
+        authors: &[PulledAuthor],
+    ) -> impl Future<Output = AppResult<bool>> + Send;
 
-    fn fill_hidden(&self, accounts: &[UserId]) -> impl Future<Output = AppResult<bool>> + Send;
+    fn fill_hidden(
+        &self,
+        copy: MarkCopy,
+        accounts: &[UserId],
+    ) -> impl Future<Output = AppResult<bool>> + Send;
 
     fn fill_list(
         &self,
@@ -217,8 +224,8 @@ impl Cache for RedisStore {
     async fn begin(&self, part: Part) -> AppResult<bool> {
         match part {
             Part::Following(reader) => self.state().begin_following(reader).await,
-            Part::Pulled => self.state().begin_pulled().await,
-            Part::Hidden => self.state().begin_hidden().await,
+            Part::Pulled(copy) => self.state().begin_pulled(copy).await,
+            Part::Hidden(copy) => self.state().begin_hidden(copy).await,
             Part::List(list) => self.feeds().begin_build(&self.list_key(list)).await,
         }
     }
@@ -227,8 +234,8 @@ impl Cache for RedisStore {
         let keys = self.keys();
         let begun = match part {
             Part::Following(r) => vec![keys.following(r), keys.followees(r)],
-            Part::Pulled => vec![keys.pulled(), keys.pulled_authors()],
-            Part::Hidden => vec![keys.hidden()],
+            Part::Pulled(copy) => vec![keys.pulled(copy), keys.pulled_authors(copy)],
+            Part::Hidden(copy) => vec![keys.hidden(copy)],
             Part::List(list) => vec![self.list_key(list)],
         };
         self.delete_many(&begun).await
@@ -246,12 +253,12 @@ impl Cache for RedisStore {
             .await
     }
 
-    async fn fill_pulled(&self, authors: &[PulledAuthor]) -> AppResult<bool> {
-        self.state().fill_pulled(authors).await
+    async fn fill_pulled(&self, copy: MarkCopy, authors: &[PulledAuthor]) -> AppResult<bool> {
+        self.state().fill_pulled(copy, authors).await
     }
 
-    async fn fill_hidden(&self, accounts: &[UserId]) -> AppResult<bool> {
-        self.state().fill_hidden(accounts).await
+    async fn fill_hidden(&self, copy: MarkCopy, accounts: &[UserId]) -> AppResult<bool> {
+        self.state().fill_hidden(copy, accounts).await
     }
 
     async fn fill_list(&self, list: FeedList, fill: ListFill<'_>) -> AppResult<bool> {

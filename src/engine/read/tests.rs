@@ -20,8 +20,8 @@ use crate::engine::{Page, Stats};
 use crate::error::{AppError, AppResult};
 use crate::types::{
     feed_order, AccountStatus, CachedPost, EntriesOf, Entry, EntryMeta, FeedPost, FeedRows,
-    FeedSettings, PageRequest, Post, PostId, PulledAuthor, Range, Scope, SourceRead, StateKey,
-    User, UserId, WarmRead,
+    FeedSettings, MarkCopy, PageRequest, Post, PostId, PulledAuthor, Range, Scope, SourceRead,
+    StateKey, User, UserId, WarmRead,
 };
 
 /// A part of the cache: being built, or built.
@@ -324,6 +324,10 @@ impl Records for World {
     }
 }
 
+/// The world keeps one copy of the marks (the copies are the Redis
+/// store's: its tests and the model test run them).
+const ONE_COPY: MarkCopy = MarkCopy(0);
+
 impl Cache for World {
     async fn warm_read(
         &self,
@@ -333,8 +337,8 @@ impl Cache for World {
     ) -> AppResult<WarmRead> {
         let cache = self.cached()?;
         let hidden = match &cache.hidden {
-            None => return Ok(WarmRead::Missing(StateKey::Hidden)),
-            Some(Held::Building) => return Ok(WarmRead::Building(StateKey::Hidden)),
+            None => return Ok(WarmRead::Missing(StateKey::Hidden(ONE_COPY))),
+            Some(Held::Building) => return Ok(WarmRead::Building(StateKey::Hidden(ONE_COPY))),
             Some(Held::Built(h)) => h,
         };
         let (first, pulled, shown) = match scope {
@@ -345,8 +349,10 @@ impl Cache for World {
                     Some(Held::Built(f)) => f,
                 };
                 let big_vs = match &cache.pulled {
-                    None => return Ok(WarmRead::Missing(StateKey::Pulled)),
-                    Some(Held::Building) => return Ok(WarmRead::Building(StateKey::Pulled)),
+                    None => return Ok(WarmRead::Missing(StateKey::Pulled(ONE_COPY))),
+                    Some(Held::Building) => {
+                        return Ok(WarmRead::Building(StateKey::Pulled(ONE_COPY)))
+                    }
                     Some(Held::Built(p)) => p,
                 };
                 let mut shown = following.clone();
@@ -400,15 +406,15 @@ impl Cache for World {
         let mut cache = self.cached()?;
         let absent = match part {
             Part::Following(r) => !cache.following.contains_key(&r),
-            Part::Pulled => cache.pulled.is_none(),
-            Part::Hidden => cache.hidden.is_none(),
+            Part::Pulled(_) => cache.pulled.is_none(),
+            Part::Hidden(_) => cache.hidden.is_none(),
             Part::List(list) => !cache.lists.contains_key(&list),
         };
         if absent {
             match part {
                 Part::Following(r) => drop(cache.following.insert(r, Held::Building)),
-                Part::Pulled => cache.pulled = Some(Held::Building),
-                Part::Hidden => cache.hidden = Some(Held::Building),
+                Part::Pulled(_) => cache.pulled = Some(Held::Building),
+                Part::Hidden(_) => cache.hidden = Some(Held::Building),
                 Part::List(list) => drop(cache.lists.insert(list, Held::Building)),
             }
         }
@@ -419,8 +425,8 @@ impl Cache for World {
         let mut cache = self.cached()?;
         match part {
             Part::Following(r) => drop(cache.following.remove(&r)),
-            Part::Pulled => cache.pulled = None,
-            Part::Hidden => cache.hidden = None,
+            Part::Pulled(_) => cache.pulled = None,
+            Part::Hidden(_) => cache.hidden = None,
             Part::List(list) => drop(cache.lists.remove(&list)),
         }
         Ok(())
@@ -438,13 +444,13 @@ impl Cache for World {
         Ok(fill(held, followees.iter().copied().collect()))
     }
 
-    async fn fill_pulled(&self, authors: &[PulledAuthor]) -> AppResult<bool> {
+    async fn fill_pulled(&self, _copy: MarkCopy, authors: &[PulledAuthor]) -> AppResult<bool> {
         let mut cache = self.cached()?;
         let pulled = authors.iter().map(|a| a.author).collect();
         Ok(fill(cache.pulled.as_mut(), pulled))
     }
 
-    async fn fill_hidden(&self, accounts: &[UserId]) -> AppResult<bool> {
+    async fn fill_hidden(&self, _copy: MarkCopy, accounts: &[UserId]) -> AppResult<bool> {
         let mut cache = self.cached()?;
         Ok(fill(
             cache.hidden.as_mut(),

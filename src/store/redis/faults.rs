@@ -11,6 +11,10 @@ pub enum Fault {
     Refuse,
     /// The call runs, but its reply is lost: the caller sees a timeout.
     LoseReply,
+    /// A change to the copies of the marks reaches all of them but the
+    /// first, and the caller sees the call refused: as when one master is
+    /// down. Any other call is refused.
+    CopyBehind,
 }
 
 #[derive(Debug, Default)]
@@ -38,12 +42,20 @@ impl Faults {
         self.armed
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .ok()?;
-        Some(
-            if self.kind.load(Ordering::SeqCst) == Fault::LoseReply as u8 {
-                Fault::LoseReply
-            } else {
-                Fault::Refuse
-            },
-        )
+        Some(self.kind())
+    }
+
+    /// Whether the next call is to leave a copy of the marks behind (and
+    /// takes the fault if so).
+    pub(super) fn take_copy_behind(&self) -> bool {
+        self.kind() == Fault::CopyBehind && self.take().is_some()
+    }
+
+    fn kind(&self) -> Fault {
+        match self.kind.load(Ordering::SeqCst) {
+            k if k == Fault::LoseReply as u8 => Fault::LoseReply,
+            k if k == Fault::CopyBehind as u8 => Fault::CopyBehind,
+            _ => Fault::Refuse,
+        }
     }
 }

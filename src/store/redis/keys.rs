@@ -9,9 +9,35 @@
 //!   masters by far once users count in the millions, so they still spread
 //!   evenly;
 //! - an author's outbox and active fans carry its id (`{7}`), a post its
-//!   id.
+//!   id;
+//! - each copy of the marks (pulled authors, hidden accounts) carries a tag
+//!   of its own (`{m3}`), the copies' slots spread evenly over the slot
+//!   space, so that a cluster's masters share the pages' questions.
 
-use crate::types::{PostId, UserId};
+use std::sync::LazyLock;
+
+use super::slot;
+use crate::types::{MarkCopy, PostId, UserId};
+
+/// Copies of the marks every page asks about ([`MarkCopy`]): a change costs
+/// one call per copy, in one round trip per master; a page reads one. Every
+/// instance sharing a Redis must keep the same number (a copy written by
+/// none would fall behind), so it is not a setting.
+pub const MARK_COPIES: u8 = 4;
+
+/// Each copy's hash tag: the first `m<n>` whose slot is in the copy's
+/// share of the slot space.
+static MARK_TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let share = 16384 / u32::from(MARK_COPIES);
+    (0..u32::from(MARK_COPIES))
+        .map(|copy| {
+            (0u32..)
+                .map(|n| format!("{{m{n}}}"))
+                .find(|tag| u32::from(slot(tag.as_bytes())) / share == copy)
+                .expect("every share of the slots has a tag")
+        })
+        .collect()
+});
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
@@ -62,22 +88,38 @@ impl Keys {
         format!("{}followees:{}{reader}", self.prefix, reader_tag(reader))
     }
 
-    /// The authors every follower pulls right now (one HASH for all: big-Vs
-    /// and authors with deliveries in flight; see scripts.rs).
-    pub fn pulled(&self) -> String {
-        format!("{}pulled:{{pulled}}", self.prefix)
+    /// Every copy of the marks.
+    pub fn mark_copies(&self) -> impl Iterator<Item = MarkCopy> {
+        (0..MARK_COPIES).map(MarkCopy)
+    }
+
+    /// The copy of the marks a page of `user` (its reader, or the author of
+    /// an author's page) reads.
+    pub fn mark_copy(&self, user: UserId) -> MarkCopy {
+        MarkCopy(user.0.rem_euclid(i64::from(MARK_COPIES)) as u8)
+    }
+
+    /// The authors every follower pulls right now, in one copy (one HASH
+    /// for all: big-Vs and authors with deliveries in flight; see
+    /// scripts.rs).
+    pub fn pulled(&self, copy: MarkCopy) -> String {
+        format!("{}pulled:{}", self.prefix, MARK_TAGS[usize::from(copy.0)])
     }
 
     /// The pulled authors' names (a SET beside [`Keys::pulled`], of its
     /// slot; see scripts.rs).
-    pub fn pulled_authors(&self) -> String {
-        format!("{}pulled_authors:{{pulled}}", self.prefix)
+    pub fn pulled_authors(&self, copy: MarkCopy) -> String {
+        format!(
+            "{}pulled_authors:{}",
+            self.prefix,
+            MARK_TAGS[usize::from(copy.0)]
+        )
     }
 
     /// The accounts whose posts are in no feed: suspended, or being
-    /// deleted (a SET of ids, of the pulled authors' slot; see scripts.rs).
-    pub fn hidden(&self) -> String {
-        format!("{}hidden:{{pulled}}", self.prefix)
+    /// deleted (a SET of ids, of its copy's slot; see scripts.rs).
+    pub fn hidden(&self, copy: MarkCopy) -> String {
+        format!("{}hidden:{}", self.prefix, MARK_TAGS[usize::from(copy.0)])
     }
 
     /// A post as readers see it (HASH: author, username, body, time, and a
@@ -140,7 +182,7 @@ mod tests {
         assert_eq!(k.active_mark(UserId(42)), "t1:active_mark:{r0}42");
         assert_eq!(k.following(UserId(42)), "t1:following:{r0}42");
         assert_eq!(k.followees(UserId(42)), "t1:followees:{r0}42");
-        assert_eq!(k.pulled(), "t1:pulled:{pulled}");
+        assert_eq!(k.pulled(MarkCopy(0)), "t1:pulled:{m0}");
         assert_eq!(k.post(PostId(9)), "t1:post:{9}");
         assert_eq!(k.pattern(), "t1:*");
     }
@@ -153,10 +195,31 @@ mod tests {
         assert_eq!(at(k.inbox(UserId(1024))), at(k.inbox(UserId(2047))));
         assert_eq!(at(k.inbox(UserId(1024))), at(k.following(UserId(1500))));
         assert_eq!(at(k.following(UserId(1500))), at(k.followees(UserId(1500))));
-        assert_eq!(at(k.pulled()), at(k.pulled_authors()));
-        assert_eq!(at(k.pulled()), at(k.hidden()));
+        for copy in k.mark_copies() {
+            assert_eq!(at(k.pulled(copy)), at(k.pulled_authors(copy)));
+            assert_eq!(at(k.pulled(copy)), at(k.hidden(copy)));
+        }
         assert_eq!(at(k.inbox(UserId(1024))), at(k.active_mark(UserId(2000))));
         assert_ne!(at(k.inbox(UserId(1023))), at(k.inbox(UserId(1024))));
         assert_ne!(at(k.inbox(UserId(1))), at(k.outbox(UserId(1))));
+    }
+
+    #[test]
+    fn the_copies_of_the_marks_spread_over_the_slots_and_the_readers() {
+        use crate::store::redis::slot;
+        let k = Keys::new("feed:");
+        let share = 16384 / u16::from(MARK_COPIES);
+        let shares: Vec<u16> = k
+            .mark_copies()
+            .map(|c| slot(k.pulled(c).as_bytes()) / share)
+            .collect();
+        assert_eq!(shares, (0..u16::from(MARK_COPIES)).collect::<Vec<_>>());
+        let read: std::collections::HashSet<MarkCopy> =
+            (1..=8).map(|r| k.mark_copy(UserId(r))).collect();
+        assert_eq!(
+            read.len(),
+            usize::from(MARK_COPIES),
+            "readers share them all"
+        );
     }
 }

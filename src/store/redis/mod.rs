@@ -175,7 +175,7 @@ impl RedisStore {
     {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         let fault = self.faults.take();
-        if fault == Some(Fault::Refuse) {
+        if matches!(fault, Some(Fault::Refuse | Fault::CopyBehind)) {
             crate::metrics::REDIS_ERRORS.inc();
             return Err(AppError::Unavailable {
                 what: "Redis",
@@ -312,6 +312,31 @@ impl RedisStore {
         Ok(out.into_iter().map(|v| v.unwrap_or(Value::Nil)).collect())
     }
 
+    /// Runs a change's calls of `script`, one per copy of the marks, in one
+    /// round trip per master (one call on a single node). Each call is
+    /// atomic on its copy; a failure leaves the copies apart until the
+    /// caller makes the change again (changes are idempotent).
+    async fn every_copy(
+        &self,
+        script: &redis::Script,
+        calls: &[(u16, redis::ScriptInvocation<'_>)],
+    ) -> AppResult<()> {
+        let behind = self.faults.take_copy_behind();
+        let sent = &calls[usize::from(behind)..];
+        self.with_conn(|mut c| async move {
+            let _: Vec<i64> = c.invoke_all(script, sent).await?;
+            Ok(())
+        })
+        .await?;
+        match behind {
+            false => Ok(()),
+            true => Err(AppError::Unavailable {
+                what: "Redis",
+                source: "injected fault: a copy of the marks was not written".into(),
+            }),
+        }
+    }
+
     /// Runs a begin script (`BEGIN`, `BEGIN_STATE`) on `key`: true if this
     /// caller created the key in the building state and must fill it.
     async fn begin(&self, script: &redis::Script, keys: &[&str]) -> AppResult<bool> {
@@ -327,35 +352,40 @@ impl RedisStore {
         Ok(started == 1)
     }
 
-    /// Runs `steps` (each the commands of one slot) in their order, and
-    /// returns their replies: on a single node as one transaction, on a
-    /// cluster one transaction per step, one after the other. A
-    /// transaction that failed on a script Redis no longer knows (a
-    /// restart, a flush, a failover) is sent again once `scripts` are
-    /// loaded, so the steps must be safe to run twice; any other failure
-    /// is the caller's.
+    /// Runs `steps` in their order, each the commands of one or more
+    /// slots (a pipeline per slot), and returns their replies: on a single
+    /// node as one transaction, on a cluster one transaction per slot, a
+    /// step's at once and the steps one after the other. A transaction
+    /// that failed on a script Redis no longer knows (a restart, a flush, a
+    /// failover) is sent again once `scripts` are loaded, so the steps must
+    /// be safe to run twice; any other failure is the caller's.
     pub async fn in_order(
         &self,
         scripts: &[&redis::Script],
-        steps: &[redis::Pipeline],
+        steps: &[Vec<redis::Pipeline>],
     ) -> AppResult<Vec<Value>> {
-        let transaction = |steps: &[redis::Pipeline]| {
+        let transaction = |slots: &[&redis::Pipeline]| {
             let mut all = redis::pipe();
             all.atomic();
-            for cmd in steps.iter().flat_map(|s| s.cmd_iter()) {
+            for cmd in slots.iter().flat_map(|s| s.cmd_iter()) {
                 all.add_command(cmd.clone());
             }
             all
         };
-        let transactions: Vec<redis::Pipeline> = match self.is_cluster() {
-            true => steps.chunks(1).map(transaction).collect(),
-            false => vec![transaction(steps)],
+        let rounds: Vec<Vec<redis::Pipeline>> = match self.is_cluster() {
+            true => steps
+                .iter()
+                .map(|step| step.iter().map(|slot| transaction(&[slot])).collect())
+                .collect(),
+            false => vec![vec![transaction(
+                &steps.iter().flatten().collect::<Vec<_>>(),
+            )]],
         };
         let mut out = Vec::new();
-        for t in &transactions {
-            let replies: Vec<Value> = self
-                .with_conn(|mut c| async move {
-                    match t.query_async(&mut c).await {
+        for round in &rounds {
+            let replies = futures::future::try_join_all(round.iter().map(|t| {
+                self.with_conn(move |mut c| async move {
+                    match t.query_async::<Vec<Value>>(&mut c).await {
                         Err(e) if unknown_script(&e) => {
                             for script in scripts {
                                 script.prepare_invoke().load_async(&mut c).await?;
@@ -365,8 +395,9 @@ impl RedisStore {
                         done => done,
                     }
                 })
-                .await?;
-            out.extend(replies);
+            }))
+            .await?;
+            out.extend(replies.into_iter().flatten());
         }
         Ok(out)
     }

@@ -18,9 +18,9 @@ pub struct PostCache<'a>(pub(super) &'a RedisStore);
 impl PostCache<'_> {
     /// A new post (clauses 3, 8, 9), in the order that keeps readers right
     /// between the steps: the post is cached, then its delivery is in
-    /// flight (its outbox pulled), then it is in its outbox. Three slots:
-    /// on a single node the three go at once, on a cluster one after the
-    /// other ([`RedisStore::in_order`]). True if its outbox entry is new
+    /// flight (its outbox pulled, in every copy of the marks), then it is
+    /// in its outbox. On a single node the three go at once, on a cluster
+    /// one after the other ([`RedisStore::in_order`]). True if its outbox entry is new
     /// (false when it was there, or the outbox is not).
     pub async fn publish(
         self,
@@ -43,13 +43,17 @@ impl PostCache<'_> {
                 ],
             )
             .expire(&cached, ttl_secs as i64);
-        let mut in_flight = redis::pipe();
-        in_flight.invoke_script(
-            &self
-                .0
-                .state()
-                .pulled_call(post.author_id, PulledChange::Add(id)),
-        );
+        let in_flight: Vec<redis::Pipeline> = self
+            .0
+            .state()
+            .pulled_calls(post.author_id, PulledChange::Add(id))
+            .iter()
+            .map(|(_, call)| {
+                let mut copy = redis::pipe();
+                copy.invoke_script(call);
+                copy
+            })
+            .collect();
         let mut outbox = redis::pipe();
         let entry = [Entry::new(post.created_at_ms, id)];
         let key = self.0.keys.outbox(post.author_id);
@@ -62,7 +66,7 @@ impl PostCache<'_> {
         let scripts = [&*scripts::PULLED, &*scripts::PUSH];
         let replies = self
             .0
-            .in_order(&scripts, &[cache, in_flight, outbox])
+            .in_order(&scripts, &[vec![cache], in_flight, vec![outbox]])
             .await?;
         let added: i64 = redis::from_redis_value(replies.into_iter().last().unwrap_or(Value::Nil))
             .map_err(bad("a publish"))?;

@@ -79,7 +79,11 @@
 //!    (as a push, clause 3); an unfollow that applies removes its posts; a
 //!    mute or unmute leaves the inbox as it is (the posts come back with
 //!    the unmute).
-//! 8. **The pulled authors** (`pulled`, one HASH): `""` is `c` once built
+//! 8. **The pulled authors** (`pulled:{m<n>}`, a HASH in each copy of the
+//!    marks, [`MARK_COPIES`](super::keys::MARK_COPIES) of them, alike:
+//!    every change goes to every copy, one call each, and a page reads the
+//!    copy of its reader; a copy missing or being built is rebuilt alone,
+//!    while the others serve): `""` is `c` once built
 //!    (`b` while building); each author's field is `<epoch>;<ids>`: the
 //!    epoch of its current big-V time (empty if none; any number, 0
 //!    included, is one) and the posts whose
@@ -97,14 +101,16 @@
 //!    the fields missing. A post without `a` is unknown: read PostgreSQL.
 //! 10. **The warm read** (`warm.rs`) reads, in four round trips of plain
 //!     reads, the reader's state, which of its authors are pulled or
-//!     hidden, the inbox and the outbox of every pulled author it follows,
+//!     hidden (of its copy of the marks), the inbox and the outbox of every pulled author it follows,
 //!     and for every entry of the page its author and tombstone.
 //! 11. **Idle readers expire.** A reader's inbox and its copy of whom it
 //!     follows get, when built and again on its reads (at most once per
 //!     mark interval, [`TOUCH`]), the admin's idle TTL; an outbox and the
 //!     pulled authors never expire. Expiry is a key gone missing (clauses
 //!     1 and 7): pushes skip it, and the next read rebuilds it.
-//! 12. **Hidden accounts** (`hidden`, a SET of the pulled authors' slot):
+//! 12. **Hidden accounts** (`hidden:{m<n>}`, a SET in each copy of the
+//!     marks, of the slot of its copy's pulled authors, changed and read
+//!     as they are):
 //!     the ids of the accounts whose posts are in no feed (suspended, or
 //!     being deleted), and `0` once built (`b` while building, with a
 //!     TTL). A change ([`HIDDEN`]) adds or removes an id of a built set,

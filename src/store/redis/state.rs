@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::{bad, scripts, RedisStore};
 use crate::error::AppResult;
-use crate::types::{Edge, Entry, PostId, PulledAuthor, UserId};
+use crate::types::{Edge, Entry, MarkCopy, PostId, PulledAuthor, UserId};
 
 /// A change to the pulled authors (clause 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,10 +37,10 @@ impl ReaderState<'_> {
         self.0.begin(&scripts::BEGIN_STATE, &[&hash, &names]).await
     }
 
-    /// Starts building the pulled authors (clause 8); true if this caller
-    /// must fill them.
-    pub async fn begin_pulled(self) -> AppResult<bool> {
-        let (hash, names) = (self.0.keys.pulled(), self.0.keys.pulled_authors());
+    /// Starts building a copy of the pulled authors (clause 8); true if
+    /// this caller must fill it.
+    pub async fn begin_pulled(self, copy: MarkCopy) -> AppResult<bool> {
+        let (hash, names) = (self.0.keys.pulled(copy), self.0.keys.pulled_authors(copy));
         self.0.begin(&scripts::BEGIN_STATE, &[&hash, &names]).await
     }
 
@@ -164,52 +164,47 @@ impl ReaderState<'_> {
     }
 
     /// The deliveries in flight the pulled authors hold (clause 8), by
-    /// author; empty while the state is missing or being built.
+    /// author, in any copy (a copy missing or being built holds none).
     pub async fn pulled_in_flight(self) -> AppResult<Vec<(UserId, Vec<PostId>)>> {
-        let key = self.0.keys.pulled();
-        let fields: HashMap<String, String> = self
+        let keys: Vec<String> = self
             .0
-            .with_conn(
-                |mut c| async move { redis::cmd("HGETALL").arg(&key).query_async(&mut c).await },
-            )
+            .keys
+            .mark_copies()
+            .map(|c| self.0.keys.pulled(c))
+            .collect();
+        let copies = self
+            .0
+            .query_per_slot(&keys, |pipe, key| {
+                pipe.cmd("HGETALL").arg(key);
+            })
             .await?;
-        if fields.get("").map(String::as_str) != Some("c") {
-            return Ok(Vec::new());
-        }
-        let mut out = Vec::new();
-        for (author, value) in fields.iter().filter(|(a, _)| !a.is_empty()) {
-            let author: UserId = author.parse().map_err(bad("a pulled author"))?;
-            let ids = value.split_once(';').map_or("", |(_, ids)| ids);
-            let ids: Vec<PostId> = ids
-                .split(',')
-                .filter(|id| !id.is_empty())
-                .map(str::parse)
-                .collect::<Result<_, _>>()
-                .map_err(bad("a delivery in flight"))?;
-            if !ids.is_empty() {
-                out.push((author, ids));
+        let mut held: std::collections::BTreeMap<UserId, Vec<PostId>> = Default::default();
+        for copy in copies {
+            let fields: HashMap<String, String> =
+                redis::from_redis_value(copy).map_err(bad("the pulled authors"))?;
+            for (author, ids) in in_flight(&fields)? {
+                let all = held.entry(author).or_default();
+                all.extend(ids);
+                all.sort_unstable();
+                all.dedup();
             }
         }
-        Ok(out)
+        Ok(held.into_iter().collect())
     }
 
-    /// Changes the pulled authors (clause 8).
+    /// Changes the pulled authors (clause 8), in every copy.
     pub async fn pulled_change(self, author: UserId, change: PulledChange) -> AppResult<()> {
-        let call = self.pulled_call(author, change);
-        self.0
-            .with_conn(|mut c| async move {
-                let _: i64 = call.invoke_async(&mut c).await?;
-                Ok(())
-            })
-            .await
+        let calls = self.pulled_calls(author, change);
+        self.0.every_copy(&scripts::PULLED, &calls).await
     }
 
-    /// The PULLED call that makes `change`.
-    pub(super) fn pulled_call(
+    /// The PULLED calls that make `change`, one per copy, each with its
+    /// slot.
+    pub(super) fn pulled_calls(
         self,
         author: UserId,
         change: PulledChange,
-    ) -> redis::ScriptInvocation<'static> {
+    ) -> Vec<(u16, redis::ScriptInvocation<'static>)> {
         let (op, x) = match change {
             PulledChange::Add(id) => ("add", id.0),
             PulledChange::Done(id) => ("done", id.0),
@@ -217,42 +212,49 @@ impl ReaderState<'_> {
             PulledChange::Demoted(e) => ("demoted", e),
             PulledChange::Forget => ("forget", 0),
         };
-        let mut call = scripts::PULLED.prepare_invoke();
-        call.key(self.0.keys.pulled())
-            .key(self.0.keys.pulled_authors())
-            .arg(op)
-            .arg(author)
-            .arg(x);
-        call
+        let keys = &self.0.keys;
+        keys.mark_copies()
+            .map(|copy| {
+                let key = keys.pulled(copy);
+                let mut call = scripts::PULLED.prepare_invoke();
+                call.key(&key)
+                    .key(keys.pulled_authors(copy))
+                    .arg(op)
+                    .arg(author)
+                    .arg(x);
+                (super::slot(key.as_bytes()), call)
+            })
+            .collect()
     }
 
     /// Hides (`hide`) or shows again an account's posts everywhere
-    /// (clause 12).
+    /// (clause 12), in every copy.
     pub async fn hidden_change(self, account: UserId, hide: bool) -> AppResult<()> {
-        let key = self.0.keys.hidden();
-        self.0
-            .with_conn(|mut c| async move {
-                let _: i64 = scripts::HIDDEN
-                    .key(&key)
+        let keys = &self.0.keys;
+        let calls: Vec<_> = keys
+            .mark_copies()
+            .map(|copy| {
+                let key = keys.hidden(copy);
+                let mut call = scripts::HIDDEN.prepare_invoke();
+                call.key(&key)
                     .arg(if hide { "add" } else { "remove" })
-                    .arg(account)
-                    .invoke_async(&mut c)
-                    .await?;
-                Ok(())
+                    .arg(account);
+                (super::slot(key.as_bytes()), call)
             })
-            .await
+            .collect();
+        self.0.every_copy(&scripts::HIDDEN, &calls).await
     }
 
-    /// Starts building the hidden accounts (clause 12); true if this
-    /// caller must fill them.
-    pub async fn begin_hidden(self) -> AppResult<bool> {
-        let key = self.0.keys.hidden();
+    /// Starts building a copy of the hidden accounts (clause 12); true if
+    /// this caller must fill it.
+    pub async fn begin_hidden(self, copy: MarkCopy) -> AppResult<bool> {
+        let key = self.0.keys.hidden(copy);
         self.0.begin(&scripts::BEGIN_HIDDEN, &[&key]).await
     }
 
-    /// Completes the build of the hidden accounts.
-    pub async fn fill_hidden(self, accounts: &[UserId]) -> AppResult<bool> {
-        let key = self.0.keys.hidden();
+    /// Completes the build of a copy of the hidden accounts.
+    pub async fn fill_hidden(self, copy: MarkCopy, accounts: &[UserId]) -> AppResult<bool> {
+        let key = self.0.keys.hidden(copy);
         let filled: i64 = self
             .0
             .with_conn(|mut c| async move {
@@ -266,9 +268,9 @@ impl ReaderState<'_> {
         Ok(filled == 1)
     }
 
-    /// Completes the build of the pulled authors.
-    pub async fn fill_pulled(self, authors: &[PulledAuthor]) -> AppResult<bool> {
-        let (key, names) = (self.0.keys.pulled(), self.0.keys.pulled_authors());
+    /// Completes the build of a copy of the pulled authors.
+    pub async fn fill_pulled(self, copy: MarkCopy, authors: &[PulledAuthor]) -> AppResult<bool> {
+        let (key, names) = (self.0.keys.pulled(copy), self.0.keys.pulled_authors(copy));
         let filled: i64 = self
             .0
             .with_conn(|mut c| async move {
@@ -284,4 +286,27 @@ impl ReaderState<'_> {
             .await?;
         Ok(filled == 1)
     }
+}
+
+/// The deliveries in flight one copy of the pulled authors holds, by
+/// author (none while the copy is missing or being built).
+fn in_flight(fields: &HashMap<String, String>) -> AppResult<Vec<(UserId, Vec<PostId>)>> {
+    if fields.get("").map(String::as_str) != Some("c") {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (author, value) in fields.iter().filter(|(a, _)| !a.is_empty()) {
+        let author: UserId = author.parse().map_err(bad("a pulled author"))?;
+        let ids = value.split_once(';').map_or("", |(_, ids)| ids);
+        let ids: Vec<PostId> = ids
+            .split(',')
+            .filter(|id| !id.is_empty())
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(bad("a delivery in flight"))?;
+        if !ids.is_empty() {
+            out.push((author, ids));
+        }
+    }
+    Ok(out)
 }

@@ -8,7 +8,9 @@ use redis::Value;
 
 use super::{bad, RedisStore};
 use crate::error::AppResult;
-use crate::types::{page_reads, EntryMeta, PostId, Range, Scope, StateKey, UserId, WarmRead};
+use crate::types::{
+    page_reads, EntryMeta, MarkCopy, PostId, Range, Scope, StateKey, UserId, WarmRead,
+};
 
 /// Members a SMISMEMBER names at the most (a longer list is asked in
 /// several, in the same pipeline).
@@ -48,9 +50,9 @@ struct Marks {
 impl RedisStore {
     /// The warm read of a page of `scope` (clause 10), in four round trips
     /// whatever the topology (on a cluster, each is one call or pipeline
-    /// per master it touches), none reading a key every page reads in
-    /// full: (1) whom the reader follows, from its copy; (2) which of them
-    /// are pulled or hidden, asked of the shared keys by name; (3) the
+    /// per master it touches), none reading a key every page reads:
+    /// (1) whom the reader follows, from its copy; (2) which of them are
+    /// pulled or hidden, asked by name of the reader's copy of the marks; (3) the
     /// first source (a home's inbox, an author's outbox) and the pulled
     /// outboxes; (4) the authors and tombstones of the page's posts. The
     /// pulled authors are read before the inbox: a delivery done before
@@ -69,7 +71,8 @@ impl RedisStore {
                     Ok(shown) => shown,
                     Err(state) => return Ok(state),
                 };
-                let marks = match self.marks(&shown.candidates(), true).await? {
+                let copy = self.keys.mark_copy(reader);
+                let marks = match self.marks(copy, &shown.candidates(), true).await? {
                     Ok(marks) => marks,
                     Err(state) => return Ok(state),
                 };
@@ -91,7 +94,7 @@ impl RedisStore {
             Scope::Author(author) => {
                 let (keys, authors) = ([self.keys.outbox(author)], [author]);
                 let (marks, ranges) = futures::join!(
-                    self.marks(&authors, false),
+                    self.marks(self.keys.mark_copy(author), &authors, false),
                     self.feeds().ranges(&keys, max, fetch)
                 );
                 let marks = match marks? {
@@ -144,14 +147,20 @@ impl RedisStore {
     }
 
     /// Round trip (2): which of `authors` are hidden and, for a home
-    /// (`pulled`), which are pulled; or the state of the shared key that is
-    /// missing or being built. Asked by name, so its cost follows the
-    /// authors named, not how many the keys hold.
-    async fn marks(&self, authors: &[UserId], pulled: bool) -> AppResult<Result<Marks, WarmRead>> {
+    /// (`pulled`), which are pulled, as `copy` of the marks says; or the
+    /// state of the copy's key that is missing or being built. Asked by
+    /// name, so its cost follows the authors named, not how many the keys
+    /// hold.
+    async fn marks(
+        &self,
+        copy: MarkCopy,
+        authors: &[UserId],
+        pulled: bool,
+    ) -> AppResult<Result<Marks, WarmRead>> {
         let (state, names, hidden) = (
-            self.keys.pulled(),
-            self.keys.pulled_authors(),
-            self.keys.hidden(),
+            self.keys.pulled(copy),
+            self.keys.pulled_authors(copy),
+            self.keys.hidden(copy),
         );
         let ask = |pipe: &mut redis::Pipeline, key: &str, marks: &[&str]| {
             let mut first = true;
@@ -182,8 +191,8 @@ impl RedisStore {
                 redis::from_redis_value(replies.pop().unwrap_or(Value::Nil))
                     .map_err(bad("the pulled authors"))?;
             match built.as_deref() {
-                None => return Ok(Err(WarmRead::Missing(StateKey::Pulled))),
-                Some("b") => return Ok(Err(WarmRead::Building(StateKey::Pulled))),
+                None => return Ok(Err(WarmRead::Missing(StateKey::Pulled(copy)))),
+                Some("b") => return Ok(Err(WarmRead::Building(StateKey::Pulled(copy)))),
                 Some(_) => {}
             }
         }
@@ -201,8 +210,8 @@ impl RedisStore {
         let hidden_flags = next_flags()?;
         if hidden_flags.first() != Some(&1) {
             return Ok(Err(match hidden_flags.get(1) == Some(&1) {
-                true => WarmRead::Building(StateKey::Hidden),
-                false => WarmRead::Missing(StateKey::Hidden),
+                true => WarmRead::Building(StateKey::Hidden(copy)),
+                false => WarmRead::Missing(StateKey::Hidden(copy)),
             }));
         }
         let hidden = authors
@@ -216,7 +225,7 @@ impl RedisStore {
             true => {
                 let pulled_flags = next_flags()?;
                 if pulled_flags.first() != Some(&1) {
-                    return Ok(Err(WarmRead::Missing(StateKey::Pulled)));
+                    return Ok(Err(WarmRead::Missing(StateKey::Pulled(copy))));
                 }
                 authors
                     .iter()
