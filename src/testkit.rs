@@ -24,8 +24,8 @@ impl Tokens {
     }
 
     /// A user's token, valid for `ttl_secs`.
-    pub fn user(&self, id: i64, ttl_secs: u64) -> AppResult<String> {
-        self.0.mint(UserId(id), false, ttl_secs)
+    pub fn user(&self, id: UserId, ttl_secs: u64) -> AppResult<String> {
+        self.0.mint(id, false, ttl_secs)
     }
 
     /// An admin's token, valid for `ttl_secs`.

@@ -373,7 +373,7 @@ impl Run<'_> {
         let o = self.o;
         let tokens: Vec<String> = cohort
             .clone()
-            .map(|r| self.keys.user(r, 3600).unwrap_or_default())
+            .map(|r| self.keys.user(UserId(r), 3600).unwrap_or_default())
             .collect();
         let (client, base) = (self.client, service.base.as_str());
         warm(client, base, &tokens, &label).await;
@@ -570,7 +570,7 @@ async fn fanout(
     } else {
         l.readers
     };
-    let token = keys.user(l.mega, 3600).map_err(|e| e.chain())?;
+    let token = keys.user(UserId(l.mega), 3600).map_err(|e| e.chain())?;
     let pid = service.child.id();
     let cpu_before = Cpu::now(pid);
     let published = Instant::now();
@@ -679,7 +679,7 @@ async fn publishes(
         )
         .await?;
         let label = format!("publish, {followers} followers");
-        let token = keys.user(author, 3600).map_err(|e| e.chain())?;
+        let token = keys.user(UserId(author), 3600).map_err(|e| e.chain())?;
         let b = bar(o.publishes as u64, &label);
         let every = Duration::from_millis(50);
         let mut next = Instant::now();
@@ -774,7 +774,7 @@ async fn sustained(
         .await
         .map_err(|e| e.to_string())?
         .into_iter()
-        .map(|a| keys.user(a.id, 7200).unwrap_or_default())
+        .map(|a| keys.user(UserId(a.id), 7200).unwrap_or_default())
         .collect()
     };
     let label = "sustained publishing";
@@ -1069,11 +1069,11 @@ async fn mixed(
         .iter()
         .flat_map(|c| c.clone())
         .take(1000)
-        .map(|r| keys.user(r, 3600).unwrap_or_default())
+        .map(|r| keys.user(UserId(r), 3600).unwrap_or_default())
         .collect();
     let authors: Vec<String> = std::iter::once(l.mega)
         .chain(l.ordinary.clone().step_by(97).take(50))
-        .map(|a| keys.user(a, 3600).unwrap_or_default())
+        .map(|a| keys.user(UserId(a), 3600).unwrap_or_default())
         .collect();
     let r = at_rate(
         client,

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use diesel_async::AsyncPgConnection;
 use feed_service::testkit::Tokens;
+use feed_service::types::UserId;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -96,7 +97,7 @@ pub async fn streams(
     let mut tasks = Vec::with_capacity(readers.len());
     for chunk in readers.chunks(OPENING) {
         for &reader in chunk {
-            let token = keys.user(reader, 3600).map_err(|e| e.chain())?;
+            let token = keys.user(UserId(reader), 3600).map_err(|e| e.chain())?;
             let (client, url) = (client.clone(), format!("{base}/api/v1/feed/stream"));
             let (arrivals, ready) = (arrivals.clone(), ready.clone());
             tasks.push(tokio::spawn(async move {
@@ -153,7 +154,7 @@ pub async fn streams(
         // its answer came.
         let mut published: HashMap<i64, (usize, Instant, Instant)> = HashMap::new();
         for (class, (who, _, label)) in classes.iter().enumerate() {
-            let token = keys.user(*who, 3600).map_err(|e| e.chain())?;
+            let token = keys.user(UserId(*who), 3600).map_err(|e| e.chain())?;
             let b = bar(posts as u64, label);
             for _ in 0..posts {
                 let sent = Instant::now();

@@ -25,8 +25,8 @@ use crate::settings::LimitSettings;
 use crate::types::UserId;
 
 pub struct Limits {
-    reads: Option<DefaultKeyedRateLimiter<i64>>,
-    writes: Option<DefaultKeyedRateLimiter<i64>>,
+    reads: Option<DefaultKeyedRateLimiter<UserId>>,
+    writes: Option<DefaultKeyedRateLimiter<UserId>>,
     addresses: Option<DefaultKeyedRateLimiter<IpAddr>>,
     /// Lower-case header name, if a trusted proxy sets the client address.
     proxy_header: Option<String>,
@@ -67,7 +67,7 @@ impl Limits {
         let read = method == Method::GET || method == Method::HEAD;
         let limiter = if read { &self.reads } else { &self.writes };
         match limiter {
-            Some(l) => charge(l, &user.0, if read { "reads" } else { "writes" }),
+            Some(l) => charge(l, &user, if read { "reads" } else { "writes" }),
             None => Ok(()),
         }
     }
