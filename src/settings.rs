@@ -37,8 +37,9 @@ pub const MAX_ACTIVE_MARK_INTERVAL_SECS: u64 = 1800;
 /// The shortest post-cache TTL (tombstones live as long).
 pub const MIN_POST_CACHE_TTL_SECS: u64 = 60;
 
-/// Redis connections of a single node's pool when `redis.pool_size` is unset.
-pub const DEFAULT_REDIS_POOL: usize = 32;
+/// Multiplexed connections to a single Redis node when `redis.pool_size`
+/// is unset.
+pub const DEFAULT_REDIS_POOL: usize = 4;
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -112,9 +113,11 @@ pub struct RedisSettings {
     /// Prepended to every key; lets several deployments (or tests) share one
     /// Redis. No `{` or `}`: they would change the keys' hash tags.
     pub key_prefix: String,
-    /// Connections in a single node's pool (default [`DEFAULT_REDIS_POOL`]).
-    /// A cluster runs on one multiplexed connection, so setting it there is
-    /// refused rather than ignored.
+    /// Connections to a single node (default [`DEFAULT_REDIS_POOL`]), each
+    /// multiplexed: a call takes the next in turn and shares it with the
+    /// calls in flight, so concurrent pages' commands travel together and
+    /// Redis reads many of them at once. A cluster runs on one multiplexed
+    /// connection, so setting it there is refused rather than ignored.
     #[serde(default)]
     pub pool_size: Option<usize>,
     /// Timeout for getting a connection and for each command (ms).
@@ -122,7 +125,7 @@ pub struct RedisSettings {
 }
 
 impl RedisSettings {
-    /// Connections of a single node's pool.
+    /// Connections to a single node.
     pub fn single_pool_size(&self) -> usize {
         self.pool_size.unwrap_or(DEFAULT_REDIS_POOL)
     }
@@ -178,7 +181,7 @@ pub struct EngineSettings {
     pub stream_heartbeat_secs: u64,
     /// Stream reads this instance runs at once; the rest wait their turn.
     /// One big-V post wakes every stream of its fans together: unbounded,
-    /// their reads outwait the Redis pool, fall back to PostgreSQL and hold
+    /// their reads outwait Redis's timeout, fall back to PostgreSQL and hold
     /// the connections a publish needs. Keep it below `database.pool_size`
     /// (`streams_per_instance` takes turns away).
     pub stream_reads: usize,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use deadpool::managed::{Manager, Object, PoolBuilder};
 use deadpool_redis::{cluster, Config, Pool, Runtime};
-use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{
     Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ScriptInvocation, Value,
@@ -21,15 +21,26 @@ use secrecy::ExposeSecret;
 use crate::error::{AppError, AppResult};
 use crate::settings::RedisSettings;
 
-/// Pooled connections to one node, or one connection to a cluster.
+/// Connections to one node, or one connection to a cluster, all
+/// multiplexed: a call clones one and shares it with the calls in flight,
+/// so the commands of concurrent calls travel together and Redis reads
+/// many of them in one go (a connection a call takes for itself would cost
+/// Redis a read and a write per call).
 ///
-/// On a cluster every call of the process goes through one multiplexed
+/// On a single node the calls take the `redis.pool_size` connections in
+/// turn; each is taken once from deadpool's pool and replaced after a call
+/// on it failed. On a cluster every call of the process goes through one multiplexed
 /// connection (cloned per call; it keeps one link per node and reconnects
 /// by itself), taken once from deadpool's cluster pool: so a `WAIT` sent on
 /// it covers every write the process made before ([`Conn::replicated`]).
 #[derive(Clone)]
 pub(super) enum Topology {
-    Single(Pool),
+    Single {
+        pool: Pool,
+        /// The multiplexed connections calls are spread over, in turn.
+        lanes: Arc<[Mutex<Option<MultiplexedConnection>>]>,
+        next: Arc<AtomicU64>,
+    },
     Cluster {
         pool: cluster::Pool,
         shared: Arc<Mutex<Option<cluster::ClusterConnection>>>,
@@ -43,8 +54,8 @@ pub(super) enum Topology {
 
 /// A connection of either topology.
 pub enum Conn {
-    /// A pooled connection to the single node.
-    Single(deadpool_redis::Connection),
+    /// A clone of the process's multiplexed connection to the single node.
+    Single(MultiplexedConnection),
     /// A clone of the process's multiplexed cluster connection, with the
     /// process's last view of the cluster's nodes.
     Shared(cluster::ClusterConnection, Arc<NodeCache>),
@@ -596,7 +607,14 @@ impl Topology {
             let pool = bounded(builder, settings.single_pool_size(), timeout)
                 .build()
                 .map_err(|e| AppError::internal("building the Redis pool", e))?;
-            return Ok(Topology::Single(pool));
+            let lanes = (0..settings.single_pool_size())
+                .map(|_| Mutex::new(None))
+                .collect();
+            return Ok(Topology::Single {
+                pool,
+                lanes,
+                next: Arc::default(),
+            });
         }
         let builder = cluster::Config::from_urls(nodes)
             .builder()
@@ -615,7 +633,16 @@ impl Topology {
 
     pub(super) async fn get(&self) -> AppResult<Conn> {
         match self {
-            Topology::Single(p) => Ok(Conn::Single(p.get().await?)),
+            Topology::Single { pool, lanes, next } => {
+                let lane = &lanes[next.fetch_add(1, Ordering::Relaxed) as usize % lanes.len()];
+                if let Some(c) = lock(lane).as_ref() {
+                    return Ok(Conn::Single(c.clone()));
+                }
+                let object = pool.get().await?;
+                let mut slot = lock(lane);
+                let conn = slot.get_or_insert_with(|| deadpool_redis::Connection::take(object));
+                Ok(Conn::Single(conn.clone()))
+            }
             Topology::Cluster {
                 pool,
                 shared,
@@ -639,11 +666,16 @@ impl Topology {
         }
     }
 
-    /// Drops the process's cluster connection after a call on it failed:
-    /// the next call opens a new one, with a fresh map of the slots. (A
+    /// Drops the process's connections after a call on one failed: the next
+    /// calls open new ones (on a cluster with a fresh map of the slots). (A
     /// connection caught in a failover has been seen to time out every call
     /// for good, its map still pointing at the dead master.)
     pub(super) fn reset(&self) {
+        if let Topology::Single { lanes, .. } = self {
+            for lane in lanes.iter() {
+                lock(lane).take();
+            }
+        }
         if let Topology::Cluster {
             shared,
             nodes,
@@ -663,7 +695,7 @@ impl Topology {
     /// that moved, a failover); 0 on a single node.
     pub(super) fn resent(&self) -> u64 {
         match self {
-            Topology::Single(_) => 0,
+            Topology::Single { .. } => 0,
             Topology::Cluster { nodes, .. } => nodes.resent.load(Ordering::Relaxed),
         }
     }
@@ -672,7 +704,7 @@ impl Topology {
     /// single node, where every write is acknowledged by its own call).
     pub(super) fn generation(&self) -> u64 {
         match self {
-            Topology::Single(_) => 0,
+            Topology::Single { .. } => 0,
             Topology::Cluster { generation, .. } => {
                 generation.load(std::sync::atomic::Ordering::SeqCst)
             }
