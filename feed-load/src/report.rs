@@ -99,7 +99,7 @@ pub struct Goal {
 
 /// How far `sources_per_page` may be from the sources a page must read
 /// (its big-Vs' outboxes and the inbox): 5 %. A page reads each source's
-/// length once (`LLEN`) before any of its entries; the service's
+/// window once (one `LRANGE`, from the top or below its cursor); the service's
 /// background work adds a few, and anything else using the same Redis
 /// meanwhile more; the tolerance is for that.
 pub const SOURCES_TOLERANCE: f64 = 0.05;
@@ -118,9 +118,9 @@ pub struct PageCost {
     pub pages: usize,
     /// The sources a page must read: the cohort's big-Vs and the inbox.
     pub expected_sources: f64,
-    /// `LLEN` calls ÷ pages: a page reads each source's length once (with
-    /// its floor, `LINDEX -1`; its entries then take one `LRANGE` or more,
-    /// as many as the merge needs).
+    /// `LRANGE` calls ÷ pages: a page reads each source's window once (its
+    /// entries, with its floor, `LINDEX -1`), and again only when the
+    /// merge needs a wider one.
     pub sources_per_page: f64,
     /// Whether `sources_per_page` is within [`SOURCES_TOLERANCE`] of
     /// `expected_sources`: the premise of the row.
@@ -175,7 +175,7 @@ impl PageCost {
         service_ms_per_page: f64,
     ) -> Self {
         let per = |n: f64| n / pages.max(1) as f64;
-        let sources_per_page = per(stats.calls("llen") as f64);
+        let sources_per_page = per(stats.calls("lrange") as f64);
         let redis_cpu_usec_per_page = per(stats.cpu_usec);
         let budget = 2.0 * expected_sources * range_read_cpu_usec;
         let scripts_per_page = per(stats.calls("evalsha") as f64);
@@ -215,7 +215,7 @@ impl PageCost {
         let mut failed = Vec::new();
         if !self.sources_ok {
             failed.push(format!(
-                "{scenario}: {:.2} sources (lengths read, LLEN) per page over {} pages, expected {} \
+                "{scenario}: {:.2} sources (windows read, LRANGE) per page over {} pages, expected {} \
                  (its big-Vs' outboxes and the inbox) within {:.0} %: its pages do not read \
                  the sources the scenario claims",
                 self.sources_per_page,

@@ -97,45 +97,28 @@ mod tests {
         assert_eq!(m.entries, vec![Entry::new(9, PostId(1))]);
     }
 
-    /// A source read as the SOURCES script makes it, over `from` (the entries
-    /// from `max` down) and the sentinel after them (at the floor, or
-    /// `-inf`): `fetch + 1` entries, then the rest of a run of equal scores
-    /// the limit cut (up to `ties` more), and the cut that follows.
-    fn read_like_range(
+    /// A source read as a window makes it (scripts.rs, clause 6), over
+    /// `from` (the entries from `max` down) and the sentinel after them:
+    /// the first `fetch + 1 + slack` elements. With the sentinel among
+    /// them the read reached the floor; else it holds every entry only
+    /// above the last score it read.
+    fn read_like_window(
         from: &[Entry],
         floor: Option<i64>,
         fetch: usize,
-        ties: usize,
+        slack: usize,
     ) -> SourceRead {
-        let read = |entries: &[Entry], cut| SourceRead {
-            entries: entries.to_vec(),
+        let take = fetch + 1 + slack;
+        let ended = from.len() < take;
+        let entries = from[..from.len().min(take)].to_vec();
+        let cut = match ended {
+            true => None,
+            false => entries.last().map(|e| e.score),
+        };
+        SourceRead {
+            entries,
             floor,
             cut,
-        };
-        // The sentinel is read (the floor reached) within fetch + 1.
-        if from.len() < fetch + 1 {
-            return read(from, None);
-        }
-        let s = from[fetch].score;
-        let tied = fetch > 0 && from[fetch - 1].score == s;
-        if !tied || ties == 0 {
-            return read(&from[..=fetch], Some(s));
-        }
-        let run = from[fetch + 1..]
-            .iter()
-            .take_while(|e| e.score == s)
-            .count();
-        let sentinel_at_s = floor == Some(s);
-        // Entries of score s after the limit, then the sentinel if it has s.
-        let rest = run + usize::from(sentinel_at_s && fetch + 1 + run == from.len());
-        let taken = rest.min(ties);
-        let entries = &from[..=fetch + taken.min(run)];
-        if taken == rest && rest > run {
-            read(entries, None)
-        } else if taken < ties {
-            read(entries, Some(s - 1))
-        } else {
-            read(entries, Some(s))
         }
     }
 
@@ -147,7 +130,7 @@ mod tests {
     fn page_of(
         sources: &[Vec<Entry>],
         caps: &[Option<usize>],
-        ties: usize,
+        slack: usize,
         all: &[Entry],
         req: &PageRequest,
     ) -> (Vec<Entry>, Option<Cursor>) {
@@ -169,7 +152,7 @@ mod tests {
                         .copied()
                         .filter(|e| req.max.is_none_or(|m| e.score <= m))
                         .collect();
-                    read_like_range(&from, floor, fetch, ties)
+                    read_like_window(&from, floor, fetch, slack)
                 })
                 .collect();
             let mut reads = reads;
@@ -201,7 +184,7 @@ mod tests {
             n_sources in 1usize..6,
             caps in prop::collection::vec(prop::option::of(3usize..40), 6),
             sizes in prop::collection::vec(1u32..8, 1..10),
-            ties in 0usize..4,
+            slack in 0usize..4,
         ) {
             // Unique ids, few distinct scores: many ties.
             let mut all: Vec<Entry> = posts
@@ -230,7 +213,7 @@ mod tests {
             let mut seen = Vec::new();
             let mut req = PageRequest::first(sizes[0]);
             for turn in 0.. {
-                let (items, next) = page_of(&sources, &caps[..n_sources], ties, &all, &req);
+                let (items, next) = page_of(&sources, &caps[..n_sources], slack, &all, &req);
                 prop_assert!(items.len() <= req.limit as usize);
                 seen.extend(items);
                 match next {

@@ -232,8 +232,12 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
     assert_eq!(z.read(&missing, 5).await, Range::Missing);
     // A read that stops at its limit cuts at its last score; one that
     // reaches the sentinel does not cut.
-    match z.read(&complete, 1).await {
-        Range::Read(r) => assert_eq!(r.cut, Some(at(5))),
+    let long = z.key(5);
+    let eight: Vec<(i64, i64)> = (1..=8).map(|s| (s, s)).collect();
+    z.built(&long, 10, None, &entries(&eight)).await;
+    match z.read(&long, 1).await {
+        // fetch 1: two entries and the slack, the sentinel not among them.
+        Range::Read(r) => assert_eq!(r.cut, Some(at(8 - 1 - scripts::TIE_SLACK as i64))),
         other => panic!("{other:?}"),
     }
     // Read together (one pipeline per node), each key keeps its answer.
@@ -245,7 +249,7 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
 }
 
 #[tokio::test]
-async fn clause_6_a_read_stopped_inside_a_run_of_equal_scores_takes_the_whole_run() {
+async fn clause_6_a_read_takes_a_few_entries_past_its_limit_and_holds_all_above_its_last_score() {
     let mut z = Zsets::new().await;
     let (run, floored, long) = (z.key(1), z.key(2), z.key(3));
     let tied = entries(&[(10, 1), (9, 2), (9, 3), (9, 4), (9, 5), (8, 6)]);
@@ -254,31 +258,85 @@ async fn clause_6_a_read_stopped_inside_a_run_of_equal_scores_takes_the_whole_ru
         Range::Read(r) => (r.entries.iter().map(|e| e.id.0).collect::<Vec<_>>(), r.cut),
         other => panic!("{other:?}"),
     };
-    // The limit (fetch 2: three entries) stops in the run of 9: the rest
-    // of the run is read, and the read holds everything above 8.
+    let slack = scripts::TIE_SLACK;
+    assert_eq!(slack, 4, "the counts below take four entries of slack");
+    // fetch 0: five elements (1 + the slack), all entries: the run of 9
+    // may go on, so the read holds everything above 9 only.
     assert_eq!(
-        read(z.read(&run, 2).await),
-        (vec![1, 5, 4, 3, 2], Some(at(8)))
+        read(z.read(&run, 0).await),
+        (vec![1, 5, 4, 3, 2], Some(at(9)))
     );
-    // Stopped on a lone score: nothing more is read.
-    assert_eq!(read(z.read(&run, 1).await), (vec![1, 5], Some(at(9))));
+    // fetch 1: six entries, the sentinel not among them: cut at the last.
     assert_eq!(
-        read(z.read(&run, 5).await),
+        read(z.read(&run, 1).await),
         (vec![1, 5, 4, 3, 2, 6], Some(at(8)))
     );
-    // A run that reaches the sentinel (the floor at that score) reads to
-    // the floor: no cut, the floor bounds it.
+    // fetch 2: the sentinel is read: no cut.
+    assert_eq!(read(z.read(&run, 2).await), (vec![1, 5, 4, 3, 2, 6], None));
+    // A read that reaches the sentinel (the floor at the run's score)
+    // reads to the floor: no cut, the floor bounds it.
     z.built(&floored, 100, Some(at(9)), &tied).await;
     let Range::Read(r) = z.read(&floored, 2).await else {
         panic!("a read");
     };
     assert_eq!((r.cut, r.floor, r.entries.len()), (None, Some(at(9)), 5));
-    // A run longer than the read may take beyond its limit: cut at it.
+    // A run longer than the slack: the read stops inside it and cuts at it.
     let mut many = vec![(20, 1)];
-    many.extend((0..scripts::TIES as i64 + 10).map(|i| (7, 100 + i)));
+    many.extend((0..slack as i64 + 10).map(|i| (7, 100 + i)));
     z.built(&long, 1000, None, &entries(&many)).await;
     let (ids, cut) = read(z.read(&long, 2).await);
-    assert_eq!((ids.len(), cut), (3 + scripts::TIES, Some(at(7))));
+    assert_eq!((ids.len(), cut), (3 + slack, Some(at(7))));
+}
+
+#[tokio::test]
+async fn clause_6_a_read_from_the_top_and_one_below_a_cursor_read_the_same_window() {
+    let mut z = Zsets::new().await;
+    let (run, floored, building, missing) = (z.key(1), z.key(2), z.key(3), z.key(4));
+    let tied = entries(&[(10, 1), (9, 2), (9, 3), (9, 4), (9, 5), (8, 6)]);
+    z.built(&run, 100, None, &tied).await;
+    z.built(&floored, 100, Some(at(9)), &tied).await;
+    assert!(z.store.feeds().begin_build(&building).await.unwrap());
+    let keys = [&run, &floored, &building, &missing].map(|k| k.to_string());
+    let feeds = z.store.feeds();
+    // From the top (plain commands in a transaction) and from a cursor
+    // above every entry (the SOURCES script, which finds its place): the
+    // same windows, whatever the size.
+    for fetch in 0..9 {
+        let top = feeds.ranges(&keys, None, fetch).await.unwrap();
+        let below = feeds.ranges(&keys, Some(at(50)), fetch).await.unwrap();
+        assert_eq!(top, below, "fetch {fetch}");
+    }
+    // Below a cursor inside the run: the window starts at the run's first
+    // entry, and the read holds everything above its last score.
+    let Range::Read(r) = feeds
+        .ranges(&keys[..1], Some(at(9)), 0)
+        .await
+        .unwrap()
+        .remove(0)
+    else {
+        panic!("a read");
+    };
+    let ids: Vec<i64> = r.entries.iter().map(|e| e.id.0).collect();
+    assert_eq!((ids, r.cut), (vec![5, 4, 3, 2, 6], Some(at(8))));
+    let Range::Read(r) = feeds
+        .ranges(&keys[..1], Some(at(9)), 1)
+        .await
+        .unwrap()
+        .remove(0)
+    else {
+        panic!("a read");
+    };
+    assert_eq!((r.entries.len(), r.cut), (5, None));
+    // Below every entry: nothing, the sentinel reached.
+    let Range::Read(r) = feeds
+        .ranges(&keys[..1], Some(at(1)), 3)
+        .await
+        .unwrap()
+        .remove(0)
+    else {
+        panic!("a read");
+    };
+    assert_eq!((r.entries.len(), r.cut), (0, None));
 }
 
 #[tokio::test]
@@ -1037,8 +1095,9 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
         }
         other => panic!("{other:?}"),
     };
-    // fetch 4: five entries read, cut at 8 (below the horizon, nothing is
-    // returned or looked up).
+    // fetch 4: nine entries read (five and the slack), of which the page
+    // can use the first four and the rest of their last score: cut at 8
+    // (below it nothing is returned or looked up).
     assert_eq!(
         read(z.store.warm_read(HOME_9, None, 4).await.unwrap()),
         (
@@ -1047,7 +1106,7 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
             vec![109, 110, 111, 112]
         )
     );
-    // fetch 1: the read stops inside the run of 10 and takes all of it.
+    // fetch 1: the page's part is the whole run of 10.
     assert_eq!(
         read(z.store.warm_read(HOME_9, None, 1).await.unwrap()),
         (vec![112, 111, 110], Some(at(9)), vec![110, 111, 112])
@@ -1114,10 +1173,10 @@ async fn clause_10_a_run_of_equal_scores_longer_than_a_read_may_take_is_left_out
     let inbox = keys.inbox(UserId(9));
     z.reader_state(9, &[1], &[]).await;
     let mut run = vec![(20, 1)];
-    run.extend((0..scripts::TIES as i64 + 10).map(|i| (7, 100 + i)));
+    run.extend((0..scripts::TIE_SLACK as i64 + 10).map(|i| (7, 100 + i)));
     z.built(&inbox, 1000, None, &entries(&run)).await;
     // fetch 2: the run of 7 at the boundary is longer than the read may
-    // take (fetch + 1 + ties entries): nothing of 7 is kept, and the read
+    // take (fetch + 1 + `TIE_SLACK` entries): nothing of 7 is kept, and the read
     // says it holds everything above 7 only.
     let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, None, 2).await.unwrap() else {
         panic!("a warm read");

@@ -274,6 +274,65 @@ impl Conn {
         .await
     }
 
+    /// Runs each pipeline, all of whose commands share its slot, as one
+    /// transaction (`MULTI` … `EXEC`), and returns each one's results. On
+    /// a single node they go one after the other (there is one group of
+    /// keys there); on a cluster the transactions of a master's slots
+    /// travel in one pipeline to it (`Conn::by_node`), and one a node
+    /// refuses is sent again alone, as a transaction routed by its slot.
+    pub async fn transactions(
+        &mut self,
+        pipes: Vec<(u16, Pipeline)>,
+    ) -> RedisResult<Vec<Vec<Value>>> {
+        let atomic = |pipe: &Pipeline| {
+            let mut t = pipe.clone();
+            t.atomic();
+            t
+        };
+        let Some(base) = self.multiplexed() else {
+            let mut out = Vec::with_capacity(pipes.len());
+            for (_, pipe) in &pipes {
+                out.push(atomic(pipe).query_async(self).await?);
+            }
+            return Ok(out);
+        };
+        let slots: Vec<u16> = pipes.iter().map(|(s, _)| *s).collect();
+        let pipes = &pipes;
+        let replies = self
+            .by_node(
+                &base,
+                &slots,
+                |i, pipe| {
+                    pipe.add_command(redis::cmd("MULTI"));
+                    for cmd in pipes[i].1.cmd_iter() {
+                        pipe.add_command(cmd.clone());
+                    }
+                    pipe.add_command(redis::cmd("EXEC"));
+                    pipes[i].1.len() + 2
+                },
+                |i| {
+                    let (mut conn, t) = (base.clone(), atomic(&pipes[i].1));
+                    async move {
+                        let results: Vec<Value> = t.query_async(&mut conn).await?;
+                        Ok(vec![Value::Array(results)])
+                    }
+                },
+            )
+            .await?;
+        // Each transaction's replies end with EXEC's: its results.
+        replies
+            .into_iter()
+            .map(|mut replies| match replies.pop() {
+                Some(Value::Array(results)) => Ok(results),
+                other => Err(redis::RedisError::from((
+                    redis::ErrorKind::Parse,
+                    "a transaction answered other than its results",
+                    format!("{other:?}"),
+                ))),
+            })
+            .collect()
+    }
+
     /// Runs script calls, each with the slot of its keys, by their hash:
     /// on a single node in one pipeline, sent again after loading the
     /// script if Redis no longer knows it (a restart, a flush); on a

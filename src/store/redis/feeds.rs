@@ -37,10 +37,12 @@ const CLUSTER_WRITES_PER_ROUND: usize = CALLS_PER_PIPELINE * KEYS_PER_CALL * 3;
 pub struct FeedLists<'a>(pub(super) &'a RedisStore);
 
 impl FeedLists<'_> {
-    /// Reads `fetch` entries of each feed from `max` down (and the rest of
-    /// a run of equal scores the limit cuts), each floor with its range at
-    /// one moment: one [`scripts::SOURCES`] call per node holding some
-    /// (one round trip, one call on a single node).
+    /// Reads each feed's window from `max` down (clause 6): `fetch + 1`
+    /// entries and [`scripts::TIE_SLACK`] more, each with its floor as of
+    /// the same moment. From the top (no `max`) with plain commands, a
+    /// transaction per slot; below a cursor with one [`scripts::SOURCES`]
+    /// call per node holding some, which finds the cursor's place. Either
+    /// way one round trip (one call or pipeline per master on a cluster).
     pub async fn ranges(
         self,
         keys: &[String],
@@ -50,8 +52,56 @@ impl FeedLists<'_> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let max = max.map_or_else(|| "+inf".to_string(), |m| m.to_string());
-        let args = [max, fetch.to_string(), scripts::TIES.to_string()];
+        let take = fetch + 1 + scripts::TIE_SLACK;
+        let windows = match max {
+            None => self.tops(keys, take).await?,
+            Some(max) => self.below(keys, max, take).await?,
+        };
+        windows.into_iter().map(Window::range).collect()
+    }
+
+    /// The window of each feed from its top: `LINDEX -1` and `LRANGE` of
+    /// its first `take` elements, the keys of a slot in one transaction.
+    async fn tops(self, keys: &[String], take: usize) -> AppResult<Vec<Window>> {
+        let groups = self.0.topology().groups(keys);
+        let pipes: Vec<(u16, redis::Pipeline)> = groups
+            .iter()
+            .map(|group| {
+                let mut pipe = redis::pipe();
+                for &i in group {
+                    pipe.cmd("LINDEX").arg(&keys[i]).arg(-1);
+                    pipe.cmd("LRANGE").arg(&keys[i]).arg(0).arg(take - 1);
+                }
+                (slot(keys[group[0]].as_bytes()), pipe)
+            })
+            .collect();
+        let replies = self
+            .0
+            .with_conn(|mut c| async move { c.transactions(pipes).await })
+            .await?;
+        let mut out: Vec<Option<Window>> = vec![None; keys.len()];
+        for (group, results) in groups.iter().zip(replies) {
+            if results.len() != 2 * group.len() {
+                return Err(AppError::internal(
+                    "reading feeds",
+                    Message(format!(
+                        "{} replies for {} keys",
+                        results.len(),
+                        group.len()
+                    )),
+                ));
+            }
+            for (&i, pair) in group.iter().zip(results.chunks(2)) {
+                out[i] = Some(Window::from_top(&keys[i], &pair[0], &pair[1])?);
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// The window of each feed from its first entry scored at most `max`:
+    /// one [`scripts::SOURCES`] call per node.
+    async fn below(self, keys: &[String], max: i64, take: usize) -> AppResult<Vec<Window>> {
+        let args = [max.to_string(), take.to_string()];
         let replies = self
             .0
             .with_conn(
@@ -60,15 +110,7 @@ impl FeedLists<'_> {
             .await?;
         keys.iter()
             .zip(&replies)
-            .map(|(key, reply)| match reply {
-                Value::Array(parts) if parts.len() == 3 => {
-                    source_of(key, &parts[0], &parts[1], &parts[2])
-                }
-                other => Err(AppError::internal(
-                    format!("reading {key}"),
-                    Message(format!("{other:?}")),
-                )),
-            })
+            .map(|(key, reply)| Window::from_script(key, reply))
             .collect()
     }
 
@@ -214,53 +256,111 @@ impl FeedLists<'_> {
     }
 }
 
-/// One feed's floor (its sentinel), cut and entries (packed: a list, or
-/// one string of 9-byte entries end to end), as read together (clause 6).
-pub(super) fn source_of(
-    key: &str,
-    floor: &Value,
-    cut: &Value,
-    entries: &Value,
-) -> AppResult<Range> {
-    let bad = |e: redis::ParsingError| AppError::internal(format!("reading {key}"), e);
-    let floor: Option<String> = redis::from_redis_value_ref(floor).map_err(bad)?;
-    let floor = match floor.as_deref() {
-        None | Some("") => return Ok(Range::Missing),
-        Some("inf") | Some("+inf") => return Ok(Range::Building),
-        Some("-inf") => None,
-        Some(text) => Some(parse_score(text)?),
-    };
-    let unpack = |bytes: &[u8]| {
-        layout::unpack(bytes).ok_or_else(|| {
-            AppError::internal(
-                format!("reading {key}"),
-                Message(format!("{} bytes are not an entry", bytes.len())),
-            )
-        })
-    };
-    let entries = match entries {
-        // Entries of 9 bytes each, end to end.
-        Value::BulkString(packed) if packed.len() % 9 == 0 => packed
-            .chunks(9)
-            .map(unpack)
-            .collect::<AppResult<Vec<Entry>>>()?,
-        list => {
-            let raw: Vec<Vec<u8>> = redis::from_redis_value_ref(list).map_err(bad)?;
-            raw.iter()
-                .map(|b| unpack(b))
-                .collect::<AppResult<Vec<Entry>>>()?
+/// One feed's window as read (clause 6): its sentinel (`None`: the key
+/// is missing), whether the window reached it, and its entries.
+#[derive(Clone, Default)]
+struct Window {
+    sentinel: Option<String>,
+    ended: bool,
+    entries: Vec<Entry>,
+}
+
+impl Window {
+    /// A window from the top: the replies of `LINDEX -1` and of `LRANGE`,
+    /// whose last element is the sentinel if it reached it (a sentinel's
+    /// length tells it from an entry).
+    fn from_top(key: &str, sentinel: &Value, elements: &Value) -> AppResult<Window> {
+        let sentinel: Option<String> =
+            redis::from_redis_value_ref(sentinel).map_err(reading(key))?;
+        let mut raw: Vec<Vec<u8>> = redis::from_redis_value_ref(elements).map_err(reading(key))?;
+        let ended = raw.last().is_some_and(|e| layout::unpack(e).is_none());
+        if ended {
+            raw.pop();
         }
-    };
-    let cut: String = redis::from_redis_value_ref(cut).map_err(bad)?;
-    let cut = match cut.as_str() {
-        "" => None,
-        t => Some(parse_score(t)?),
-    };
-    Ok(Range::Read(SourceRead {
-        entries,
-        floor,
-        cut,
-    }))
+        let entries = raw
+            .iter()
+            .map(|e| unpack(key, e))
+            .collect::<AppResult<_>>()?;
+        Ok(Window {
+            sentinel,
+            ended,
+            entries,
+        })
+    }
+
+    /// A window as [`scripts::SOURCES`] returns it: the sentinel, `1` if
+    /// the window reached it, and the entries (packed: a list, or one
+    /// string of 9-byte entries end to end).
+    fn from_script(key: &str, reply: &Value) -> AppResult<Window> {
+        let Value::Array(parts) = reply else {
+            return Err(AppError::internal(
+                format!("reading {key}"),
+                Message(format!("{reply:?}")),
+            ));
+        };
+        let [sentinel, ended, entries] = parts.as_slice() else {
+            return Err(AppError::internal(
+                format!("reading {key}"),
+                Message(format!("{} values", parts.len())),
+            ));
+        };
+        let sentinel: Option<String> =
+            redis::from_redis_value_ref(sentinel).map_err(reading(key))?;
+        let ended: i64 = redis::from_redis_value_ref(ended).map_err(reading(key))?;
+        let entries = match entries {
+            // Entries of 9 bytes each, end to end.
+            Value::BulkString(packed) if packed.len() % 9 == 0 => packed
+                .chunks(9)
+                .map(|e| unpack(key, e))
+                .collect::<AppResult<_>>()?,
+            list => {
+                let raw: Vec<Vec<u8>> = redis::from_redis_value_ref(list).map_err(reading(key))?;
+                raw.iter()
+                    .map(|e| unpack(key, e))
+                    .collect::<AppResult<_>>()?
+            }
+        };
+        Ok(Window {
+            sentinel,
+            ended: ended == 1,
+            entries,
+        })
+    }
+
+    /// What the window says of its feed: missing, being built, or a read
+    /// holding every entry above its floor, if it reached it, or only
+    /// above its last score, if it did not (that score's run may go on).
+    fn range(self) -> AppResult<Range> {
+        let floor = match self.sentinel.as_deref() {
+            None | Some("") => return Ok(Range::Missing),
+            Some("inf") | Some("+inf") => return Ok(Range::Building),
+            Some("-inf") => None,
+            Some(text) => Some(parse_score(text)?),
+        };
+        let cut = match self.ended {
+            true => None,
+            false => self.entries.last().map(|e| e.score),
+        };
+        Ok(Range::Read(SourceRead {
+            entries: self.entries,
+            floor,
+            cut,
+        }))
+    }
+}
+
+/// An entry as a feed list holds it; anything else is an error naming `key`.
+fn unpack(key: &str, bytes: &[u8]) -> AppResult<Entry> {
+    layout::unpack(bytes).ok_or_else(|| {
+        AppError::internal(
+            format!("reading {key}"),
+            Message(format!("{} bytes are not an entry", bytes.len())),
+        )
+    })
+}
+
+fn reading(key: &str) -> impl Fn(redis::ParsingError) -> AppError + '_ {
+    move |e| AppError::internal(format!("reading {key}"), e)
 }
 
 /// `items` cut into runs of at most `budget` in weight (a run holds at least

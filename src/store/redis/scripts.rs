@@ -52,11 +52,14 @@
 //!    read, else the lowest score read), drops entries below it, removes
 //!    the TTL and trims. FILL completes only a list still building: one that
 //!    vanished or whose build was abandoned is left as it is.
-//! 6. **Read**: the floor and a range are read at one moment (one [`SOURCES`]
-//!    call reads them for every source a node holds), so the floor a reader sees describes the range it
-//!    read. Each source's length is read once per page (`LLEN`), its floor
-//!    once (`LINDEX -1`); the place of a cursor is found by halving
-//!    (`LINDEX`), and entries come by `LRANGE`.
+//! 6. **Read**: a source is read as a *window*, its floor and a range of
+//!    its elements at one moment, so the floor a reader sees describes
+//!    the range it read: the `LINDEX -1` and `LRANGE` of a read from the
+//!    top travel in one transaction (`MULTI`, per slot), and a read below
+//!    a cursor is one [`SOURCES`] call, which finds the cursor's place by
+//!    halving (`LINDEX`). A window that reached the sentinel holds every
+//!    entry down to the floor; one that did not holds every entry only
+//!    above the last score it read.
 //!
 //! A build's read is bounded by PostgreSQL's statement timeout (seconds),
 //! well inside the build TTL, so a FILL never lands in a later build.
@@ -139,37 +142,32 @@ const PRELUDE: &str = include_str!("lua/prelude.lua");
 pub static PUSH: LazyLock<Script> =
     LazyLock::new(|| script(&[LAYOUT, PRELUDE, include_str!("lua/push.lua")]));
 
-/// Entries of one score a source read takes beyond its limit, at the most,
-/// to settle a page boundary that falls in a run of equal scores (see
-/// [`SOURCES`]). A longer run costs a second, wider read.
-pub const TIES: usize = 256;
+/// Entries a source read takes beyond the `fetch + 1` a page needs, so
+/// that a page boundary inside a short run of equal scores (a few posts of
+/// one millisecond) is settled by the first read: a read holds every entry
+/// only above its last score, and a longer run at the boundary costs a
+/// second, wider read.
+pub const TIE_SLACK: usize = 4;
 
-/// Shared Lua: one source's read (clause 6).
+/// Shared Lua: one source's window (clause 6).
 const SOURCE: &str = include_str!("lua/source.lua");
 
-/// SOURCES: `KEYS[1]` a feed list; `ARGV[1]` the highest score to read (`+inf`
-/// for all), `ARGV[2]` how many entries (`fetch`), `ARGV[3]` how many more
-/// entries of one score to read at the most (`ties`), `ARGV[4..]` more feed
-/// lists, of any slots the node of `KEYS[1]` serves (`allow-cross-slot-keys`:
-/// a cluster routes a call by its declared keys, which must share a slot,
-/// and lets the script reach the node's other keys). Returns, for each
-/// list in order, its floor (`nil` if the key is missing), the *cut*, and
-/// its entries from `ARGV[1]` down, all read
-/// at one moment (clause 6):
-/// - `fetch + 1` entries at the most;
-/// - when the limit stops the read inside a run of equal scores (its last
-///   two entries share the score `s`), also the rest of that run, up to
-///   `ties` more;
-/// - the cut is `""` if the read reached the end; else the score above
-///   which the read holds every entry: `s - 1` when it took the whole run
-///   of `s` (scores are whole milliseconds), `s` otherwise;
-/// - the entries packed end to end in one string when each takes 9 bytes,
-///   else as a list (so a reply holds three values per key, not one per
-///   entry).
-///
-/// So a page whose boundary falls in a run of equal scores is settled by
-/// that run alone, not by reading every source again with a wider window.
-/// It reads only: a page reads all its sources a node holds in one call.
+/// SOURCES: `KEYS[1]` a feed list; `ARGV[1]` the highest score to read
+/// (`+inf` for all), `ARGV[2]` how many elements of each list to read at
+/// the most (`take`), `ARGV[3..]` more feed lists, of any slots the node
+/// of `KEYS[1]` serves (`allow-cross-slot-keys`: a cluster routes a call by
+/// its declared keys, which must share a slot, and lets the script reach
+/// the node's other keys). Returns, for each list in order, its *window*
+/// as of one moment (clause 6): its floor (`nil` if the key is missing),
+/// whether the window reached the sentinel (`1`) or not (`0`), and its
+/// entries from the first scored at most `ARGV[1]` on, `take` elements of
+/// the list at the most (the sentinel left out), packed end to end in one
+/// string when each takes 9 bytes, else as a list (so a reply holds three
+/// values per key, not one per entry). A read from the top (no cursor)
+/// takes the same window with plain commands (`FeedLists::ranges`); this
+/// script is for a window below a cursor, whose place in each list it
+/// finds. It reads only: a page reads all its sources a node holds in one
+/// call.
 pub static SOURCES: LazyLock<Script> = LazyLock::new(|| {
     script(&[
         "#!lua flags=no-writes,allow-cross-slot-keys\n",
