@@ -272,13 +272,13 @@ impl Window {
     fn from_top(key: &str, sentinel: &Value, elements: &Value) -> AppResult<Window> {
         let sentinel: Option<String> =
             redis::from_redis_value_ref(sentinel).map_err(reading(key))?;
-        let mut raw: Vec<Vec<u8>> = redis::from_redis_value_ref(elements).map_err(reading(key))?;
+        let mut raw = elements_of(key, elements)?;
         let ended = raw.last().is_some_and(|e| layout::unpack(e).is_none());
         if ended {
             raw.pop();
         }
         let entries = raw
-            .iter()
+            .into_iter()
             .map(|e| unpack(key, e))
             .collect::<AppResult<_>>()?;
         Ok(Window {
@@ -347,6 +347,21 @@ impl Window {
             cut,
         }))
     }
+}
+
+/// The elements of a list reply, borrowed (a page reads hundreds).
+fn elements_of<'v>(key: &str, reply: &'v Value) -> AppResult<Vec<&'v [u8]>> {
+    let bad = || AppError::internal(format!("reading {key}"), Message(format!("{reply:?}")));
+    let Value::Array(values) = reply else {
+        return Err(bad());
+    };
+    values
+        .iter()
+        .map(|v| match v {
+            Value::BulkString(bytes) => Ok(bytes.as_slice()),
+            _ => Err(bad()),
+        })
+        .collect()
 }
 
 /// An entry as a feed list holds it; anything else is an error naming `key`.
