@@ -280,6 +280,7 @@ impl Conn {
     /// keys there); on a cluster the transactions of a master's slots
     /// travel in one pipeline to it (`Conn::by_node`), and one a node
     /// refuses is sent again alone, as a transaction routed by its slot.
+    /// An error among a transaction's results is returned as the call's.
     pub async fn transactions(
         &mut self,
         pipes: Vec<(u16, Pipeline)>,
@@ -319,11 +320,14 @@ impl Conn {
                 },
             )
             .await?;
-        // Each transaction's replies end with EXEC's: its results.
+        // Each transaction's replies end with EXEC's: its results, of
+        // which an error (a script the node does not know) is the call's.
         replies
             .into_iter()
             .map(|mut replies| match replies.pop() {
-                Some(Value::Array(results)) => Ok(results),
+                Some(Value::Array(results)) => {
+                    results.into_iter().map(Value::extract_error).collect()
+                }
                 other => Err(redis::RedisError::from((
                     redis::ErrorKind::Parse,
                     "a transaction answered other than its results",

@@ -353,50 +353,43 @@ impl RedisStore {
     }
 
     /// Runs `steps` in their order, each the commands of one or more
-    /// slots (a pipeline per slot), and returns their replies: on a single
-    /// node as one transaction, on a cluster one transaction per slot, a
-    /// step's at once and the steps one after the other. A transaction
-    /// that failed on a script Redis no longer knows (a restart, a flush, a
-    /// failover) is sent again once `scripts` are loaded, so the steps must
-    /// be safe to run twice; any other failure is the caller's.
+    /// slots (a pipeline per slot, with its slot), and returns their
+    /// replies: on a single node as one transaction; on a cluster one
+    /// transaction per slot, a step's sent at once (one pipeline per
+    /// master, `Conn::transactions`) and the steps one after the other. A
+    /// step that failed on a script Redis no longer knows (a restart, a
+    /// flush, a failover) is sent again once `scripts` are loaded, so the
+    /// steps must be safe to run twice; any other failure is the caller's.
     pub async fn in_order(
         &self,
         scripts: &[&redis::Script],
-        steps: &[Vec<redis::Pipeline>],
+        steps: &[Vec<(u16, redis::Pipeline)>],
     ) -> AppResult<Vec<Value>> {
-        let transaction = |slots: &[&redis::Pipeline]| {
-            let mut all = redis::pipe();
-            all.atomic();
-            for cmd in slots.iter().flat_map(|s| s.cmd_iter()) {
-                all.add_command(cmd.clone());
+        let rounds: Vec<Vec<(u16, redis::Pipeline)>> = match self.is_cluster() {
+            true => steps.to_vec(),
+            false => {
+                let mut all = redis::pipe();
+                for cmd in steps.iter().flatten().flat_map(|(_, p)| p.cmd_iter()) {
+                    all.add_command(cmd.clone());
+                }
+                vec![vec![(0, all)]]
             }
-            all
-        };
-        let rounds: Vec<Vec<redis::Pipeline>> = match self.is_cluster() {
-            true => steps
-                .iter()
-                .map(|step| step.iter().map(|slot| transaction(&[slot])).collect())
-                .collect(),
-            false => vec![vec![transaction(
-                &steps.iter().flatten().collect::<Vec<_>>(),
-            )]],
         };
         let mut out = Vec::new();
-        for round in &rounds {
-            let replies = futures::future::try_join_all(round.iter().map(|t| {
-                self.with_conn(move |mut c| async move {
-                    match t.query_async::<Vec<Value>>(&mut c).await {
+        for round in rounds {
+            let replies = self
+                .with_conn(move |mut c| async move {
+                    match c.transactions(round.clone()).await {
                         Err(e) if unknown_script(&e) => {
                             for script in scripts {
                                 script.prepare_invoke().load_async(&mut c).await?;
                             }
-                            t.query_async(&mut c).await
+                            c.transactions(round).await
                         }
                         done => done,
                     }
                 })
-            }))
-            .await?;
+                .await?;
             out.extend(replies.into_iter().flatten());
         }
         Ok(out)

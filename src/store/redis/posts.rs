@@ -7,7 +7,7 @@ use redis::Value;
 
 use super::feeds::push_call;
 use super::state::PulledChange;
-use super::{bad, scripts, RedisStore};
+use super::{bad, scripts, slot, RedisStore};
 use crate::error::AppResult;
 use crate::types::{CachedPost, Entry, PostId};
 
@@ -43,15 +43,15 @@ impl PostCache<'_> {
                 ],
             )
             .expire(&cached, ttl_secs as i64);
-        let in_flight: Vec<redis::Pipeline> = self
+        let in_flight: Vec<(u16, redis::Pipeline)> = self
             .0
             .state()
             .pulled_calls(post.author_id, PulledChange::Add(id))
             .iter()
-            .map(|(_, call)| {
+            .map(|(slot, call)| {
                 let mut copy = redis::pipe();
                 copy.invoke_script(call);
-                copy
+                (*slot, copy)
             })
             .collect();
         let mut outbox = redis::pipe();
@@ -64,10 +64,12 @@ impl PostCache<'_> {
             None,
         ));
         let scripts = [&*scripts::PULLED, &*scripts::PUSH];
-        let replies = self
-            .0
-            .in_order(&scripts, &[vec![cache], in_flight, vec![outbox]])
-            .await?;
+        let steps = [
+            vec![(slot(cached.as_bytes()), cache)],
+            in_flight,
+            vec![(slot(key.as_bytes()), outbox)],
+        ];
+        let replies = self.0.in_order(&scripts, &steps).await?;
         let added: i64 = redis::from_redis_value(replies.into_iter().last().unwrap_or(Value::Nil))
             .map_err(bad("a publish"))?;
         Ok(added > 0)
