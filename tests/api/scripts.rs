@@ -306,37 +306,27 @@ async fn clause_6_a_read_from_the_top_and_one_below_a_cursor_read_the_same_windo
         let below = feeds.ranges(&keys, Some(at(50)), fetch).await.unwrap();
         assert_eq!(top, below, "fetch {fetch}");
     }
-    // Below a cursor inside the run: the window starts at the run's first
-    // entry, and the read holds everything above its last score.
-    let Range::Read(r) = feeds
-        .ranges(&keys[..1], Some(at(9)), 0)
-        .await
-        .unwrap()
-        .remove(0)
-    else {
-        panic!("a read");
+    // Below a cursor, the run's key alone: its window's ids and cut.
+    let below = |max: i64, fetch: usize| {
+        let keys = &keys[..1];
+        async move {
+            match feeds
+                .ranges(keys, Some(max), fetch)
+                .await
+                .unwrap()
+                .remove(0)
+            {
+                Range::Read(r) => (r.entries.iter().map(|e| e.id.0).collect::<Vec<_>>(), r.cut),
+                other => panic!("{other:?}"),
+            }
+        }
     };
-    let ids: Vec<i64> = r.entries.iter().map(|e| e.id.0).collect();
-    assert_eq!((ids, r.cut), (vec![5, 4, 3, 2, 6], Some(at(8))));
-    let Range::Read(r) = feeds
-        .ranges(&keys[..1], Some(at(9)), 1)
-        .await
-        .unwrap()
-        .remove(0)
-    else {
-        panic!("a read");
-    };
-    assert_eq!((r.entries.len(), r.cut), (5, None));
+    // Inside the run: the window starts at the run's first entry, and the
+    // read holds everything above its last score.
+    assert_eq!(below(at(9), 0).await, (vec![5, 4, 3, 2, 6], Some(at(8))));
+    assert_eq!(below(at(9), 1).await, (vec![5, 4, 3, 2, 6], None));
     // Below every entry: nothing, the sentinel reached.
-    let Range::Read(r) = feeds
-        .ranges(&keys[..1], Some(at(1)), 3)
-        .await
-        .unwrap()
-        .remove(0)
-    else {
-        panic!("a read");
-    };
-    assert_eq!((r.entries.len(), r.cut), (0, None));
+    assert_eq!(below(at(1), 3).await, (vec![], None));
 }
 
 #[tokio::test]
