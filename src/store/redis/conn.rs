@@ -283,7 +283,7 @@ impl Conn {
     /// An error among a transaction's results is returned as the call's.
     pub async fn transactions(
         &mut self,
-        pipes: Vec<(u16, Pipeline)>,
+        pipes: &[(u16, Pipeline)],
     ) -> RedisResult<Vec<Vec<Value>>> {
         let atomic = |pipe: &Pipeline| {
             let mut t = pipe.clone();
@@ -292,13 +292,12 @@ impl Conn {
         };
         let Some(base) = self.multiplexed() else {
             let mut out = Vec::with_capacity(pipes.len());
-            for (_, pipe) in &pipes {
+            for (_, pipe) in pipes {
                 out.push(atomic(pipe).query_async(self).await?);
             }
             return Ok(out);
         };
         let slots: Vec<u16> = pipes.iter().map(|(s, _)| *s).collect();
-        let pipes = &pipes;
         let replies = self
             .by_node(
                 &base,

@@ -77,7 +77,7 @@ impl FeedLists<'_> {
             .collect();
         let replies = self
             .0
-            .with_conn(|mut c| async move { c.transactions(pipes).await })
+            .with_conn(|mut c| async move { c.transactions(&pipes).await })
             .await?;
         let mut out: Vec<Option<Window>> = vec![None; keys.len()];
         for (group, results) in groups.iter().zip(replies) {
@@ -313,12 +313,10 @@ impl Window {
                 .chunks(9)
                 .map(|e| unpack(key, e))
                 .collect::<AppResult<_>>()?,
-            list => {
-                let raw: Vec<Vec<u8>> = redis::from_redis_value_ref(list).map_err(reading(key))?;
-                raw.iter()
-                    .map(|e| unpack(key, e))
-                    .collect::<AppResult<_>>()?
-            }
+            list => elements_of(key, list)?
+                .into_iter()
+                .map(|e| unpack(key, e))
+                .collect::<AppResult<_>>()?,
         };
         Ok(Window {
             sentinel,

@@ -376,10 +376,10 @@ impl RedisStore {
             }
         };
         let mut out = Vec::new();
-        for round in rounds {
+        for round in &rounds {
             let replies = self
                 .with_conn(move |mut c| async move {
-                    match c.transactions(round.clone()).await {
+                    match c.transactions(round).await {
                         Err(e) if unknown_script(&e) => {
                             for script in scripts {
                                 script.prepare_invoke().load_async(&mut c).await?;
