@@ -11,11 +11,9 @@ pub struct SourceRead {
     /// The source holds everything it should only for scores above this
     /// (it was trimmed, or filled only that far). `None`: down to the bottom.
     pub floor: Option<i64>,
-    /// The read stopped at its `LIMIT`: it holds every entry only for
-    /// scores above this. That is the last score read, or one below it
-    /// when the read also took the rest of that score's run (scores are
-    /// whole milliseconds), so a run of equal scores at the limit needs no
-    /// second read. `None`: the read reached the floor.
+    /// The read stopped before the floor: it holds every entry only for
+    /// scores above this, the last score read (a run of equal scores may go
+    /// on past the window). `None`: the read reached the floor.
     pub cut: Option<i64>,
 }
 

@@ -354,3 +354,74 @@ async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_
         assert_eq!(feed, Some((vec![entry], "-inf".to_string())), "{key}");
     }
 }
+
+#[tokio::test]
+async fn reads_go_straight_to_the_masters_and_land_after_their_links_die_or_the_slots_move() {
+    let cluster = Cluster::start();
+    let mut settings = test_settings();
+    settings.redis.cluster_urls = SecretString::from(cluster.urls.clone());
+    let redis = feed_service::store::redis::RedisStore::new(&settings.redis).unwrap();
+    let block = feed_service::store::redis::keys::READER_BLOCK;
+    let inboxes: Vec<String> = (1..=90)
+        .map(|i| redis.keys().inbox(UserId((i % 30) * block + i)))
+        .collect();
+    redis
+        .query_per_slot(&inboxes, |pipe, key| {
+            pipe.rpush(key, "-inf");
+        })
+        .await
+        .unwrap();
+    let entries: Vec<_> = (0..3)
+        .map(|i| feed_service::types::Entry::new(1_700_000_000_000 + i, PostId(40 + i)))
+        .collect();
+    redis
+        .feeds()
+        .push_same(&inboxes, &entries, 1000, None)
+        .await
+        .unwrap();
+    // From the top and below a cursor, every window holds what was pushed.
+    let read_all = || async {
+        let newest: Vec<PostId> = entries.iter().rev().map(|e| e.id).collect();
+        for (max, want) in [(None, &newest[..]), (Some(1_700_000_000_001), &newest[1..])] {
+            let ranges = redis.feeds().ranges(&inboxes, max, 5).await.unwrap();
+            for (key, range) in inboxes.iter().zip(ranges) {
+                let feed_service::types::Range::Read(read) = range else {
+                    panic!("{key}: {range:?}");
+                };
+                let ids: Vec<PostId> = read.entries.iter().map(|e| e.id).collect();
+                assert_eq!(ids, want, "{key} below {max:?}");
+            }
+        }
+    };
+    let on_links = redis.calls_on_links();
+    read_all().await;
+    assert!(
+        redis.calls_on_links() >= on_links + 6,
+        "both reads went to each of the three masters on its link"
+    );
+    // Every client of every master is cut off (the links among them): the
+    // next reads are sent again through the cluster connection, or on new
+    // links, and land.
+    for port in cluster.ports() {
+        cluster.cli(port, &["CLIENT", "KILL", "TYPE", "normal"]);
+    }
+    let mut landed = false;
+    for _ in 0..20 {
+        if redis.feeds().ranges(&inboxes, None, 5).await.is_ok() {
+            landed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(landed, "reads land again after the connections died");
+    read_all().await;
+    // Through a map on which one master serves every slot, the reads are
+    // refused by the other two, resent, and land.
+    let resent = redis.calls_resent();
+    redis.misroute_slots().await.unwrap();
+    read_all().await;
+    assert!(
+        redis.calls_resent() > resent,
+        "the refused reads were resent"
+    );
+}

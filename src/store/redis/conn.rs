@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use deadpool::managed::{Manager, Object, PoolBuilder};
 use deadpool_redis::{cluster, Config, Pool, Runtime};
@@ -18,6 +18,8 @@ use redis::{
 };
 use secrecy::ExposeSecret;
 
+use super::links::Links;
+use super::nodes::{cluster_masters, replicated_masters, slot, NodeCache, NodeMap};
 use crate::error::{AppError, AppResult};
 use crate::settings::RedisSettings;
 
@@ -45,6 +47,8 @@ pub(super) enum Topology {
         pool: cluster::Pool,
         shared: Arc<Mutex<Option<cluster::ClusterConnection>>>,
         nodes: Arc<NodeCache>,
+        /// Links straight to the masters, for reads.
+        links: Arc<Links>,
         /// Bumped whenever `shared` is dropped: a `WAIT` covers only the
         /// writes of its own connection, so one sent after a swap proves
         /// nothing of writes sent before it.
@@ -57,92 +61,52 @@ pub enum Conn {
     /// A clone of the process's multiplexed connection to the single node.
     Single(MultiplexedConnection),
     /// A clone of the process's multiplexed cluster connection, with the
-    /// process's last view of the cluster's nodes.
-    Shared(cluster::ClusterConnection, Arc<NodeCache>),
+    /// process's last view of the cluster's nodes, its links straight to
+    /// the masters, and whether the calls made on it only read.
+    Shared(cluster::ClusterConnection, Arc<NodeCache>, Arc<Links>, Use),
 }
 
-/// How long a `CLUSTER NODES` reply is used before it is read again. It
-/// only decides which commands travel together and which masters a `WAIT`
-/// goes to; a stale one costs a retry, never a wrong answer.
-const NODES_FRESH_FOR: Duration = Duration::from_secs(1);
-
-/// The process's last `CLUSTER NODES` reply, as a [`NodeMap`], and the
-/// calls sent again because a node refused them.
-#[derive(Default)]
-pub struct NodeCache {
-    map: Mutex<Option<Arc<NodeMap>>>,
-    resent: AtomicU64,
-}
-
-impl NodeCache {
-    fn fresh(&self) -> Option<Arc<NodeMap>> {
-        lock(&self.map)
-            .as_ref()
-            .filter(|m| m.read_at.elapsed() < NODES_FRESH_FOR)
-            .cloned()
-    }
-
-    fn forget(&self) {
-        lock(&self.map).take();
-    }
-
-    /// Makes the cached map wrong until a call finds it out: every slot
-    /// served by one master, as after a resharding this process has not
-    /// seen (tests).
-    fn misroute(&self) {
-        let mut cached = lock(&self.map);
-        if let Some(map) = cached.as_ref() {
-            *cached = Some(Arc::new(NodeMap {
-                read_at: Instant::now(),
-                text: map.text.clone(),
-                owner: vec![0; 16384],
-            }));
-        }
-    }
-}
-
-/// The nodes of a cluster, as one `CLUSTER NODES` reply gave them.
-pub struct NodeMap {
-    read_at: Instant,
-    text: String,
-    /// For each slot, the index of the master serving it (`u16::MAX`: none).
-    owner: Vec<u16>,
-}
-
-impl NodeMap {
-    fn parse(text: String) -> NodeMap {
-        let mut owner = vec![u16::MAX; 16384];
-        for (i, node) in cluster_nodes(&text).iter().filter(|n| n.master).enumerate() {
-            for &(from, to) in &node.slots {
-                for slot in from..=to.min(16383) {
-                    owner[slot as usize] = i as u16;
-                }
-            }
-        }
-        NodeMap {
-            read_at: Instant::now(),
-            text,
-            owner,
-        }
-    }
-
-    /// Which commands may travel together: those whose slots one master
-    /// serves (a slot no master serves travels alone).
-    fn node_of(&self, slot: u16) -> u32 {
-        match self.owner.get(slot as usize) {
-            Some(&i) if i != u16::MAX => u32::from(i),
-            _ => 0x10000 + u32::from(slot),
-        }
-    }
+/// What the calls on a cluster connection do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Anything: they go through the cluster connection, which a `WAIT`
+    /// covers.
+    Any,
+    /// They only read: a pipeline for one master goes on its link.
+    Reads,
 }
 
 impl Conn {
+    /// This connection, for calls that only read: on a cluster a pipeline
+    /// for one master goes straight to it (`links.rs`); on a single node
+    /// nothing changes.
+    pub fn reads(self) -> Conn {
+        self.to(Use::Reads)
+    }
+
+    /// This connection, for calls that do what `how` says.
+    pub fn to(self, how: Use) -> Conn {
+        match self {
+            Conn::Shared(c, nodes, links, _) => Conn::Shared(c, nodes, links, how),
+            single => single,
+        }
+    }
+
+    /// The links straight to the masters, if this is a cluster connection
+    /// whose calls only read.
+    fn reading(&self) -> Option<Arc<Links>> {
+        match self {
+            Conn::Shared(_, _, links, Use::Reads) => Some(links.clone()),
+            _ => None,
+        }
+    }
+
     /// The multiplexed cluster connection to clone for concurrent calls;
     /// `None` on a single node, where calls share one pipeline instead.
     fn multiplexed(&self) -> Option<cluster::ClusterConnection> {
         match self {
             Conn::Single(_) => None,
-            Conn::Shared(c, _) => Some(c.clone()),
+            Conn::Shared(c, ..) => Some(c.clone()),
         }
     }
 
@@ -150,7 +114,7 @@ impl Conn {
     /// not asked for, else a new `CLUSTER NODES`.
     async fn node_map(&mut self, fresh: bool) -> RedisResult<Arc<NodeMap>> {
         let cache = match self {
-            Conn::Shared(_, cache) => cache.clone(),
+            Conn::Shared(_, cache, ..) => cache.clone(),
             Conn::Single(_) => Arc::default(),
         };
         if !fresh {
@@ -170,7 +134,7 @@ impl Conn {
     pub async fn misroute_slots(&mut self) -> RedisResult<()> {
         if self.multiplexed().is_some() {
             self.node_map(true).await?;
-            if let Conn::Shared(_, cache) = self {
+            if let Conn::Shared(_, cache, ..) = self {
                 cache.misroute();
             }
         }
@@ -180,14 +144,14 @@ impl Conn {
     /// Counts calls sent again one at a time after a node refused them.
     fn count_resent(&self, n: u64) {
         crate::metrics::REDIS_RESENT.inc_by(n);
-        if let Conn::Shared(_, cache) = self {
+        if let Conn::Shared(_, cache, ..) = self {
             cache.resent.fetch_add(n, Ordering::Relaxed);
         }
     }
 
     /// Forgets the cached view of the nodes (a call found it out of date).
     fn forget_nodes(&self) {
-        if let Conn::Shared(_, cache) = self {
+        if let Conn::Shared(_, cache, ..) = self {
             cache.forget();
         }
     }
@@ -429,19 +393,36 @@ impl Conn {
         };
         let map = self.node_map(false).await?;
         let groups = grouped(keys.len(), |i| map.node_of(slot(keys[i].as_bytes())));
-        let base = &base;
+        let (base, reading, map) = (&base, &self.reading(), &map);
         let sends = groups.iter().map(|group| {
             let (mut conn, cmd) = (base.clone(), evalsha(group));
+            let slot = slot(keys[group[0]].as_bytes());
             let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
-                slot(keys[group[0]].as_bytes()),
+                slot,
                 SlotAddr::Master,
             )));
             async move {
-                let reply = loading(&mut conn, script, |c| {
-                    let (cmd, route) = (cmd.clone(), route.clone());
-                    Box::pin(async move { c.route_command(cmd, route).await })
-                })
-                .await;
+                let reply = match reading.as_ref().zip(map.master_of(slot)) {
+                    Some((links, addr)) => {
+                        let cmd = &cmd;
+                        links
+                            .send(addr, |mut link| async move {
+                                loading(&mut link, script, |c| {
+                                    let cmd = cmd.clone();
+                                    Box::pin(async move { cmd.query_async(c).await })
+                                })
+                                .await
+                            })
+                            .await
+                    }
+                    None => {
+                        loading(&mut conn, script, |c| {
+                            let (cmd, route) = (cmd.clone(), route.clone());
+                            Box::pin(async move { c.route_command(cmd, route).await })
+                        })
+                        .await
+                    }
+                };
                 if let Ok(values) = reply.and_then(|v| per_key(v, group.len())) {
                     return Ok::<_, redis::RedisError>((values, false));
                 }
@@ -479,7 +460,8 @@ impl Conn {
     /// into a pipeline and returns how many) as one pipeline per master:
     /// a node runs a pipeline's commands one at a time, so
     /// commands of many slots may travel together, which saves the client
-    /// and the nodes a request per item. An item a node answers with an
+    /// and the nodes a request per item. Reads (`Conn::reads`) go on the
+    /// master's link, the rest through the cluster connection. An item a node answers with an
     /// error (MOVED after a resharding, NOSCRIPT, TRYAGAIN, or a real
     /// error), or whose node's pipeline fails as a whole (a failover), is
     /// sent again alone by `alone`, routed as any call, and its answer
@@ -502,14 +484,27 @@ impl Conn {
     {
         let map = self.node_map(false).await?;
         let groups = grouped(slots.len(), |i| map.node_of(slots[i]));
-        let (add, alone) = (&add, &alone);
+        let (add, alone, reading, map) = (&add, &alone, &self.reading(), &map);
         let sends = groups.iter().map(|group| async move {
             let mut pipe = redis::pipe();
             let lens: Vec<usize> = group.iter().map(|&i| add(i, &mut pipe)).collect();
             let total = pipe.len();
-            let route =
-                SingleNodeRoutingInfo::SpecificNode(Route::new(slots[group[0]], SlotAddr::Master));
-            let replies = base.clone().route_pipeline(pipe, 0, total, route).await;
+            let slot = slots[group[0]];
+            let replies = match reading.as_ref().zip(map.master_of(slot)) {
+                Some((links, addr)) => {
+                    let pipe = &pipe;
+                    links
+                        .send(addr, |mut link| async move {
+                            link.send_packed_commands(pipe, 0, total).await
+                        })
+                        .await
+                }
+                None => {
+                    let route =
+                        SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                    base.clone().route_pipeline(pipe, 0, total, route).await
+                }
+            };
             let mut out = Vec::with_capacity(group.len());
             let mut again = Vec::new();
             let mut stale = false;
@@ -632,7 +627,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Shared(c, _) => c.req_packed_command(cmd),
+            Conn::Shared(c, ..) => c.req_packed_command(cmd),
         }
     }
 
@@ -644,14 +639,14 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Shared(c, _) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Shared(c, ..) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(c) => c.get_db(),
-            Conn::Shared(c, _) => c.get_db(),
+            Conn::Shared(c, ..) => c.get_db(),
         }
     }
 }
@@ -678,6 +673,8 @@ impl Topology {
                 next: Arc::default(),
             });
         }
+        let links = Links::new(&nodes[0], settings.single_pool_size(), timeout)
+            .map_err(|e| AppError::internal("redis.cluster_urls", e))?;
         let builder = cluster::Config::from_urls(nodes)
             .builder()
             .map_err(|e| AppError::internal("redis.cluster_urls", e))?;
@@ -689,6 +686,7 @@ impl Topology {
             pool,
             shared: Arc::new(Mutex::new(None)),
             nodes: Arc::default(),
+            links: Arc::new(links),
             generation: Arc::default(),
         })
     }
@@ -709,10 +707,14 @@ impl Topology {
                 pool,
                 shared,
                 nodes,
+                links,
                 ..
             } => {
+                let conn = |c: &cluster::ClusterConnection| {
+                    Conn::Shared(c.clone(), nodes.clone(), links.clone(), Use::Any)
+                };
                 if let Some(c) = lock(shared).as_ref() {
-                    return Ok(Conn::Shared(c.clone(), nodes.clone()));
+                    return Ok(conn(c));
                 }
                 let object = pool.get().await.map_err(|e| {
                     crate::metrics::REDIS_ERRORS.inc();
@@ -722,8 +724,9 @@ impl Topology {
                     }
                 })?;
                 let mut slot = lock(shared);
-                let conn = slot.get_or_insert_with(|| cluster::Connection::take(object));
-                Ok(Conn::Shared(conn.clone(), nodes.clone()))
+                Ok(conn(
+                    slot.get_or_insert_with(|| cluster::Connection::take(object)),
+                ))
             }
         }
     }
@@ -741,6 +744,7 @@ impl Topology {
         if let Topology::Cluster {
             shared,
             nodes,
+            links,
             generation,
             ..
         } = self
@@ -750,6 +754,7 @@ impl Topology {
             generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             drop(slot);
             nodes.forget();
+            links.clear();
         }
     }
 
@@ -759,6 +764,14 @@ impl Topology {
         match self {
             Topology::Single { .. } => 0,
             Topology::Cluster { nodes, .. } => nodes.resent.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Calls sent straight to a master on its link (0 on a single node).
+    pub(super) fn sent_on_links(&self) -> u64 {
+        match self {
+            Topology::Single { .. } => 0,
+            Topology::Cluster { links, .. } => links.sent(),
         }
     }
 
@@ -805,163 +818,6 @@ where
         .runtime(Runtime::Tokio1)
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// One node of a `CLUSTER NODES` reply
-/// (`<id> <ip:port@cport[,hostname]> <flags> <master id or -> ...`).
-struct Node<'a> {
-    id: &'a str,
-    addr: (String, u16),
-    master: bool,
-    replica_of: Option<&'a str>,
-    /// The slot ranges it serves (`[…]` entries, slots in migration, left out).
-    slots: Vec<(u16, u16)>,
-}
-
-fn cluster_nodes(nodes: &str) -> Vec<Node<'_>> {
-    nodes
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let (id, addr, flags, of) = (
-                fields.next()?,
-                fields.next()?,
-                fields.next()?,
-                fields.next()?,
-            );
-            let flags: Vec<&str> = flags.split(',').collect();
-            if flags
-                .iter()
-                .any(|f| f.starts_with("fail") || *f == "handshake")
-            {
-                return None;
-            }
-            let addr = addr.split(['@', ',']).next()?;
-            let (host, port) = addr.rsplit_once(':')?;
-            // Then ping-sent, pong-recv, config-epoch, link-state, slots.
-            let slots = fields
-                .skip(4)
-                .filter_map(|range| {
-                    let (from, to) = range.split_once('-').unwrap_or((range, range));
-                    Some((from.parse().ok()?, to.parse().ok()?))
-                })
-                .collect();
-            Some(Node {
-                id,
-                addr: (host.to_string(), port.parse().ok()?),
-                master: flags.contains(&"master"),
-                replica_of: (flags.contains(&"slave") && of != "-").then_some(of),
-                slots,
-            })
-        })
-        .collect()
-}
-
-/// The masters that are up, from a `CLUSTER NODES` reply.
-fn cluster_masters(nodes: &str) -> Vec<(String, u16)> {
-    cluster_nodes(nodes)
-        .into_iter()
-        .filter(|n| n.master)
-        .map(|n| n.addr)
-        .collect()
-}
-
-/// The masters that are up with a replica up, from a `CLUSTER NODES` reply.
-fn replicated_masters(nodes: &str) -> Vec<(String, u16)> {
-    let all = cluster_nodes(nodes);
-    all.iter()
-        .filter(|m| m.master && all.iter().any(|r| r.replica_of == Some(m.id)))
-        .map(|m| m.addr.clone())
-        .collect()
-}
-
-/// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash tag
-/// (the part between the first `{` and the next `}`, if not empty) or of
-/// the whole key, modulo 16384.
-pub fn slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            rest.iter()
-                .position(|&b| b == b'}')
-                .filter(|&close| close > 0)
-                .map(|close| &rest[..close])
-        })
-        .unwrap_or(key);
-    crc16(tagged) % 16384
-}
-
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_follow_the_hash_tag_as_redis_computes_them() {
-        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(slot(b"123456789"), 0x31C3);
-        assert_eq!(slot(b"foo"), 12182);
-        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
-        assert_eq!(slot(b"feed:feed:{r0}42"), slot(b"feed:following:{r0}7"));
-        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
-        assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
-        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
-    }
-
-    #[test]
-    fn the_masters_up_are_read_from_cluster_nodes() {
-        let nodes = "\
-a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
-b2 127.0.0.1:7002@17002 master - 0 1 2 connected 5461-10922
-c3 127.0.0.1:7003@17003 master,fail - 0 1 3 connected
-d4 127.0.0.1:7004@17004,node4 slave a1 0 1 1 connected
-e5 127.0.0.1:7005@17005 master - 0 1 5 connected 10923-16383
-";
-        assert_eq!(
-            cluster_masters(nodes),
-            [
-                ("127.0.0.1".to_string(), 7001),
-                ("127.0.0.1".to_string(), 7002),
-                ("127.0.0.1".to_string(), 7005)
-            ]
-        );
-        assert_eq!(replicated_masters(nodes), [("127.0.0.1".to_string(), 7001)]);
-        let map = NodeMap::parse(nodes.to_string());
-        assert_eq!(map.node_of(0), 0);
-        assert_eq!(map.node_of(5460), 0);
-        assert_eq!(map.node_of(5461), 1);
-        assert_eq!(map.node_of(16383), 2);
-    }
-
-    #[test]
-    fn slots_in_migration_and_single_slots_are_read_right() {
-        let nodes = "\
-a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-99 100 [101->-b2]
-b2 127.0.0.1:7002@17002 master - 0 1 2 connected 101-16383 [101-<-a1]
-";
-        let map = NodeMap::parse(nodes.to_string());
-        assert_eq!(map.node_of(100), 0);
-        assert_eq!(map.node_of(101), 1);
-        let empty = NodeMap::parse(String::new());
-        assert_eq!(empty.node_of(7), 0x10000 + 7);
-        assert_ne!(empty.node_of(7), empty.node_of(8));
-    }
 }

@@ -77,7 +77,7 @@ impl FeedLists<'_> {
             .collect();
         let replies = self
             .0
-            .with_conn(|mut c| async move { c.transactions(&pipes).await })
+            .with_conn(|c| async move { c.reads().transactions(&pipes).await })
             .await?;
         let mut out: Vec<Option<Window>> = vec![None; keys.len()];
         for (group, results) in groups.iter().zip(replies) {
@@ -104,9 +104,11 @@ impl FeedLists<'_> {
         let args = [max.to_string(), take.to_string()];
         let replies = self
             .0
-            .with_conn(
-                |mut c| async move { c.invoke_by_node(&scripts::SOURCES, keys, &args).await },
-            )
+            .with_conn(|c| async move {
+                c.reads()
+                    .invoke_by_node(&scripts::SOURCES, keys, &args)
+                    .await
+            })
             .await?;
         keys.iter()
             .zip(&replies)

@@ -9,6 +9,8 @@ pub mod feeds;
 pub mod hints;
 pub mod keys;
 pub mod layout;
+mod links;
+mod nodes;
 pub mod posts;
 pub mod pubsub;
 pub mod scripts;
@@ -27,10 +29,11 @@ use crate::error::{AppError, AppResult, Message};
 use crate::settings::RedisSettings;
 use crate::types::{PostId, UserId};
 
-use conn::Topology;
-pub use conn::{slot, Conn};
+pub use conn::Conn;
+use conn::{Topology, Use};
 pub use faults::{Fault, Faults};
 pub use keys::Keys;
+pub use nodes::slot;
 
 /// Which cluster connection writes went on (see [`RedisStore::replicated`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +132,12 @@ impl RedisStore {
     /// refused them (a slot that moved, a failover).
     pub fn calls_resent(&self) -> u64 {
         self.topology().resent()
+    }
+
+    /// Calls this store sent straight to a cluster master on its link
+    /// (reads; 0 on a single node).
+    pub fn calls_on_links(&self) -> u64 {
+        self.topology().sent_on_links()
     }
 
     /// Whether this store runs on a Redis Cluster.
@@ -277,6 +286,36 @@ impl RedisStore {
         keys: &[String],
         add: impl Fn(&mut redis::Pipeline, &str),
     ) -> AppResult<Vec<Value>> {
+        self.per_slot(Use::Any, keys, add).await
+    }
+
+    /// [`Self::query_per_slot`] for commands that only read: on a cluster
+    /// they go straight to the masters (`Conn::reads`).
+    pub async fn read_per_slot(
+        &self,
+        keys: &[String],
+        add: impl Fn(&mut redis::Pipeline, &str),
+    ) -> AppResult<Vec<Value>> {
+        self.per_slot(Use::Reads, keys, add).await
+    }
+
+    /// Sends `pipe`, whose commands only read keys of `key`'s slot, in one
+    /// round trip (on a cluster straight to the master serving it), and
+    /// returns its replies.
+    async fn read_pipeline(&self, key: &str, pipe: redis::Pipeline) -> AppResult<Vec<Value>> {
+        let at = slot(key.as_bytes());
+        let mut replies = self
+            .with_conn(|c| async move { c.reads().query_groups(vec![(at, pipe)]).await })
+            .await?;
+        Ok(replies.pop().unwrap_or_default())
+    }
+
+    async fn per_slot(
+        &self,
+        how: Use,
+        keys: &[String],
+        add: impl Fn(&mut redis::Pipeline, &str),
+    ) -> AppResult<Vec<Value>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -292,7 +331,7 @@ impl RedisStore {
             })
             .collect();
         let replies = self
-            .with_conn(|mut c| async move { c.query_groups(pipes).await })
+            .with_conn(|c| async move { c.to(how).query_groups(pipes).await })
             .await?;
         let per_key = replies.iter().map(Vec::len).sum::<usize>() / keys.len();
         let mut out: Vec<Option<Value>> = vec![None; keys.len() * per_key];
@@ -303,9 +342,10 @@ impl RedisStore {
                     Message(format!("{} replies for {} keys", reply.len(), group.len())),
                 ));
             }
-            for (&i, values) in group.iter().zip(reply.chunks(per_key.max(1))) {
-                for (j, v) in values.iter().enumerate() {
-                    out[i * per_key + j] = Some(v.clone());
+            let mut values = reply.into_iter();
+            for &i in group {
+                for (j, v) in values.by_ref().take(per_key).enumerate() {
+                    out[i * per_key + j] = Some(v);
                 }
             }
         }
@@ -365,18 +405,20 @@ impl RedisStore {
         scripts: &[&redis::Script],
         steps: &[Vec<(u16, redis::Pipeline)>],
     ) -> AppResult<Vec<Value>> {
-        let rounds: Vec<Vec<(u16, redis::Pipeline)>> = match self.is_cluster() {
-            true => steps.to_vec(),
+        let joined;
+        let rounds = match self.is_cluster() {
+            true => steps,
             false => {
                 let mut all = redis::pipe();
                 for cmd in steps.iter().flatten().flat_map(|(_, p)| p.cmd_iter()) {
                     all.add_command(cmd.clone());
                 }
-                vec![vec![(0, all)]]
+                joined = [vec![(0, all)]];
+                &joined[..]
             }
         };
         let mut out = Vec::new();
-        for round in &rounds {
+        for round in rounds {
             let replies = self
                 .with_conn(move |mut c| async move {
                     match c.transactions(round).await {

@@ -127,7 +127,7 @@ impl PostCache<'_> {
         let keys: Vec<String> = ids.iter().map(|id| self.0.keys.post(*id)).collect();
         let rows: Vec<Vec<Option<String>>> = self
             .0
-            .query_per_slot(&keys, |pipe, key| {
+            .read_per_slot(&keys, |pipe, key| {
                 pipe.cmd("HMGET")
                     .arg(key)
                     .arg("a")

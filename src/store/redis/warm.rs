@@ -116,15 +116,11 @@ impl RedisStore {
     /// copy if that is missing or being built.
     async fn shown(&self, reader: UserId, own: bool) -> AppResult<Result<Shown, WarmRead>> {
         let (hash, names) = (self.keys.following(reader), self.keys.followees(reader));
-        let (built, members): (Option<String>, Vec<String>) = self
-            .with_conn(|mut c| async move {
-                redis::pipe()
-                    .hget(&hash, "")
-                    .smembers(&names)
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?;
+        let mut pipe = redis::pipe();
+        pipe.hget(&hash, "").smembers(&names);
+        let replies = self.read_pipeline(&hash, pipe).await?;
+        let (built, members): (Option<String>, Vec<String>) =
+            redis::from_redis_value(Value::Array(replies)).map_err(bad("whom a reader follows"))?;
         match built.as_deref() {
             None => return Ok(Err(WarmRead::Missing(StateKey::Following))),
             Some("b") => return Ok(Err(WarmRead::Building(StateKey::Following))),
@@ -175,17 +171,13 @@ impl RedisStore {
                 pipe.cmd("SMISMEMBER").arg(key).arg(marks);
             }
         };
-        let mut replies: Vec<Value> = self
-            .with_conn(|mut c| async move {
-                let mut pipe = redis::pipe();
-                ask(&mut pipe, &hidden, &["0", "b"]);
-                if pulled {
-                    ask(&mut pipe, &names, &["0"]);
-                    pipe.hget(&state, "");
-                }
-                pipe.query_async(&mut c).await
-            })
-            .await?;
+        let mut pipe = redis::pipe();
+        ask(&mut pipe, &hidden, &["0", "b"]);
+        if pulled {
+            ask(&mut pipe, &names, &["0"]);
+            pipe.hget(&state, "");
+        }
+        let mut replies = self.read_pipeline(&hidden, pipe).await?;
         if pulled {
             let built: Option<String> =
                 redis::from_redis_value(replies.pop().unwrap_or(Value::Nil))
@@ -248,7 +240,7 @@ impl RedisStore {
     ) -> AppResult<HashMap<PostId, EntryMeta>> {
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows = self
-            .query_per_slot(&keys, |pipe, key| {
+            .read_per_slot(&keys, |pipe, key| {
                 pipe.cmd("HMGET").arg(key).arg("a").arg("d");
             })
             .await?;
