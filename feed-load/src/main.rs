@@ -57,6 +57,9 @@ pub struct Options {
     /// Concurrent readers and seconds per read scenario.
     pub concurrency: usize,
     pub seconds: f64,
+    /// Pages each reader of the closed loop scrolls, from the first (1:
+    /// first pages only).
+    pub pages: usize,
     /// Reads per second and publishes per second in the mixed scenario.
     pub mixed_reads_per_sec: f64,
     pub mixed_publishes_per_sec: f64,
@@ -132,6 +135,10 @@ struct Cli {
     /// Concurrent readers of the read scenarios [default: 64]
     #[arg(long, env = "FEED_LOAD_CONCURRENCY", value_name = "N")]
     concurrency: Option<usize>,
+    /// Pages each reader scrolls in a read run, from the first; 1 reads
+    /// first pages only [default: 3]
+    #[arg(long, env = "FEED_LOAD_PAGES", value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pages: Option<u16>,
     /// Seconds of each read run [default: 10]
     #[arg(long, env = "FEED_LOAD_SECONDS", value_name = "S")]
     seconds: Option<f64>,
@@ -214,6 +221,7 @@ impl Options {
             cohort: cli.cohort.unwrap_or(n(2_000.0).max(2)),
             active_fraction: cli.active_fraction.unwrap_or(0.1),
             concurrency: cli.concurrency.unwrap_or(64),
+            pages: usize::from(cli.pages.unwrap_or(3)),
             seconds: cli.seconds.unwrap_or(10.0),
             mixed_reads_per_sec: cli.mixed_reads_per_sec.unwrap_or(200.0),
             mixed_publishes_per_sec: cli.mixed_publishes_per_sec.unwrap_or(10.0),

@@ -359,7 +359,7 @@ impl Run<'_> {
     }
 
     /// One read scenario: the cohort's readers read once (warm-up), then
-    /// `concurrency` of them scroll for `seconds` (closed loop, with Redis's
+    /// `concurrency` of them scroll `pages` pages for `seconds` (closed loop, with Redis's
     /// statistics around it), then first pages at half that rate (open
     /// loop: requests sent on schedule whatever the answers' latency).
     async fn read_run(
@@ -379,7 +379,14 @@ impl Run<'_> {
         warm(client, base, &tokens, &label).await;
         let pid = service.child.id();
         let before = Cpu::now(pid);
-        let closed = reads(client, base, &tokens, o.concurrency, o.seconds, &label);
+        let closed = reads(
+            client,
+            base,
+            &tokens,
+            (o.concurrency, o.pages),
+            o.seconds,
+            &label,
+        );
         let (closed, redis) = redis_stats::around(&target.store, target.name, closed).await?;
         let cpu = before.per(Cpu::now(pid), pages(&closed) as f64);
         let rate = (closed.per_sec / 2.0).max(1.0);
@@ -899,12 +906,13 @@ async fn warm(client: &reqwest::Client, base: &str, tokens: &[String], label: &s
     b.finish();
 }
 
-/// `concurrency` readers scroll (first page and two more) for `seconds`.
+/// `concurrency` readers each scroll `pages` pages (a first page and the
+/// ones below it) for `seconds`.
 async fn reads(
     client: &reqwest::Client,
     base: &str,
     tokens: &[String],
-    concurrency: usize,
+    (concurrency, pages): (usize, usize),
     seconds: f64,
     label: &str,
 ) -> Latency {
@@ -923,7 +931,7 @@ async fn reads(
                 let token = &tokens[turn % tokens.len()];
                 turn += concurrency;
                 let mut query = "limit=20".to_string();
-                for _ in 0..3 {
+                for _ in 0..pages {
                     let t = Instant::now();
                     let res = client
                         .get(format!("{base}/api/v1/feed?{query}"))
