@@ -307,16 +307,15 @@ async fn a_write_waits_for_a_replica_and_one_that_cannot_is_counted() {
     assert_eq!(items[0].id, post.id);
 }
 
-#[tokio::test]
-async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_land() {
+/// A cluster of its own, a store on it, and `n` complete empty inboxes of
+/// readers in 30 blocks of ids (keys.rs), so on every master.
+async fn empty_inboxes(n: i64) -> (Cluster, feed_service::store::redis::RedisStore, Vec<String>) {
     let cluster = Cluster::start();
     let mut settings = test_settings();
     settings.redis.cluster_urls = SecretString::from(cluster.urls.clone());
     let redis = feed_service::store::redis::RedisStore::new(&settings.redis).unwrap();
-    // 300 readers in 30 blocks of ids (keys.rs), so on every master, ten
-    // to a PUSH call.
     let block = feed_service::store::redis::keys::READER_BLOCK;
-    let inboxes: Vec<String> = (1..=300)
+    let inboxes: Vec<String> = (1..=n)
         .map(|i| redis.keys().inbox(UserId((i % 30) * block + i)))
         .collect();
     redis
@@ -325,6 +324,14 @@ async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_
         })
         .await
         .unwrap();
+    (cluster, redis, inboxes)
+}
+
+#[tokio::test]
+async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_land() {
+    // 300 readers in 30 blocks of ids (keys.rs), so on every master, ten
+    // to a PUSH call.
+    let (_cluster, redis, inboxes) = empty_inboxes(300).await;
     let resent = || feed_service::metrics::REDIS_RESENT.get();
     // The process believes one master serves every slot, as after a
     // resharding it has not seen: a fan-out's per-master pipeline reaches
@@ -357,20 +364,7 @@ async fn calls_sent_to_a_master_that_no_longer_serves_their_slot_are_resent_and_
 
 #[tokio::test]
 async fn reads_go_straight_to_the_masters_and_land_after_their_links_die_or_the_slots_move() {
-    let cluster = Cluster::start();
-    let mut settings = test_settings();
-    settings.redis.cluster_urls = SecretString::from(cluster.urls.clone());
-    let redis = feed_service::store::redis::RedisStore::new(&settings.redis).unwrap();
-    let block = feed_service::store::redis::keys::READER_BLOCK;
-    let inboxes: Vec<String> = (1..=90)
-        .map(|i| redis.keys().inbox(UserId((i % 30) * block + i)))
-        .collect();
-    redis
-        .query_per_slot(&inboxes, |pipe, key| {
-            pipe.rpush(key, "-inf");
-        })
-        .await
-        .unwrap();
+    let (cluster, redis, inboxes) = empty_inboxes(90).await;
     let entries: Vec<_> = (0..3)
         .map(|i| feed_service::types::Entry::new(1_700_000_000_000 + i, PostId(40 + i)))
         .collect();
