@@ -124,7 +124,7 @@ impl Conn {
         }
         let text: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
         let map = Arc::new(NodeMap::parse(text));
-        *lock(&cache.map) = Some(map.clone());
+        cache.keep(map.clone());
         Ok(map)
     }
 
@@ -824,6 +824,6 @@ where
         .runtime(Runtime::Tokio1)
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -22,11 +22,13 @@ use redis::{
     AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult,
 };
 
-use super::conn::lock;
-
 /// A master's address.
 pub(super) type Addr = (String, u16);
 
+/// A master's links, by lane (`None`: not opened yet).
+type Lanes = Vec<Option<MultiplexedConnection>>;
+
+/// The process's links to the masters of its cluster.
 pub struct Links {
     /// How to reach a node (credentials, database) but for its address.
     info: ConnectionInfo,
@@ -35,7 +37,7 @@ pub struct Links {
     next: AtomicUsize,
     /// Calls sent on a link, for tests.
     sent: AtomicU64,
-    open: Mutex<HashMap<Addr, Vec<Option<MultiplexedConnection>>>>,
+    open: Mutex<HashMap<Addr, Lanes>>,
 }
 
 impl Links {
@@ -54,14 +56,15 @@ impl Links {
         })
     }
 
+    fn open(&self) -> MutexGuard<'_, HashMap<Addr, Lanes>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// A link to the master at `addr`: the next of its lanes in turn,
     /// opened if it is not.
     async fn to(&self, addr: &Addr) -> RedisResult<MultiplexedConnection> {
         let lane = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes;
-        if let Some(link) = lock(&self.open)
-            .get(addr)
-            .and_then(|lanes| lanes[lane].clone())
-        {
+        if let Some(link) = self.open().get(addr).and_then(|lanes| lanes[lane].clone()) {
             return Ok(link);
         }
         let info = self
@@ -71,7 +74,7 @@ impl Links {
         let link = redis::Client::open(info)?
             .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
-        let mut open = lock(&self.open);
+        let mut open = self.open();
         let lanes = open
             .entry(addr.clone())
             .or_insert_with(|| vec![None; self.lanes]);
@@ -91,7 +94,7 @@ impl Links {
             Err(e) => Err(e),
         };
         if sent.is_err() {
-            lock(&self.open).remove(addr);
+            self.open().remove(addr);
         }
         sent
     }
@@ -103,6 +106,6 @@ impl Links {
 
     /// Drops every link.
     pub(super) fn clear(&self) {
-        lock(&self.open).clear();
+        self.open().clear();
     }
 }

@@ -4,10 +4,8 @@
 //! goes first; a stale one costs a retry, never a wrong answer.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-
-use super::conn::lock;
 
 /// How long a `CLUSTER NODES` reply is used before it is read again. It
 /// only decides which commands travel together and which masters a `WAIT`
@@ -18,27 +16,36 @@ const NODES_FRESH_FOR: Duration = Duration::from_secs(1);
 /// calls sent again because a node refused them.
 #[derive(Default)]
 pub struct NodeCache {
-    pub(super) map: Mutex<Option<Arc<NodeMap>>>,
+    map: Mutex<Option<Arc<NodeMap>>>,
     pub(super) resent: AtomicU64,
 }
 
 impl NodeCache {
+    fn map(&self) -> MutexGuard<'_, Option<Arc<NodeMap>>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `map` as the last view of the nodes.
+    pub(super) fn keep(&self, map: Arc<NodeMap>) {
+        *self.map() = Some(map);
+    }
+
     pub(super) fn fresh(&self) -> Option<Arc<NodeMap>> {
-        lock(&self.map)
+        self.map()
             .as_ref()
             .filter(|m| m.read_at.elapsed() < NODES_FRESH_FOR)
             .cloned()
     }
 
     pub(super) fn forget(&self) {
-        lock(&self.map).take();
+        self.map().take();
     }
 
     /// Makes the cached map wrong until a call finds it out: every slot
     /// served by one master, as after a resharding this process has not
     /// seen (tests).
     pub(super) fn misroute(&self) {
-        let mut cached = lock(&self.map);
+        let mut cached = self.map();
         if let Some(map) = cached.as_ref() {
             *cached = Some(Arc::new(NodeMap {
                 read_at: Instant::now(),
