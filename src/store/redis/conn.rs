@@ -19,7 +19,7 @@ use redis::{
 use secrecy::ExposeSecret;
 
 use super::links::Links;
-use super::nodes::{cluster_masters, replicated_masters, slot, NodeCache, NodeMap};
+use super::nodes::{replicated_masters, slot, NodeCache, NodeMap};
 use crate::error::{AppError, AppResult};
 use crate::settings::RedisSettings;
 
@@ -182,7 +182,7 @@ impl Conn {
             return Ok(vec![None]);
         }
         let map = self.node_map(true).await?;
-        Ok(cluster_masters(&map.text).into_iter().map(Some).collect())
+        Ok(map.masters().iter().cloned().map(Some).collect())
     }
 
     /// Runs a command on one node (`None`: wherever it routes).

@@ -91,6 +91,11 @@ impl NodeMap {
         }
     }
 
+    /// The masters that are up, in the order of the reply.
+    pub(super) fn masters(&self) -> &[(String, u16)] {
+        &self.masters
+    }
+
     /// The address of the master serving `slot`, if one does.
     pub(super) fn master_of(&self, slot: u16) -> Option<&(String, u16)> {
         let i = *self.owner.get(slot as usize)?;
@@ -154,15 +159,6 @@ fn cluster_nodes(nodes: &str) -> Vec<Node<'_>> {
                 slots,
             })
         })
-        .collect()
-}
-
-/// The masters that are up, from a `CLUSTER NODES` reply.
-pub(super) fn cluster_masters(nodes: &str) -> Vec<(String, u16)> {
-    cluster_nodes(nodes)
-        .into_iter()
-        .filter(|n| n.master)
-        .map(|n| n.addr)
         .collect()
 }
 
@@ -233,16 +229,14 @@ c3 127.0.0.1:7003@17003 master,fail - 0 1 3 connected
 d4 127.0.0.1:7004@17004,node4 slave a1 0 1 1 connected
 e5 127.0.0.1:7005@17005 master - 0 1 5 connected 10923-16383
 ";
-        assert_eq!(
-            cluster_masters(nodes),
-            [
-                ("127.0.0.1".to_string(), 7001),
-                ("127.0.0.1".to_string(), 7002),
-                ("127.0.0.1".to_string(), 7005)
-            ]
-        );
-        assert_eq!(replicated_masters(nodes), [("127.0.0.1".to_string(), 7001)]);
         let map = NodeMap::parse(nodes.to_string());
+        let at = |port: u16| ("127.0.0.1".to_string(), port);
+        assert_eq!(map.masters(), [at(7001), at(7002), at(7005)]);
+        assert_eq!(replicated_masters(nodes), [at(7001)]);
+        assert_eq!(map.master_of(5460), Some(&at(7001)));
+        assert_eq!(map.master_of(5461), Some(&at(7002)));
+        assert_eq!(map.master_of(16383), Some(&at(7005)));
+        assert_eq!(NodeMap::parse(String::new()).master_of(0), None);
         assert_eq!(map.node_of(0), 0);
         assert_eq!(map.node_of(5460), 0);
         assert_eq!(map.node_of(5461), 1);
