@@ -409,6 +409,15 @@ async fn reads_go_straight_to_the_masters_and_land_after_their_links_die_or_the_
     }
     assert!(landed, "reads land again after the connections died");
     read_all().await;
+    // Links cut from the masters' side alone: the reads on them fail, are
+    // resent through the cluster connection, and land.
+    let resent = redis.calls_resent();
+    redis.cut_links().await;
+    read_all().await;
+    assert!(
+        redis.calls_resent() > resent,
+        "the reads on cut links were resent"
+    );
     // Through a map on which one master serves every slot, the reads are
     // refused by the other two, resent, and land.
     let resent = redis.calls_resent();

@@ -185,6 +185,10 @@ enum Op {
     /// after a resharding it has not seen, until a call finds it out (on a
     /// cluster; nothing on one node).
     Reshard,
+    /// The store's read links to the masters are cut from the masters'
+    /// side, as by a restart or a network cut: the next reads on them fail
+    /// and are sent again (on a cluster; nothing on one node).
+    CutLinks,
     /// Redis forgets its scripts (a restart, a failover to a replica that
     /// never ran them): every call must load what it runs again.
     ForgetScripts,
@@ -312,7 +316,7 @@ impl Op {
             Op::Fault { .. } => 1 << 10,
             Op::Drain => 1 << 11,
             Op::Scroll { .. } => 1 << 12,
-            Op::Reshard => 1 << 13,
+            Op::Reshard | Op::CutLinks => 1 << 13,
             Op::HandFlag { .. } => 1 << 14,
             Op::Sweep => 1 << 15,
             Op::OwnPosts(_) => 1 << 16,
@@ -388,6 +392,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (prop_oneof![3 => 1u8..4, 1 => 4u8..13], 0u8..3)
             .prop_map(|(calls, kind)| Op::Fault { calls, kind }),
         2 => Just(Op::Reshard),
+        2 => Just(Op::CutLinks),
         2 => Just(Op::ForgetScripts),
         2 => user().prop_map(|author| Op::HandFlag { author }),
         6 => Just(Op::Drain),
@@ -1302,6 +1307,7 @@ impl World {
                 // A map that cannot be read is no map: nothing to spoil.
                 let _ = self.engine().redis().misroute_slots().await;
             }
+            Op::CutLinks => self.engine().redis().cut_links().await,
             Op::ForgetScripts => {
                 // Redis down: nothing to forget.
                 let _ = self.engine().redis().forget_scripts().await;

@@ -773,6 +773,14 @@ impl Topology {
         }
     }
 
+    /// Cuts the links to the masters from the masters' side (tests;
+    /// nothing on a single node).
+    pub(super) async fn cut_links(&self) {
+        if let Topology::Cluster { links, .. } = self {
+            links.cut().await;
+        }
+    }
+
     /// Calls sent straight to a master on its link (0 on a single node).
     pub(super) fn sent_on_links(&self) -> u64 {
         match self {

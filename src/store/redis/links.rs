@@ -104,6 +104,30 @@ impl Links {
         self.sent.load(Ordering::Relaxed)
     }
 
+    /// Cuts every open link from its master's side, as a master's restart
+    /// or a network cut would, leaving it in place for the next call on it
+    /// to find dead (tests).
+    pub(super) async fn cut(&self) {
+        let open: Vec<MultiplexedConnection> =
+            self.open().values().flatten().flatten().cloned().collect();
+        for mut link in open {
+            if let Ok(id) = redis::cmd("CLIENT")
+                .arg("ID")
+                .query_async::<i64>(&mut link)
+                .await
+            {
+                let _: RedisResult<()> = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("ID")
+                    .arg(id)
+                    .arg("SKIPME")
+                    .arg("no")
+                    .query_async(&mut link)
+                    .await;
+            }
+        }
+    }
+
     /// Drops every link.
     pub(super) fn clear(&self) {
         self.open().clear();

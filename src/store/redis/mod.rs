@@ -134,6 +134,13 @@ impl RedisStore {
         self.topology().resent()
     }
 
+    /// Cuts this store's read links to the masters from the masters' side,
+    /// as a restart or a network cut would: the next reads on them fail
+    /// and are sent again (tests; nothing on one node).
+    pub async fn cut_links(&self) {
+        self.topology().cut_links().await;
+    }
+
     /// Calls this store sent straight to a cluster master on its link
     /// (reads; 0 on a single node).
     pub fn calls_on_links(&self) -> u64 {
