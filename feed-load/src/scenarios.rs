@@ -877,6 +877,9 @@ async fn sustained(
     Ok((lat, table))
 }
 
+/// The posts a measured page asks for.
+const PAGE_LIMIT: usize = 20;
+
 /// Each reader reads once: inboxes and outboxes are rebuilt before measuring.
 async fn warm(client: &reqwest::Client, base: &str, tokens: &[String], label: &str) {
     let b = bar(tokens.len() as u64, &format!("warm-up: {label}"));
@@ -907,7 +910,9 @@ async fn warm(client: &reqwest::Client, base: &str, tokens: &[String], label: &s
 }
 
 /// `concurrency` readers each scroll `pages` pages (a first page and the
-/// ones below it) for `seconds`.
+/// ones below it) for `seconds`. Every reader's feed holds far more posts
+/// than it scrolls, so a page of fewer than [`PAGE_LIMIT`] posts is wrong
+/// and counted as an error: the figures are of full pages only.
 async fn reads(
     client: &reqwest::Client,
     base: &str,
@@ -930,7 +935,7 @@ async fn reads(
             while Instant::now() < deadline {
                 let token = &tokens[turn % tokens.len()];
                 turn += concurrency;
-                let mut query = "limit=20".to_string();
+                let mut query = format!("limit={PAGE_LIMIT}");
                 for _ in 0..pages {
                     let t = Instant::now();
                     let res = client
@@ -943,15 +948,15 @@ async fn reads(
                         _ => None,
                     };
                     lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                    let full = |p: &Value| p["items"].as_array().map(Vec::len) == Some(PAGE_LIMIT);
                     match page {
-                        Some(p) if !p["next"].is_null() => {
+                        Some(p) if full(&p) && !p["next"].is_null() => {
                             query = format!(
-                                "max={}&offset={}&limit=20",
+                                "max={}&offset={}&limit={PAGE_LIMIT}",
                                 p["next"]["max"], p["next"]["offset"]
                             );
                         }
-                        Some(_) => break,
-                        None => {
+                        _ => {
                             errors += 1;
                             break;
                         }
