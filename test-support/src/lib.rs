@@ -629,11 +629,16 @@ pub const T0: i64 = 1_764_500_000_000;
 
 /// A feed list as an `LRANGE key 0 -1` returns it: its entries, newest
 /// first, and its floor as stored (`-inf`, `inf` or a score); `None` for a
-/// missing key.
+/// missing key. A building list's mark at its head is checked and left out.
 pub fn feed_from(reply: &redis::Value) -> Option<(Vec<feed_service::types::Entry>, String)> {
     use feed_service::store::redis::layout;
     let members: Vec<Vec<u8>> = redis::from_redis_value_ref(reply).unwrap();
-    let (floor, entries) = members.split_last()?;
+    let (floor, mut entries) = members.split_last()?;
+    if floor == b"inf" {
+        let (mark, rest) = entries.split_first().expect("a building list has its mark");
+        assert_eq!(mark, b"inf", "a building list starts with its mark");
+        entries = rest;
+    }
     let entries = entries
         .iter()
         .map(|m| layout::unpack(m).expect("an entry before the sentinel"))

@@ -8,7 +8,8 @@ use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::MigrationHarness;
 use feed_service::store::pg::{ensure_database, MIGRATIONS};
-use feed_service::types::{PostId, UserId};
+use feed_service::store::redis::layout;
+use feed_service::types::{Entry, PostId, UserId};
 use secrecy::ExposeSecret;
 
 use crate::helpers::{ids, spawn_app, spawn_app_with, test_settings, Cleanup, TestUser};
@@ -129,15 +130,22 @@ async fn a_big_v_flagged_by_sql_is_pulled_by_its_followers() {
 }
 
 #[tokio::test]
-async fn feeds_left_in_the_sorted_set_layout_are_dropped_at_startup_and_rebuilt() {
+async fn feeds_left_in_an_older_layout_are_dropped_at_startup_and_rebuilt() {
     // Arrange: a reader's inbox and its author's outbox as the sorted-set
-    // layout held them (a sentinel member "" scored at the floor), and no
-    // layout recorded, as an older release left Redis.
+    // layout held them (a sentinel member "" scored at the floor); a second
+    // reader's inbox being built as the first list layout held it (entries,
+    // then the sentinel `inf`, no mark at its head); a third's built in
+    // that layout, which the current one reads as it is; and no layout
+    // recorded, as an older release left Redis.
     let settings = test_settings();
     let first = spawn_app_with(settings.clone()).await;
     let author = first.create_user("author").await;
     let reader = first.create_user("reader").await;
-    first.follow(&reader, &author).await;
+    let building = first.create_user("building").await;
+    let built = first.create_user("built").await;
+    for r in [&reader, &building, &built] {
+        first.follow(r, &author).await;
+    }
     let posts = vec![
         first.publish(&author, "one").await,
         first.publish(&author, "two").await,
@@ -158,6 +166,24 @@ async fn feeds_left_in_the_sorted_set_layout_are_dropped_at_startup_and_rebuilt(
         }
         let _: () = old.query_async(&mut conn).await.unwrap();
     }
+    let list = |floor: &str| -> Vec<Vec<u8>> {
+        let mut list: Vec<Vec<u8>> = posts
+            .iter()
+            .rev()
+            .map(|p| layout::pack(&Entry::new(p.created_at_ms, p.id)))
+            .collect();
+        list.push(floor.as_bytes().to_vec());
+        list
+    };
+    let (unmarked, kept) = (
+        keys.inbox(UserId(building.id)),
+        keys.inbox(UserId(built.id)),
+    );
+    for (key, floor) in [(&unmarked, "inf"), (&kept, "-inf")] {
+        let mut old = redis::pipe();
+        old.atomic().del(key).rpush(key, list(floor));
+        let _: () = old.query_async(&mut conn).await.unwrap();
+    }
     let _: () = redis::cmd("DEL")
         .arg(keys.layout())
         .query_async(&mut conn)
@@ -167,13 +193,23 @@ async fn feeds_left_in_the_sorted_set_layout_are_dropped_at_startup_and_rebuilt(
     // Act: today's binary starts on that Redis.
     let second = spawn_app_with(settings).await;
 
-    // Assert: the old feeds are gone, the layout is recorded, and the
-    // reader scrolls both posts from feeds rebuilt in the new layout.
+    // Assert: the old feeds and the unmarked build are gone, the built
+    // list is kept, the layout is recorded, and every reader scrolls both
+    // posts from feeds in the new layout.
     async fn kind(conn: &mut feed_service::store::redis::Conn, key: &str) -> String {
         redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
     }
     assert_eq!(kind(&mut conn, &inbox).await, "none");
     assert_eq!(kind(&mut conn, &outbox).await, "none");
+    assert_eq!(kind(&mut conn, &unmarked).await, "none");
+    let held: Vec<Vec<u8>> = redis::cmd("LRANGE")
+        .arg(&kept)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(held, list("-inf"));
     let recorded: String = redis::cmd("GET")
         .arg(keys.layout())
         .query_async(&mut conn)
@@ -181,7 +217,9 @@ async fn feeds_left_in_the_sorted_set_layout_are_dropped_at_startup_and_rebuilt(
         .unwrap();
     assert_eq!(recorded, feed_service::store::redis::layout::NAME);
     let want: Vec<PostId> = ids(&posts).into_iter().rev().collect();
-    assert_eq!(second.home(&reader, 1).await, want);
+    for r in [&reader, &building, &built] {
+        assert_eq!(second.home(r, 1).await, want);
+    }
     let own = second
         .scroll(
             &format!("/api/v1/users/{}/posts", author.id),

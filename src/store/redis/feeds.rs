@@ -38,11 +38,11 @@ pub struct FeedLists<'a>(pub(super) &'a RedisStore);
 
 impl FeedLists<'_> {
     /// Reads each feed's window from `max` down (clause 6): `fetch + 1`
-    /// entries and [`scripts::TIE_SLACK`] more, each with its floor as of
-    /// the same moment. From the top (no `max`) with plain commands, a
-    /// transaction per slot; below a cursor with one [`scripts::SOURCES`]
-    /// call per node holding some, which finds the cursor's place. Either
-    /// way one round trip (one call or pipeline per master on a cluster).
+    /// entries and [`scripts::TIE_SLACK`] more, each with its state as of
+    /// the same moment. From the top (no `max`) with one `LRANGE` each;
+    /// below a cursor with one [`scripts::SOURCES`] call per node holding
+    /// some, which finds the cursor's place. Either way one round trip
+    /// (one pipeline or call per master on a cluster).
     pub async fn ranges(
         self,
         keys: &[String],
@@ -60,8 +60,9 @@ impl FeedLists<'_> {
         windows.into_iter().map(Window::range).collect()
     }
 
-    /// The window of each feed from its top: `LINDEX -1` and `LRANGE` of
-    /// its first `take` elements, the keys of a slot in one transaction.
+    /// The window of each feed from its top: an `LRANGE` of its first
+    /// `take` elements, which holds its state too (clause 6), the keys of a
+    /// slot in one pipeline.
     async fn tops(self, keys: &[String], take: usize) -> AppResult<Vec<Window>> {
         let groups = self.0.topology().groups(keys);
         let pipes: Vec<(u16, redis::Pipeline)> = groups
@@ -69,7 +70,6 @@ impl FeedLists<'_> {
             .map(|group| {
                 let mut pipe = redis::pipe();
                 for &i in group {
-                    pipe.cmd("LINDEX").arg(&keys[i]).arg(-1);
                     pipe.cmd("LRANGE").arg(&keys[i]).arg(0).arg(take - 1);
                 }
                 (slot(keys[group[0]].as_bytes()), pipe)
@@ -77,11 +77,11 @@ impl FeedLists<'_> {
             .collect();
         let replies = self
             .0
-            .with_conn(|c| async move { c.reads().transactions(&pipes).await })
+            .with_conn(|c| async move { c.reads().query_groups(pipes).await })
             .await?;
         let mut out: Vec<Option<Window>> = vec![None; keys.len()];
         for (group, results) in groups.iter().zip(replies) {
-            if results.len() != 2 * group.len() {
+            if results.len() != group.len() {
                 return Err(AppError::internal(
                     "reading feeds",
                     Message(format!(
@@ -91,8 +91,8 @@ impl FeedLists<'_> {
                     )),
                 ));
             }
-            for (&i, pair) in group.iter().zip(results.chunks(2)) {
-                out[i] = Some(Window::from_top(&keys[i], &pair[0], &pair[1])?);
+            for (&i, reply) in group.iter().zip(&results) {
+                out[i] = Some(Window::from_top(&keys[i], reply)?);
             }
         }
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
@@ -258,25 +258,51 @@ impl FeedLists<'_> {
     }
 }
 
-/// One feed's window as read (clause 6): its sentinel (`None`: the key
-/// is missing), whether the window reached it, and its entries.
+/// One feed's window as read (clause 6): what it tells of the sentinel,
+/// whether the window reached it, and its entries.
 #[derive(Clone, Default)]
 struct Window {
-    sentinel: Option<String>,
+    sentinel: Sentinel,
     ended: bool,
     entries: Vec<Entry>,
 }
 
+/// What a window tells of its feed's sentinel.
+#[derive(Clone, Default)]
+enum Sentinel {
+    /// The key is missing.
+    #[default]
+    Missing,
+    /// The sentinel, as read.
+    Read(String),
+    /// Not read: a window from the top stopped before it, in a list that
+    /// is not building (a building list's mark comes first). Such a window
+    /// vouches for the entries above its last score, whatever the floor.
+    Beyond,
+}
+
 impl Window {
-    /// A window from the top: the replies of `LINDEX -1` and of `LRANGE`,
-    /// whose last element is the sentinel if it reached it (a sentinel's
-    /// length tells it from an entry).
-    fn from_top(key: &str, sentinel: &Value, elements: &Value) -> AppResult<Window> {
-        let sentinel: Option<String> =
-            redis::from_redis_value_ref(sentinel).map_err(reading(key))?;
+    /// A window from the top, as an `LRANGE` of the list's first elements
+    /// returns it: nothing for a missing key; a building list's mark
+    /// first, or an empty list's sentinel alone; else entries, then the
+    /// sentinel if the window reached it (a sentinel's length tells it from
+    /// an entry). A window that did not reach it leaves the floor unknown,
+    /// and holds every entry above its last score.
+    fn from_top(key: &str, elements: &Value) -> AppResult<Window> {
         let mut raw = elements_of(key, elements)?;
-        let ended = raw.last().is_some_and(|e| layout::unpack(e).is_none());
-        if ended {
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        let Some(&first) = raw.first() else {
+            return Ok(Window::default());
+        };
+        if layout::unpack(first).is_none() {
+            return Ok(Window {
+                sentinel: Sentinel::Read(text(first)),
+                ended: true,
+                entries: Vec::new(),
+            });
+        }
+        let last = raw.last().copied().filter(|e| layout::unpack(e).is_none());
+        if last.is_some() {
             raw.pop();
         }
         let entries = raw
@@ -284,8 +310,8 @@ impl Window {
             .map(|e| unpack(key, e))
             .collect::<AppResult<_>>()?;
         Ok(Window {
-            sentinel,
-            ended,
+            sentinel: last.map_or(Sentinel::Beyond, |s| Sentinel::Read(text(s))),
+            ended: last.is_some(),
             entries,
         })
     }
@@ -321,7 +347,7 @@ impl Window {
                 .collect::<AppResult<_>>()?,
         };
         Ok(Window {
-            sentinel,
+            sentinel: sentinel.map_or(Sentinel::Missing, Sentinel::Read),
             ended: ended == 1,
             entries,
         })
@@ -331,11 +357,15 @@ impl Window {
     /// holding every entry above its floor, if it reached it, or only
     /// above its last score, if it did not (that score's run may go on).
     fn range(self) -> AppResult<Range> {
-        let floor = match self.sentinel.as_deref() {
-            None | Some("") => return Ok(Range::Missing),
-            Some("inf") | Some("+inf") => return Ok(Range::Building),
-            Some("-inf") => None,
-            Some(text) => Some(parse_score(text)?),
+        let floor = match &self.sentinel {
+            Sentinel::Missing => return Ok(Range::Missing),
+            Sentinel::Beyond => None,
+            Sentinel::Read(text) => match text.as_str() {
+                "" => return Ok(Range::Missing),
+                "inf" | "+inf" => return Ok(Range::Building),
+                "-inf" => None,
+                text => Some(parse_score(text)?),
+            },
         };
         let cut = match self.ended {
             true => None,

@@ -7,7 +7,7 @@
 use crate::types::{Entry, PostId};
 
 /// The layout's name, recorded in Redis (`Keys::layout`).
-pub const NAME: &str = "lists-1";
+pub const NAME: &str = "lists-2";
 
 /// The first millisecond an entry can hold: 2020-01-01T00:00:00Z. The last
 /// is 2⁴⁰ ms later (November 2054).

@@ -457,9 +457,11 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Deletes the feeds an older layout left (sorted sets where feed lists
-    /// now live; they are derived, so they are rebuilt when next read), once
-    /// per Redis: a marker key records the layout. Instances of the older
+    /// Deletes the feeds an older layout left (they are derived, so they
+    /// are rebuilt when next read), once per Redis: sorted sets where feed
+    /// lists now live, and lists being built without the mark at their
+    /// head (a build so abandoned is done again on the next read). A marker
+    /// key records the layout. Instances of the older
     /// layout must be stopped first: both cannot share one Redis. Returns
     /// how many keys it deleted.
     pub async fn adopt_layout(&self) -> AppResult<u64> {
@@ -480,9 +482,28 @@ impl RedisStore {
                         pipe.cmd("TYPE").arg(key);
                     })
                     .await?;
+                let mut lists = Vec::new();
                 for (key, kind) in chunk.iter().zip(types) {
-                    if kind == Value::SimpleString("zset".into()) {
-                        old.push(key.clone());
+                    match kind {
+                        Value::SimpleString(kind) if kind == "zset" => old.push(key.clone()),
+                        Value::SimpleString(kind) if kind == "list" => lists.push(key.clone()),
+                        _ => {}
+                    }
+                }
+                let heads = self
+                    .query_per_slot(&lists, |pipe, key| {
+                        pipe.cmd("LINDEX").arg(key).arg(0);
+                    })
+                    .await?;
+                let tails = self
+                    .query_per_slot(&lists, |pipe, key| {
+                        pipe.cmd("LINDEX").arg(key).arg(-1);
+                    })
+                    .await?;
+                let inf = Value::BulkString(b"inf".to_vec());
+                for ((key, head), tail) in lists.into_iter().zip(heads).zip(tails) {
+                    if tail == inf && head != inf {
+                        old.push(key);
                     }
                 }
             }

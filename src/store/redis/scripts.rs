@@ -14,7 +14,10 @@
 //! big-endian (`layout.rs`). Feed order is the score descending, then the
 //! id's decimal bytes descending, as everywhere in the service. A sentinel
 //! is `-inf`, `inf` or a score in decimal (13 digits), so its length tells
-//! it from an entry; it is always the last element. At the cap of 1,000 an
+//! it from an entry; it is always the last element. A list being built
+//! (floor `inf`) also starts with a *mark*, `inf`, so that a window read
+//! from the top sees the state whether or not it reaches the sentinel
+//! (clause 6). At the cap of 1,000 an
 //! entry costs Redis about 11.5 bytes, against 110 in a sorted set, and a
 //! range read returns packed entries, with no score to format.
 //!
@@ -32,7 +35,8 @@
 //!      but nothing in it is trusted yet;
 //!    - no key: *missing*; nothing is known, rebuild it.
 //! 2. **In order, once, the sentinel last.** Entries are kept in feed order,
-//!    each at most once, none below the floor, and the sentinel after them.
+//!    each at most once, none below the floor, and the sentinel after them
+//!    (a building list's mark before them).
 //! 3. **Push** ([`PUSH`]): adds entries to lists that exist (a missing one
 //!    stays missing: it is rebuilt on its next read, so memory follows active
 //!    readers), each in its place, and only entries scored at or above the
@@ -46,20 +50,22 @@
 //!    entries is cut to its newest `cap`, the floor raised to the highest
 //!    score removed (the slack keeps fan-out from trimming on every push).
 //! 5. **Build** ([`BEGIN`], then [`FILL`]): a missing key is created in the
-//!    building state (with a TTL, so an abandoned build expires) *before*
-//!    PostgreSQL is read, so that pushes racing with the read land in it.
-//!    FILL merges what was read, sets the floor (`-inf` if everything was
+//!    building state, its mark and its sentinel (with a TTL, so an
+//!    abandoned build expires), *before* PostgreSQL is read, so that
+//!    pushes racing with the read land in it, below the mark. FILL takes
+//!    the mark off, merges what was read, sets the floor (`-inf` if everything was
 //!    read, else the lowest score read), drops entries below it, removes
 //!    the TTL and trims. FILL completes only a list still building: one that
 //!    vanished or whose build was abandoned is left as it is.
-//! 6. **Read**: a source is read as a *window*, its floor and a range of
-//!    its elements at one moment, so the floor a reader sees describes
-//!    the range it read: the `LINDEX -1` and `LRANGE` of a read from the
-//!    top travel in one transaction (`MULTI`, per slot), and a read below
-//!    a cursor is one [`SOURCES`] call, which finds the cursor's place by
-//!    halving (`LINDEX`). A window that reached the sentinel holds every
-//!    entry down to the floor; one that did not holds every entry only
-//!    above the last score it read.
+//! 6. **Read**: a source is read as a *window*, its state and a range of
+//!    its elements at one moment, so the state a reader sees describes
+//!    the range it read: a read from the top is one `LRANGE` of the
+//!    list's first elements (a building list's mark, or entries and, if
+//!    it reaches it, the sentinel), and a read below a cursor is one
+//!    [`SOURCES`] call, which reads the sentinel and finds the cursor's
+//!    place by halving (`LINDEX`). A window that reached the sentinel
+//!    holds every entry down to the floor; one that did not holds every
+//!    entry only above the last score it read.
 //!
 //! A build's read is bounded by PostgreSQL's statement timeout (seconds),
 //! well inside the build TTL, so a FILL never lands in a later build.

@@ -1,5 +1,6 @@
 local raw = redis.call('LINDEX', KEYS[1], -1)
 if not raw or floor_of(raw) ~= nil then return 0 end
+unmark(KEYS[1])
 merge(KEYS[1], packed(4))
 local n = redis.call('LLEN', KEYS[1])
 if ARGV[2] == '-inf' then

@@ -93,6 +93,16 @@ local function push_newest(key, cap, s, e)
   end
   return 1
 end
+-- Takes a building list's mark off its head (clause 5), for the entries
+-- to go in below it; `mark` puts it back.
+local function unmark(key)
+  if redis.call('LINDEX', key, 0) == 'inf' and redis.call('LLEN', key) > 1 then
+    redis.call('LPOP', key)
+  end
+end
+local function mark(key)
+  redis.call('LPUSH', key, 'inf')
+end
 -- Pushes that many entries rewrite the list; fewer go one by one.
 local MERGE_FROM = 8
 local function push(key, cap, cut, list)
@@ -118,13 +128,14 @@ local function push(key, cap, cut, list)
   for _, x in ipairs(list) do
     if floor == nil or x[1] >= floor then kept[#kept + 1] = x end
   end
+  if floor == nil then unmark(key) end
   local added = 0
   if #kept >= MERGE_FROM then
     added = merge(key, kept)
   else
     for _, x in ipairs(kept) do added = added + insert(key, x[1], x[2]) end
   end
-  if floor ~= nil then trim(key, cap) end
+  if floor == nil then mark(key) else trim(key, cap) end
   return added
 end
 -- Removes the entries of `list` ({score, entry} pairs) from the list in

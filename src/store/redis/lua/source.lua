@@ -6,6 +6,7 @@ local function read_source(key, max, take)
   local n = redis.call('LLEN', key)
   if n == 0 then return {false, 0, {}} end
   local floor = redis.call('LINDEX', key, -1)
+  if floor_of(floor) == nil then return {floor, 0, {}} end
   local from = find(key, n, max)
   local r = redis.call('LRANGE', key, from, from + take - 1)
   if from + take < n then return {floor, 0, r} end
