@@ -490,19 +490,15 @@ impl RedisStore {
                         _ => {}
                     }
                 }
-                let heads = self
-                    .query_per_slot(&lists, |pipe, key| {
+                let ends = self
+                    .read_per_slot(&lists, |pipe, key| {
                         pipe.cmd("LINDEX").arg(key).arg(0);
-                    })
-                    .await?;
-                let tails = self
-                    .query_per_slot(&lists, |pipe, key| {
                         pipe.cmd("LINDEX").arg(key).arg(-1);
                     })
                     .await?;
                 let inf = Value::BulkString(b"inf".to_vec());
-                for ((key, head), tail) in lists.into_iter().zip(heads).zip(tails) {
-                    if tail == inf && head != inf {
+                for (key, ends) in lists.into_iter().zip(ends.chunks(2)) {
+                    if ends[1] == inf && ends[0] != inf {
                         old.push(key);
                     }
                 }
