@@ -895,7 +895,7 @@ async fn warm(client: &reqwest::Client, base: &str, tokens: &[String], label: &s
                     return;
                 };
                 let _ = client
-                    .get(format!("{base}/api/v1/feed?limit=20"))
+                    .get(format!("{base}/api/v1/feed?limit={PAGE_LIMIT}"))
                     .bearer_auth(&token)
                     .send()
                     .await;
@@ -1017,7 +1017,7 @@ fn at_rate(
                         .await
                 } else {
                     client
-                        .get(format!("{base}/api/v1/feed?limit=20"))
+                        .get(format!("{base}/api/v1/feed?limit={PAGE_LIMIT}"))
                         .bearer_auth(&token)
                         .send()
                         .await
