@@ -96,6 +96,10 @@ enum KeyDrop {
     All,
     Inbox(u8),
     Outbox(u8),
+    /// An inbox whose builder died between beginning the build and filling
+    /// it: the key stays building, with its mark, and the pushes land in
+    /// it until it expires; no read may trust it meanwhile.
+    Unfilled(u8),
     /// A big-V's record of its active fans.
     ActiveFans(u8),
     /// The copy of whom a reader follows (its HASH: the SET of names is
@@ -363,6 +367,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(KeyDrop::All),
         2 => user().prop_map(KeyDrop::Inbox),
         2 => user().prop_map(KeyDrop::Outbox),
+        2 => user().prop_map(KeyDrop::Unfilled),
         2 => user().prop_map(KeyDrop::ActiveFans),
         3 => user().prop_map(KeyDrop::Following),
         2 => user().prop_map(KeyDrop::Followees),
@@ -1233,6 +1238,18 @@ impl World {
                     KeyDrop::All => self.redis.delete_all().await.map(|_| ()),
                     KeyDrop::Inbox(u) => self.redis.delete(&keys.inbox(UserId(self.id(u)))).await,
                     KeyDrop::Outbox(u) => self.redis.delete(&keys.outbox(UserId(self.id(u)))).await,
+                    // A deleted account reads nothing: no build of its
+                    // inbox begins.
+                    KeyDrop::Unfilled(u) if self.model.gone.contains(&(u as usize % USERS)) => {
+                        Ok(())
+                    }
+                    KeyDrop::Unfilled(u) => {
+                        let inbox = keys.inbox(UserId(self.id(u)));
+                        match self.redis.delete(&inbox).await {
+                            Ok(()) => self.redis.feeds().begin_build(&inbox).await.map(|_| ()),
+                            Err(e) => Err(e),
+                        }
+                    }
                     KeyDrop::ActiveFans(u) => {
                         self.redis
                             .delete(&keys.active_fans(UserId(self.id(u))))
