@@ -36,13 +36,7 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("merge_and_cut");
     for req in [
         PageRequest::first(20),
-        PageRequest::after(
-            Cursor {
-                max: 1_700_000_000_000 - 100,
-                offset: 2,
-            },
-            20,
-        ),
+        PageRequest::after(Cursor::counted(1_700_000_000_000 - 100, 2), 20),
     ] {
         for sources in [1usize, 10, 50, 200] {
             let input = reads(sources, &req);

@@ -1,8 +1,9 @@
 //! Pages bounded by entries instead of cursors: what clients that page by
 //! item ids ask (Mastodon's `max_id`, `since_id` and `min_id`). Each is
-//! read through the cursor pages (one read, rarely more), so it has their
-//! guarantees: an entry is strictly older or newer than a bound, whatever
-//! else shares its millisecond, and nothing is skipped or repeated.
+//! read through the cursor pages by position (one read, rarely more), so
+//! it has their guarantees: an entry is strictly older or newer than a
+//! bound, whatever else shares its millisecond, and nothing is skipped or
+//! repeated.
 
 use std::cmp::Ordering;
 
@@ -49,6 +50,24 @@ fn older(a: &Entry, b: &Entry) -> bool {
     feed_order(a, b) == Ordering::Greater
 }
 
+/// The position right below `entry`.
+fn named_below(entry: Entry) -> Cursor {
+    Cursor {
+        max: entry.score,
+        offset: 0,
+        id: Some(entry.id),
+    }
+}
+
+/// The position right above `entry`.
+fn named_above(entry: Entry) -> Prev {
+    Prev {
+        min: entry.score,
+        offset: 0,
+        id: Some(entry.id),
+    }
+}
+
 fn window(n: usize) -> u32 {
     (n.max(1) as u32).min(PageRequest::MAX_LIMIT)
 }
@@ -80,16 +99,9 @@ impl Reads<'_> {
     async fn down_from(self, feed: Feed, bounds: Bounds, limit: u32) -> AppResult<Vec<Post>> {
         let want = limit as usize;
         let mut items = Vec::with_capacity(want);
-        // Below a bound: from the top of its millisecond, one more entry
-        // than asked (the bound itself, usually, is the first).
+        // Below a bound: the position that names it.
         let mut req = match bounds.older_than {
-            Some(high) => PageRequest::after(
-                Cursor {
-                    max: high.score,
-                    offset: 0,
-                },
-                window(want + 1),
-            ),
+            Some(high) => PageRequest::after(named_below(high), window(want)),
             None => PageRequest::first(window(want)),
         };
         for _ in 0..MAX_ROUNDS {
@@ -126,15 +138,8 @@ impl Reads<'_> {
         let want = limit as usize;
         // Newest first, like every page; filled from the bottom up.
         let mut items: Vec<Post> = Vec::with_capacity(want);
-        // From the bottom of the bound's millisecond, one more entry than
-        // asked (the bound itself, usually, is the last).
-        let mut req = PageRequest::before(
-            Prev {
-                min: low.score,
-                offset: 0,
-            },
-            window(want + 1),
-        );
+        // Above a bound: the position that names it.
+        let mut req = PageRequest::before(named_above(low), window(want));
         for _ in 0..MAX_ROUNDS {
             let page = self.read(feed, req).await?;
             let read = page.items.len();

@@ -9,18 +9,30 @@
 //! that very millisecond or a follow or unfollow of an author with a post
 //! in it, can still move the skip by one: the cursor is a count.)
 
-use crate::types::{Cursor, Entry, PageRequest, Prev};
+use std::cmp::Ordering;
+
+use crate::types::{feed_order, Cursor, Entry, PageRequest, PostId, Prev};
 
 /// Where an entry of a stream stands: its score (the feed's entries, a
 /// list of accounts by the time each was added). A page is cut by scores
 /// alone: the cursor counts entries, it does not name them.
 pub trait Scored {
     fn score(&self) -> i64;
+
+    /// The post the entry is of, where it names one (a position names
+    /// the feed's entries).
+    fn post(&self) -> Option<PostId> {
+        None
+    }
 }
 
 impl Scored for Entry {
     fn score(&self) -> i64 {
         self.score
+    }
+
+    fn post(&self) -> Option<PostId> {
+        Some(self.id)
     }
 }
 
@@ -60,6 +72,8 @@ pub enum Cut<T> {
 pub struct Top {
     pub score: i64,
     pub before: u32,
+    /// The item's post.
+    pub id: Option<PostId>,
 }
 
 impl Top {
@@ -69,27 +83,57 @@ impl Top {
         Prev {
             min: self.score,
             offset: run.saturating_sub(self.before),
+            id: self.id,
         }
     }
 }
 
+/// The request with the entry it names counted: `offset` becomes the
+/// entries of `stream` scored exactly `max` at or above that entry in feed
+/// order (it need not be there: deleted, unfollowed). `stream` holds the
+/// run of `max` from its top, in feed order. A request by count is
+/// returned as it is.
+pub fn positioned<T>(stream: &[(Entry, Slot<T>)], req: &PageRequest) -> PageRequest {
+    let (Some(max), Some(id)) = (req.max, req.id) else {
+        return *req;
+    };
+    let named = Entry::new(max, id);
+    let passed = stream
+        .iter()
+        .take_while(|(e, _)| feed_order(e, &named) != Ordering::Greater)
+        .filter(|(e, _)| e.score == max)
+        .count();
+    PageRequest {
+        offset: u32::try_from(passed).unwrap_or(u32::MAX),
+        ..*req
+    }
+}
+
 /// Positions a stream that starts at the request's `max` (entries newer than
-/// it are dropped too): leaves out the `offset` entries scored exactly `max`
-/// that the client has already passed.
+/// it are dropped too): leaves out the entries scored exactly `max` that
+/// the client has already passed, the named entry and those above it, or
+/// by count the `offset` newest. (A named request's page also needs its
+/// count, for `next`: see [`positioned`].)
 pub fn after_seen<E: Scored, T>(
     stream: impl IntoIterator<Item = (E, Slot<T>)>,
     req: &PageRequest,
 ) -> impl Iterator<Item = (E, Slot<T>)> {
     let max = req.max;
+    let named = req.id.zip(max).map(|(id, m)| Entry::new(m, id));
     let mut skip = req.offset;
-    stream.into_iter().filter(move |(e, _)| match max {
-        Some(m) if e.score() > m => false,
-        Some(m) if e.score() == m && skip > 0 => {
-            skip -= 1;
-            false
-        }
-        _ => true,
-    })
+    stream
+        .into_iter()
+        .filter(move |(e, _)| match (max, named, e.post()) {
+            (Some(m), _, _) if e.score() > m => false,
+            (Some(m), Some(named), Some(id)) if e.score() == m => {
+                feed_order(&Entry::new(m, id), &named) == Ordering::Greater
+            }
+            (Some(m), None, _) if e.score() == m && skip > 0 => {
+                skip -= 1;
+                false
+            }
+            _ => true,
+        })
 }
 
 /// Cuts the requested page out of `stream`, which must be positioned (see
@@ -109,7 +153,7 @@ pub fn cut<E: Scored, T>(
     let mut items = Vec::with_capacity(req.limit as usize);
     // (score, entries of that score passed so far) of the current run.
     let mut run: Option<(i64, u32)> = None;
-    let mut last: Option<(i64, u32)> = None;
+    let mut last: Option<(i64, u32, Option<PostId>)> = None;
     let mut top = None;
     let mut more = false;
     // The entries of `score` the request's offset skipped: the stream does
@@ -136,19 +180,21 @@ pub fn cut<E: Scored, T>(
                 top = Some(Top {
                     score: entry.score(),
                     before: passed - 1 + skipped(entry.score()),
+                    id: entry.post(),
                 });
             }
             items.push(item);
-            last = Some((entry.score(), passed));
+            last = Some((entry.score(), passed, entry.post()));
         }
     }
     if !more && !complete {
         return Cut::NeedMore;
     }
     let next = match last {
-        Some((score, passed)) if more => Some(Cursor {
+        Some((score, passed, id)) if more => Some(Cursor {
             max: score,
             offset: passed + skipped(score),
+            id,
         }),
         _ => None,
     };
@@ -187,14 +233,26 @@ pub enum CutUp<T> {
 /// holds them all: they lie above the position or in the run of `min`),
 /// its `next` those of its last item's score from the top of their run
 /// down to it.
-pub fn cut_up<E: Scored, T>(
-    stream: Vec<(E, Slot<T>)>,
+pub fn cut_up<T>(
+    stream: Vec<(Entry, Slot<T>)>,
     req: &PageRequest,
     complete_above: bool,
 ) -> CutUp<T> {
     let min = req.min.unwrap_or(0);
     let run_at_min = stream.iter().filter(|(e, _)| e.score() == min).count() as u32;
-    let below = req.offset.min(run_at_min) as usize;
+    // A named entry leaves itself and the older entries of its score
+    // below; a count, the `offset` oldest.
+    let below = match req.id {
+        Some(id) => {
+            let named = Entry::new(min, id);
+            stream
+                .iter()
+                .filter(|(e, _)| e.score == min && feed_order(e, &named) != Ordering::Less)
+                .count() as u32
+        }
+        None => req.offset.min(run_at_min),
+    };
+    let below = below as usize;
     // Entries of the first one's score may lie above the stream.
     let open_at =
         |score: i64| !complete_above && stream.first().is_some_and(|(e, _)| e.score() == score);
@@ -220,10 +278,16 @@ pub fn cut_up<E: Scored, T>(
             next: Cursor {
                 max: min,
                 offset: run_at_min - below as u32,
+                id: req.id,
             },
             prev: Prev {
                 min,
-                offset: req.offset,
+                offset: if req.id.is_some() {
+                    below as u32
+                } else {
+                    req.offset
+                },
+                id: req.id,
             },
             marks: Vec::new(),
         };
@@ -232,16 +296,18 @@ pub fn cut_up<E: Scored, T>(
     if open_at(last_score) {
         return CutUp::NeedMore;
     }
-    let count = |range: &[(E, Slot<T>)], score: i64| {
+    let count = |range: &[(Entry, Slot<T>)], score: i64| {
         range.iter().filter(|(e, _)| e.score() == score).count() as u32
     };
     let next = Cursor {
         max: last_score,
         offset: count(&stream[..=oldest], last_score),
+        id: Some(stream[oldest].0.id),
     };
     let mark = |i: usize| Prev {
         min: stream[i].0.score(),
         offset: count(&stream[i..], stream[i].0.score()),
+        id: Some(stream[i].0.id),
     };
     let prev = mark(newest);
     let marks: Vec<Prev> = picked.iter().rev().map(|&i| mark(i)).collect();
@@ -284,7 +350,25 @@ mod tests {
         stream.iter().map(|e| (*e, Slot::Shown(*e))).collect()
     }
 
+    /// A position that names post `id` at `score`.
+    fn named(max: i64, offset: u32, id: i64) -> Cursor {
+        Cursor {
+            max,
+            offset,
+            id: Some(PostId(id)),
+        }
+    }
+
+    fn named_prev(min: i64, offset: u32, id: i64) -> Prev {
+        Prev {
+            min,
+            offset,
+            id: Some(PostId(id)),
+        }
+    }
+
     fn page(stream: &[(Entry, Slot<Entry>)], req: PageRequest) -> (Vec<Entry>, Option<Cursor>) {
+        let req = positioned(stream, &req);
         match cut(after_seen(stream.iter().cloned(), &req), &req, true) {
             Cut::Page { items, next, .. } => (items, next),
             Cut::NeedMore => unreachable!("complete streams always cut"),
@@ -320,11 +404,46 @@ mod tests {
             at(8, 4),
             at(8, 5),
         ]));
-        let (items, next) = page(&stream, PageRequest::after(Cursor { max: 9, offset: 1 }, 1));
+        let (items, next) = page(&stream, PageRequest::after(Cursor::counted(9, 1), 1));
         assert_eq!(items.len(), 1);
-        assert_eq!(next, Some(Cursor { max: 9, offset: 2 }));
-        let (_, next) = page(&stream, PageRequest::after(Cursor { max: 9, offset: 2 }, 2));
-        assert_eq!(next, Some(Cursor { max: 8, offset: 1 }));
+        assert_eq!(next, Some(named(9, 2, 2)));
+        let (_, next) = page(&stream, PageRequest::after(Cursor::counted(9, 2), 2));
+        assert_eq!(next, Some(named(8, 1, 5)));
+    }
+
+    #[test]
+    fn a_named_position_stays_put_while_its_millisecond_changes() {
+        let mut stream = shown(&sorted(vec![at(9, 5), at(9, 4), at(9, 3), at(8, 1)]));
+        let (items, next) = page(&stream, PageRequest::first(2));
+        assert_eq!(items, vec![at(9, 5), at(9, 4)]);
+        let next = next.unwrap();
+        assert_eq!(next, named(9, 2, 4));
+        // Late posts of that millisecond: 40 sorts above the position
+        // ("40" > "4"), 35 below it.
+        stream.extend(shown(&[at(9, 40), at(9, 35)]));
+        stream.sort_by(|a, b| feed_order(&a.0, &b.0));
+        // By count, the client is shown post 4 again; by name, it goes on
+        // from right below post 4, the late post below it included, and
+        // `next` counts what lies above it now.
+        assert_eq!(
+            page(&stream, PageRequest::after(Cursor { id: None, ..next }, 2)).0,
+            vec![at(9, 4), at(9, 35)]
+        );
+        let (items, after) = page(&stream, PageRequest::after(next, 2));
+        assert_eq!(items, vec![at(9, 35), at(9, 3)]);
+        assert_eq!(after, Some(named(9, 5, 3)));
+        // The named post may be gone: the position stays where it was.
+        stream.retain(|(e, _)| e.id != PostId(4));
+        let (items, _) = page(&stream, PageRequest::after(next, 1));
+        assert_eq!(items, vec![at(9, 35)]);
+        // Up from a name: what lies above it, the late post included.
+        let req = PageRequest::before(named_prev(9, 2, 35), 5);
+        let end = stream.partition_point(|(e, _)| e.score >= 9);
+        let CutUp::Page { items, prev, .. } = cut_up(stream[..end].to_vec(), &req, true) else {
+            unreachable!()
+        };
+        assert_eq!(items, vec![at(9, 5), at(9, 40)]);
+        assert_eq!(prev, named_prev(9, 4, 5));
     }
 
     #[test]
@@ -338,12 +457,12 @@ mod tests {
         ];
         let (items, next) = page(&stream, PageRequest::first(1));
         assert_eq!(items, vec![at(9, 2)]);
-        assert_eq!(next, Some(Cursor { max: 9, offset: 2 }));
+        assert_eq!(next, Some(named(9, 2, 2)));
         assert_eq!(scroll(&stream, 1), vec![at(9, 2), at(9, 1), at(8, 4)]);
         // Hiding an entry already passed does not move the rest.
         let mut later = stream.clone();
         later[1].1 = Slot::Hidden;
-        let (items, _) = page(&later, PageRequest::after(Cursor { max: 9, offset: 2 }, 5));
+        let (items, _) = page(&later, PageRequest::after(Cursor::counted(9, 2), 5));
         assert_eq!(items, vec![at(9, 1), at(8, 4)]);
     }
 
@@ -448,7 +567,7 @@ mod tests {
             (at(8, 2), Slot::Hidden),
             shown_at(8, 1),
         ];
-        let req = PageRequest::before(Prev { min: 8, offset: 1 }, 2);
+        let req = PageRequest::before(Prev::counted(8, 1), 2);
         let CutUp::Page {
             items,
             next,
@@ -459,10 +578,10 @@ mod tests {
             unreachable!()
         };
         assert_eq!(items, vec![at(9, 4), at(8, 3)]);
-        assert_eq!(next, Cursor { max: 8, offset: 1 });
-        assert_eq!(prev, Prev { min: 9, offset: 1 });
+        assert_eq!(next, named(8, 1, 3));
+        assert_eq!(prev, named_prev(9, 1, 4));
         // Above 8/3: the entries of 8 from it down, the hidden one counted.
-        assert_eq!(marks, vec![prev, Prev { min: 8, offset: 3 }]);
+        assert_eq!(marks, vec![prev, named_prev(8, 3, 3)]);
         // Started above an entry of 9, it decides the page (the cursors
         // count from the items away from the top); started inside the run
         // of 8, it cannot tell that run's length: read more.
@@ -472,7 +591,7 @@ mod tests {
         ));
         assert_eq!(cut_up(stream[2..].to_vec(), &req, false), CutUp::NeedMore);
         // Nothing newer: the position stays, next is the position from above.
-        let req = PageRequest::before(Prev { min: 9, offset: 2 }, 2);
+        let req = PageRequest::before(Prev::counted(9, 2), 2);
         let CutUp::Page {
             items, next, prev, ..
         } = cut_up(stream[..2].to_vec(), &req, true)
@@ -480,9 +599,6 @@ mod tests {
             unreachable!()
         };
         assert!(items.is_empty());
-        assert_eq!(
-            (next, prev),
-            (Cursor { max: 9, offset: 0 }, Prev { min: 9, offset: 2 })
-        );
+        assert_eq!((next, prev), (Cursor::counted(9, 0), Prev::counted(9, 2)));
     }
 }

@@ -52,7 +52,7 @@ pub async fn home(
     operation_id = "home_stream",
     params(
         ("Last-Event-ID" = Option<String>, Header,
-            description = "The id of the last event received (`<min>:<offset>`): resume after it"),
+            description = "The id of the last event received (`<min>:<offset>:<post id>`, or `<min>:<offset>` from older releases): resume after it"),
     ),
     responses(
         (status = 200, description = "The live stream", content_type = "text/event-stream", body = String),
@@ -102,27 +102,47 @@ pub(crate) fn last_event_id(req: &actix_web::HttpRequest) -> Result<Option<Prev>
         Some(v) => Ok(Some(v.to_str().ok().and_then(parse_event_id).ok_or_else(
             || {
                 AppError::BadRequest(
-                    "Last-Event-ID must be an event id of this stream: <min>:<offset>".into(),
+                    "Last-Event-ID must be an event id of this stream: \
+                     <min>:<offset>:<post id> (or <min>:<offset>)"
+                        .into(),
                 )
             },
         )?)),
     }
 }
 
-/// An event id: a position, `<min>:<offset>`.
+/// An event id: a position, `<min>:<offset>:<post id>` (the entry it
+/// names), or `<min>:<offset>` where it names none (below every entry).
 pub(crate) fn event_id(at: &Prev) -> String {
-    format!("{}:{}", at.min, at.offset)
+    match at.id {
+        Some(id) => format!("{}:{}:{id}", at.min, at.offset),
+        None => format!("{}:{}", at.min, at.offset),
+    }
 }
 
+/// A position from an event id; the older `<min>:<offset>` form resumes by
+/// count.
 fn parse_event_id(text: &str) -> Option<Prev> {
-    let (min, offset) = text.trim().split_once(':')?;
-    let (min, offset) = (min.parse::<i64>().ok()?, offset.parse::<u32>().ok()?);
-    (min >= 0).then_some(Prev { min, offset })
+    let mut parts = text.trim().split(':');
+    let min = parts.next()?.parse::<i64>().ok()?;
+    let offset = parts.next()?.parse::<u32>().ok()?;
+    let id = match parts.next() {
+        None => None,
+        Some(id) => Some(id.parse::<i64>().ok().filter(|id| *id > 0)?),
+    };
+    if parts.next().is_some() || min < 0 {
+        return None;
+    }
+    Some(Prev {
+        min,
+        offset,
+        id: id.map(crate::types::PostId),
+    })
 }
 
 /// An event as Server-Sent Events write it.
 fn sse(event: &Event) -> String {
-    let position = |at: &Prev| serde_json::json!({"min": at.min, "offset": at.offset});
+    let position = |at: &Prev| serde_json::to_value(at).unwrap_or_default();
     match event {
         Event::Open { at, gap } => {
             let mut data = position(at);

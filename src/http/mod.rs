@@ -151,6 +151,12 @@ pub struct PageQuery {
     /// scores (a cursor the service gave).
     #[param(value_type = Option<i64>, minimum = 0, maximum = 10000)]
     offset: Option<String>,
+    /// The post the position stands on (a `next`'s or `prev`'s `id`, with
+    /// its `max` or `min`): the page is what lies below (above) that entry
+    /// in feed order, exactly, whatever joins or leaves its millisecond.
+    /// `offset` is then not used. Feeds only: an account list refuses it.
+    #[param(value_type = Option<i64>, minimum = 1)]
+    id: Option<String>,
     /// Items per page.
     #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     limit: Option<String>,
@@ -171,6 +177,7 @@ impl PageQuery {
             int("max", &self.max)?,
             int("min", &self.min)?,
             int("offset", &self.offset)?,
+            int("id", &self.id)?,
             int("limit", &self.limit)?,
         )
         .map_err(AppError::BadRequest)

@@ -597,13 +597,7 @@ async fn pages_from_postgresql_step_over_deleted_posts_with_redis_s_cursors() {
     // The page that crosses the 600 deleted posts reads a window, not them.
     let stats = app.engine.stats();
     let rows = Stats::get(&stats.rows_read);
-    let req = PageRequest::after(
-        Cursor {
-            max: BASE,
-            offset: 10,
-        },
-        2,
-    );
+    let req = PageRequest::after(Cursor::counted(BASE, 10), 2);
     let page = pg_page(&app, &reader, req).await;
     assert_eq!(ids(&page.items), vec![oldest.id]);
     assert_eq!(page.next, None);
@@ -645,4 +639,111 @@ async fn deleted_posts_whose_tombstones_expired_cost_sql_once() {
         0,
         "the second page over the deleted posts went to PostgreSQL again"
     );
+}
+
+/// A feed page as JSON: its items' ids, `next` and `prev`.
+async fn page_json(
+    app: &TestApp,
+    token: &str,
+    query: &str,
+) -> (Vec<PostId>, serde_json::Value, serde_json::Value) {
+    let res = app
+        .request(
+            reqwest::Method::GET,
+            &format!("/api/v1/feed?{query}"),
+            Some(token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK, "{query}");
+    let page: serde_json::Value = res.json().await.unwrap();
+    let items = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| PostId(p["id"].as_i64().unwrap()))
+        .collect();
+    (items, page["next"].clone(), page["prev"].clone())
+}
+
+/// A cursor sent back whole: every field of `at` as a query parameter.
+fn sent_back(at: &serde_json::Value, limit: u32) -> String {
+    let mut query = format!("limit={limit}");
+    for (k, v) in at.as_object().unwrap() {
+        query.push_str(&format!("&{k}={v}"));
+    }
+    query
+}
+
+#[tokio::test]
+async fn a_position_that_names_its_entry_pages_exactly_once_while_its_millisecond_fills() {
+    let app = spawn_app().await;
+    let (author, late) = (
+        app.create_user("author").await,
+        app.create_user("late").await,
+    );
+    let reader = app.create_user("reader").await;
+    follow_all(&app, &reader, &[author.clone(), late.clone()]).await;
+    let mut posts = Vec::new();
+    for i in 0..6 {
+        posts.push(app.publish_at(&author, &format!("tie {i}"), BASE).await);
+    }
+    posts.push(app.publish_at(&author, "older", BASE - 1).await);
+    app.settle().await;
+    let (first, next, prev) = page_json(&app, &reader.token, "limit=3").await;
+    assert_eq!(first, newest_first(&posts)[..3]);
+    // Both cursors name their entries.
+    assert_eq!(next["id"].as_i64(), Some(first[2].0));
+    assert_eq!(prev["id"].as_i64(), Some(first[0].0));
+    // Posts of the position's own millisecond arrive late (a clock behind)
+    // and one already passed is deleted.
+    for i in 0..4 {
+        posts.push(app.publish_at(&late, &format!("late {i}"), BASE).await);
+    }
+    assert_eq!(
+        app.delete_post(&author, first[1].0).await.status(),
+        StatusCode::NO_CONTENT
+    );
+    app.settle().await;
+    let order: Vec<PostId> = newest_first(&posts)
+        .into_iter()
+        .filter(|id| *id != first[1])
+        .collect();
+    let at = order.iter().position(|id| *id == first[2]).unwrap();
+    // The premise: late posts lie above the position, where a count moves.
+    assert!(order[..at].iter().any(|id| !first.contains(id)));
+    let counted = format!("limit=3&max={}&offset={}", next["max"], next["offset"]);
+    let (by_count, _, _) = page_json(&app, &reader.token, &counted).await;
+    assert_ne!(by_count, order[at + 1..at + 4], "a count stays put here");
+    // By name: everything below the entry, each once, in order.
+    let mut rest = Vec::new();
+    let mut cursor = next;
+    while !cursor.is_null() {
+        let (items, next, _) = page_json(&app, &reader.token, &sent_back(&cursor, 2)).await;
+        rest.extend(items);
+        cursor = next;
+    }
+    assert_eq!(rest, order[at + 1..]);
+    // Up from the first page's `prev` (its post deleted since or not):
+    // what lies above its first item, the late posts, closest first.
+    let above: Vec<PostId> = order[..order.iter().position(|id| *id == first[0]).unwrap()].to_vec();
+    let (up, _, _) = page_json(&app, &reader.token, &sent_back(&prev, 100)).await;
+    assert_eq!(up, above);
+    // An id needs its score; ids are positive; account lists page by count.
+    for bad in ["id=5", "max=1&id=0", "min=1&id=-3", "max=1&id=x"] {
+        let res = app
+            .request(
+                reqwest::Method::GET,
+                &format!("/api/v1/feed?{bad}"),
+                Some(&reader.token),
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let mutes = format!("/api/v1/users/{}/mutes?max=1&id=3", reader.id);
+    let res = app
+        .request(reqwest::Method::GET, &mutes, Some(&reader.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
 }

@@ -180,8 +180,8 @@ async fn a_page_deep_in_a_run_of_equal_scores_costs_what_a_first_page_does() {
     };
     let first = cost(PageRequest::first(100)).await;
     for offset in [50, 5_000, 10_000, 11_000] {
-        let req =
-            PageRequest::parse(Some(1_764_500_005_000), None, Some(offset), Some(100)).unwrap();
+        let req = PageRequest::parse(Some(1_764_500_005_000), None, Some(offset), None, Some(100))
+            .unwrap();
         let deep = cost(req).await;
         assert!(
             deep <= 3 * first.max(202),

@@ -291,6 +291,14 @@ enum Op {
         how: u8,
         size: u8,
     },
+    /// A post stamped with the very millisecond a client's position
+    /// stands on, arriving late (a clock behind, a publish held up): of
+    /// the scroll in slot `target` (0 or 1), or of the live stream (2); by
+    /// the `pick`-th author its feed shows.
+    Late {
+        target: u8,
+        pick: u8,
+    },
 }
 
 impl Op {
@@ -307,6 +315,7 @@ impl Op {
             Op::FollowMany { .. } | Op::CopyLimit(_) => 1 << 22,
             Op::Listen { .. } | Op::Reconnect { .. } => 1 << 23,
             Op::Between { .. } => 1 << 24,
+            Op::Late { .. } => 1 << 25,
             Op::Delete { .. } => 1,
             Op::Unfollow { .. } => 1 << 1,
             Op::Refollow { .. } => 1 << 2,
@@ -424,6 +433,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => prop_oneof![Just(0u8), 1u8..30].prop_map(|back| Op::Reconnect { back }),
         5 => (user(), any::<u16>(), 0u8..3, 0..SIZES.len() as u8)
             .prop_map(|(reader, pick, how, size)| Op::Between { reader, pick, how, size }),
+        5 => (0u8..3, any::<u8>()).prop_map(|(target, pick)| Op::Late { target, pick }),
     ]
 }
 
@@ -467,6 +477,12 @@ fn newer_first(a: &MPost, b: &MPost) -> std::cmp::Ordering {
         .then_with(|| b.id.to_string().cmp(&a.id.to_string()))
 }
 
+/// [`newer_first`] of two entries (score, id): `Less` if `a` is newer.
+fn entry_order(a: (i64, i64), b: (i64, i64)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0)
+        .then_with(|| b.1.to_string().cmp(&a.1.to_string()))
+}
+
 /// Which feed a scroll reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Feed {
@@ -498,6 +514,9 @@ struct Scroll {
     /// Pages of this scroll were read while a write's Redis update was
     /// deferred to its job: the scroll as a whole is not checked.
     unchecked: bool,
+    /// The client sends back positions by the entry they name (`id`), not
+    /// by count: nothing excuses a repeat or a skip then.
+    named: bool,
 }
 
 /// The position a scroll reads its next page from.
@@ -508,7 +527,9 @@ enum At {
 }
 
 impl Scroll {
-    fn new(feed: Feed, initial: BTreeSet<i64>, unchecked: bool) -> Self {
+    /// A scroll of the client in `slot`: the first holds positions by
+    /// name, the second by count.
+    fn new(slot: usize, feed: Feed, initial: BTreeSet<i64>, unchecked: bool) -> Self {
         Scroll {
             feed,
             at: None,
@@ -519,6 +540,7 @@ impl Scroll {
             disturbed: BTreeSet::new(),
             seen: Vec::new(),
             unchecked,
+            named: slot == 0,
         }
     }
 
@@ -609,14 +631,25 @@ impl Model {
         let prev_of = |i: usize| Prev {
             min: s[i].score,
             offset: count(&s[i..], s[i].score),
+            id: Some(PostId(s[i].id)),
         };
+        // Where the `i`-th entry lies from the entry a position names
+        // (`Less`: above it).
+        let beside =
+            |i: usize, score: i64, id: PostId| entry_order((s[i].score, s[i].id), (score, id.0));
         if let Some(min) = req.min {
-            // Up: the newer side leaves the `offset` oldest entries scored
-            // `min` below; the page is its last `limit` live entries.
+            // Up: the newer side leaves below it the `offset` oldest
+            // entries scored `min`, or the named entry and those older;
+            // the page is its last `limit` live entries.
             let run = count(&s, min);
-            let below = req.offset.min(run) as usize;
+            let below = match req.id {
+                Some(id) => (0..s.len())
+                    .filter(|&i| s[i].score == min && beside(i, min, id).is_ge())
+                    .count() as u32,
+                None => req.offset.min(run),
+            };
             let end = s.iter().position(|p| p.score < min).unwrap_or(s.len());
-            let picked: Vec<usize> = (0..end - below)
+            let picked: Vec<usize> = (0..end - below as usize)
                 .rev()
                 .filter(|&i| !s[i].deleted)
                 .take(req.limit as usize)
@@ -624,11 +657,13 @@ impl Model {
             let (Some(&newest), Some(&oldest)) = (picked.last(), picked.as_slice().first()) else {
                 let next = Cursor {
                     max: min,
-                    offset: run - below as u32,
+                    offset: run - below,
+                    id: req.id,
                 };
                 let prev = Prev {
                     min,
-                    offset: req.offset,
+                    offset: if req.id.is_some() { below } else { req.offset },
+                    id: req.id,
                 };
                 return ((Vec::new(), Some(next), prev), Vec::new());
             };
@@ -636,19 +671,30 @@ impl Model {
             let next = Cursor {
                 max: s[oldest].score,
                 offset: count(&s[..=oldest], s[oldest].score),
+                id: Some(PostId(s[oldest].id)),
             };
             let marks = picked.iter().rev().map(|&i| prev_of(i)).collect();
             return ((items, Some(next), prev_of(newest)), marks);
         }
         let mut i = 0;
+        // The entries of `max` the position has passed.
+        let mut passed = 0;
         if let Some(max) = req.max {
             while i < s.len() && s[i].score > max {
                 i += 1;
             }
-            let mut skipped = 0;
-            while i < s.len() && s[i].score == max && skipped < req.offset {
+            while i < s.len()
+                && s[i].score == max
+                && match req.id {
+                    Some(id) => beside(i, max, id).is_le(),
+                    None => passed < req.offset,
+                }
+            {
                 i += 1;
-                skipped += 1;
+                passed += 1;
+            }
+            if req.id.is_none() {
+                passed = req.offset;
             }
         }
         let mut items = Vec::new();
@@ -676,6 +722,7 @@ impl Model {
                 Some(Cursor {
                     max: s[l].score,
                     offset: (l - start + 1) as u32,
+                    id: Some(PostId(s[l].id)),
                 })
             }
             _ => None,
@@ -685,7 +732,8 @@ impl Model {
             (None, None) => Prev::BOTTOM,
             (None, Some(max)) => Prev {
                 min: max,
-                offset: count(&s, max).saturating_sub(req.offset),
+                offset: count(&s, max).saturating_sub(passed),
+                id: req.id,
             },
         };
         ((items, next, prev), Vec::new())
@@ -694,6 +742,13 @@ impl Model {
     /// The live posts of `feed` above a refresh position.
     fn above(&self, feed: Feed, at: Prev) -> BTreeSet<i64> {
         let s = self.feed(feed);
+        if let Some(id) = at.id {
+            return s
+                .iter()
+                .filter(|p| !p.deleted && entry_order((p.score, p.id), (at.min, id.0)).is_lt())
+                .map(|p| p.id)
+                .collect();
+        }
         let run = s.iter().filter(|p| p.score == at.min).count();
         let end = s.iter().position(|p| p.score < at.min).unwrap_or(s.len());
         s[..end - (at.offset as usize).min(run)]
@@ -734,6 +789,9 @@ impl Model {
 fn check_scroll(model: &Model, s: &Scroll) -> Result<(), String> {
     let score_of: BTreeMap<i64, i64> = model.posts.iter().map(|p| (p.id, p.score)).collect();
     let author_of: BTreeMap<i64, usize> = model.posts.iter().map(|p| (p.id, p.author)).collect();
+    // A count moves when its millisecond's entries change while the client
+    // stands there (the count form's one slack); a named entry never does.
+    let excused = |score: i64| !s.named && s.disturbed.contains(&score);
     let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
     for (id, _) in &s.seen {
         *counts.entry(*id).or_default() += 1;
@@ -743,20 +801,19 @@ fn check_scroll(model: &Model, s: &Scroll) -> Result<(), String> {
             continue;
         }
         let n = counts.get(id).copied().unwrap_or(0);
-        if n != 1 && !s.disturbed.contains(&score_of[id]) {
+        if n != 1 && !excused(score_of[id]) {
             return Err(format!("scroll of {:?}: post {id} shown {n} times", s.feed));
         }
     }
     for (id, n) in &counts {
-        if *n > 1 && !s.disturbed.contains(&score_of[id]) {
+        if *n > 1 && !excused(score_of[id]) {
             return Err(format!("scroll of {:?}: post {id} shown {n} times", s.feed));
         }
     }
     for w in s.seen.windows(2) {
         let (a, b) = (w[0], w[1]);
         let ordered = a.1 > b.1 || (a.1 == b.1 && a.0.to_string() > b.0.to_string());
-        let excused = a.1 == b.1 && s.disturbed.contains(&a.1);
-        if !(ordered || excused) {
+        if !(ordered || (a.1 == b.1 && excused(a.1))) {
             return Err(format!(
                 "scroll of {:?}: post {} (at {}) before post {} (at {})",
                 s.feed, a.0, a.1, b.0, b.1
@@ -822,8 +879,11 @@ struct Listener {
     /// its position from may have lagged the records (what it had is not
     /// known).
     lagged: bool,
-    /// Scores at which a post entered below others of its millisecond.
-    disturbed: BTreeSet<i64>,
+    /// Posts whose Redis update was deferred to their job: each enters the
+    /// home when the job runs, at its place in the feed, which may lie
+    /// below the stream's position by then (a later post of its
+    /// millisecond came first and was sent). It may come, once.
+    deferred: BTreeSet<i64>,
     /// The newest entry the home has held since it opened (score, id): the
     /// stream's position is at or above it, even after it left the home
     /// (an unfollow, say), and a post entering below it is not streamed.
@@ -1035,99 +1095,7 @@ impl World {
                     Stamp::Lagging(ms) => self.model.clock - i64::from(ms),
                 };
                 for _ in 0..count {
-                    let body = PostBody::parse("m").unwrap();
-                    let key =
-                        IdempotencyKey::parse(format!("k{}", self.model.posts.len()).as_bytes())
-                            .unwrap();
-                    let deferred_before = self.deferred_total();
-                    let published = self
-                        .engine()
-                        .posts()
-                        .publish_keyed_at(self.model.ids[a], (&body, None), Some(&key), score)
-                        .await;
-                    let deferred = self.deferred_total() > deferred_before;
-                    if self.model.gone.contains(&a) || self.model.suspended.contains(&a) {
-                        // A deleted account is not found; a suspended one may not.
-                        return match published {
-                            Err(AppError::NotFound(_)) if self.model.gone.contains(&a) => Ok(()),
-                            Err(AppError::Forbidden(_)) if !self.model.gone.contains(&a) => Ok(()),
-                            other => Err(format!(
-                                "a publish by a deleted or suspended account answered {:?}",
-                                other.map(|p| p.post.id).map_err(|e| e.chain())
-                            )),
-                        };
-                    }
-                    let post = published
-                        .map_err(|e| format!("publish: {}", e.chain()))?
-                        .post;
-                    let model = &mut self.model;
-                    for slot in 0..2 {
-                        let Some(feed) = model.scrolls[slot].as_ref().map(|s| s.feed) else {
-                            continue;
-                        };
-                        if !model.holds(feed, a) {
-                            continue;
-                        }
-                        let at = model.scrolls[slot].as_ref().and_then(|s| s.at);
-                        let moved = match at {
-                            Some(At::Down(c)) => c.max == score,
-                            // A refresh position counts the oldest entries
-                            // of its score: only a post that sorts among
-                            // them moves it.
-                            Some(At::Up(p)) => {
-                                p.min == score
-                                    && model
-                                        .feed(feed)
-                                        .iter()
-                                        .filter(|q| q.score == score)
-                                        .filter(|q| q.id.to_string() < post.id.to_string())
-                                        .count()
-                                        < p.offset as usize
-                            }
-                            None => false,
-                        };
-                        if moved {
-                            let s = model.scrolls[slot].as_mut().expect("checked");
-                            s.disturbed.insert(score);
-                        }
-                    }
-                    if let Some(l) = self.listener.as_mut() {
-                        let home = Feed::Home(l.reader);
-                        // It enters the home above anything it has held
-                        // since the stream opened (a stream sends what
-                        // enters above its position).
-                        if self.model.holds(home, a) {
-                            if above((score, post.id.0), l.high) {
-                                l.expected.insert(post.id.0);
-                            }
-                            l.held((score, post.id.0));
-                        }
-                        // A post that sorts below others of its millisecond
-                        // (its id has fewer digits: `10` after `9`) moves a
-                        // position that counts that millisecond's oldest
-                        // entries: the count-based cursor's one slack.
-                        let below =
-                            self.model.feed(home).iter().any(|p| {
-                                p.score == score && p.id.to_string() > post.id.to_string()
-                            });
-                        if self.model.holds(home, a) && below {
-                            l.disturbed.insert(score);
-                        }
-                        // A post whose Redis update was deferred enters the
-                        // home when its job runs, below any later post of
-                        // its millisecond that came first: it moves a
-                        // position counting that millisecond's entries.
-                        if self.model.holds(home, a) && deferred {
-                            l.disturbed.insert(score);
-                        }
-                    }
-                    self.model.posts.push(MPost {
-                        id: post.id.0,
-                        author: a,
-                        score,
-                        deleted: false,
-                        key,
-                    });
+                    self.publish_at(a, score).await?;
                 }
             }
             Op::Delete { pick } => {
@@ -1361,7 +1329,7 @@ impl World {
                     .map(|p| p.id)
                     .collect();
                 self.model.scrolls[slot as usize % 2] =
-                    Some(Scroll::new(feed, initial, self.dirty));
+                    Some(Scroll::new(slot as usize % 2, feed, initial, self.dirty));
                 self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()], false)
                     .await?;
             }
@@ -1416,6 +1384,7 @@ impl World {
                     .await?
             }
             Op::FollowMany { who, ref whom } => self.follow_many(who, whom).await?,
+            Op::Late { target, pick } => self.late(target, pick).await?,
             Op::CopyLimit(pick) => {
                 self.settings(SettingsPatch {
                     follow_copy_limit: Some(COPY_LIMITS[pick as usize % COPY_LIMITS.len()]),
@@ -1465,6 +1434,115 @@ impl World {
         Ok(())
     }
 
+    /// A post stamped with the millisecond a client's position stands on:
+    /// a scroll's (`target` 0 or 1) or the live stream's (2), by the
+    /// `pick`-th author of its feed.
+    async fn late(&mut self, target: u8, pick: u8) -> Outcome {
+        let at = match target % 3 {
+            2 => self.listener.as_mut().and_then(|l| {
+                l.pump();
+                // (Below every entry: an empty home.)
+                l.last
+                    .filter(|at| at.min > 0)
+                    .map(|at| (Feed::Home(l.reader), at.min))
+            }),
+            slot => self.model.scrolls[slot as usize]
+                .as_ref()
+                .and_then(|s| Some((s.feed, s.score()?))),
+        };
+        let Some((feed, score)) = at else {
+            return Ok(());
+        };
+        let authors: Vec<usize> = (0..USERS).filter(|&u| self.model.holds(feed, u)).collect();
+        if authors.is_empty() {
+            return Ok(());
+        }
+        self.publish_at(authors[pick as usize % authors.len()], score)
+            .await
+    }
+
+    /// One post by `a` at `score`, and what the model expects of it.
+    async fn publish_at(&mut self, a: usize, score: i64) -> Outcome {
+        let body = PostBody::parse("m").unwrap();
+        let key = IdempotencyKey::parse(format!("k{}", self.model.posts.len()).as_bytes()).unwrap();
+        let deferred_before = self.deferred_total();
+        let published = self
+            .engine()
+            .posts()
+            .publish_keyed_at(self.model.ids[a], (&body, None), Some(&key), score)
+            .await;
+        let deferred = self.deferred_total() > deferred_before;
+        if self.model.gone.contains(&a) || self.model.suspended.contains(&a) {
+            // A deleted account is not found; a suspended one may not.
+            return match published {
+                Err(AppError::NotFound(_)) if self.model.gone.contains(&a) => Ok(()),
+                Err(AppError::Forbidden(_)) if !self.model.gone.contains(&a) => Ok(()),
+                other => Err(format!(
+                    "a publish by a deleted or suspended account answered {:?}",
+                    other.map(|p| p.post.id).map_err(|e| e.chain())
+                )),
+            };
+        }
+        let post = published
+            .map_err(|e| format!("publish: {}", e.chain()))?
+            .post;
+        let model = &mut self.model;
+        for slot in 0..2 {
+            let Some(feed) = model.scrolls[slot].as_ref().map(|s| s.feed) else {
+                continue;
+            };
+            if !model.holds(feed, a) {
+                continue;
+            }
+            let at = model.scrolls[slot].as_ref().and_then(|s| s.at);
+            let moved = match at {
+                Some(At::Down(c)) => c.max == score,
+                // A refresh position counts the oldest entries
+                // of its score: only a post that sorts among
+                // them moves it.
+                Some(At::Up(p)) => {
+                    p.min == score
+                        && model
+                            .feed(feed)
+                            .iter()
+                            .filter(|q| q.score == score)
+                            .filter(|q| q.id.to_string() < post.id.to_string())
+                            .count()
+                            < p.offset as usize
+                }
+                None => false,
+            };
+            if moved {
+                let s = model.scrolls[slot].as_mut().expect("checked");
+                s.disturbed.insert(score);
+            }
+        }
+        if let Some(l) = self.listener.as_mut() {
+            let home = Feed::Home(l.reader);
+            // It enters the home above anything it has held
+            // since the stream opened (a stream sends what
+            // enters above its position).
+            if self.model.holds(home, a) {
+                if above((score, post.id.0), l.high) {
+                    l.expected.insert(post.id.0);
+                }
+                l.held((score, post.id.0));
+            }
+            // A post whose Redis update was deferred enters the
+            // home when its job runs.
+            if self.model.holds(home, a) && deferred {
+                l.deferred.insert(post.id.0);
+            }
+        }
+        self.model.posts.push(MPost {
+            id: post.id.0,
+            author: a,
+            score,
+            deleted: false,
+            key,
+        });
+        Ok(())
+    }
     async fn claim(&mut self, worker: u8, pick: i8) -> Outcome {
         let w = worker as usize % 2;
         if self.workers[w].is_none() {
@@ -1677,7 +1755,7 @@ impl World {
             last: None,
             history: Vec::new(),
             lagged: self.dirty,
-            disturbed: BTreeSet::new(),
+            deferred: BTreeSet::new(),
             high,
             floor: None,
             opens: Vec::new(),
@@ -1725,10 +1803,8 @@ impl World {
     }
 
     /// Notes the authors whose posts joined or left the open stream's home
-    /// with the last operation. Their posts' milliseconds are disturbed: a
-    /// stream's position counts the oldest entries of its millisecond, so
-    /// entries leaving (or joining) below it move it, as they move a
-    /// scroll's (the count-based cursor's slack).
+    /// with the last operation. (The stream's position names its entry:
+    /// entries joining or leaving beside it do not move it.)
     fn note_listener(&mut self) {
         let Some(reader) = self.listener.as_ref().map(|l| l.reader) else {
             return;
@@ -1736,13 +1812,6 @@ impl World {
         let now = self.shown_by(reader);
         let l = self.listener.as_mut().expect("checked");
         let changed: Vec<usize> = l.shown.symmetric_difference(&now).copied().collect();
-        l.disturbed.extend(
-            self.model
-                .posts
-                .iter()
-                .filter(|p| changed.contains(&p.author))
-                .map(|p| p.score),
-        );
         // Posts joining the home may be sent, and raise the position.
         let joined: Vec<(i64, i64)> = self
             .model
@@ -1778,23 +1847,15 @@ impl World {
             }
         }
         STREAMS.fetch_add(1, Ordering::Relaxed);
-        let score_of = |id: i64| {
-            self.model
-                .posts
-                .iter()
-                .find(|p| p.id == id)
-                .map(|p| p.score)
-        };
-        let excused = |id: i64| score_of(id).is_some_and(|s| l.disturbed.contains(&s));
         let mut once = BTreeSet::new();
         for id in &l.seen {
-            if !once.insert(*id) && !excused(*id) {
+            if !once.insert(*id) {
                 return Err(format!(
                     "stream of {}: post {id} sent twice: {:?}",
                     l.reader, l.seen
                 ));
             }
-            if l.initial.contains(id) && !l.lagged && !excused(*id) {
+            if l.initial.contains(id) && !l.lagged {
                 return Err(format!(
                     "stream of {}: post {id} was there at the start",
                     l.reader
@@ -1838,7 +1899,7 @@ impl World {
                 continue;
             };
             let kept = !p.deleted
-                && !excused(p.id)
+                && !l.deferred.contains(&p.id)
                 && floor.is_none_or(|f| p.score > f)
                 && !l.touched.contains(&p.author)
                 && self.model.holds(Feed::Home(l.reader), p.author);
@@ -2143,6 +2204,8 @@ impl World {
         };
         let feed = scroll.feed;
         // A cursor goes back through the same validation a client's does.
+        // A client holding counts sends no id.
+        let named = |id: Option<PostId>| id.filter(|_| scroll.named).map(|id| id.0);
         let req = match scroll.at {
             None if !scroll.seen.is_empty() => return Ok(()),
             None => Ok(PageRequest::first(size)),
@@ -2150,12 +2213,14 @@ impl World {
                 Some(c.max),
                 None,
                 Some(i64::from(c.offset)),
+                named(c.id),
                 Some(i64::from(size)),
             ),
             Some(At::Up(p)) => PageRequest::parse(
                 None,
                 Some(p.min),
                 Some(i64::from(p.offset)),
+                named(p.id),
                 Some(i64::from(size)),
             ),
         }
@@ -2244,14 +2309,15 @@ impl World {
     async fn rise(&mut self, slot: usize, reader: u8, size: u32) -> Outcome {
         let (feed, from) = match self.model.scrolls[slot].as_ref() {
             Some(s) => match s.last_prev {
-                Some(p) => (s.feed, p),
+                Some(p) if s.named => (s.feed, p),
+                Some(p) => (s.feed, Prev { id: None, ..p }),
                 None => return Ok(()),
             },
             None if self.model.gone.contains(&(reader as usize % USERS)) => return Ok(()),
             None => (Feed::Home(reader as usize % USERS), Prev::BOTTOM),
         };
         let initial = self.model.above(feed, from);
-        let mut scroll = Scroll::new(feed, initial, self.dirty);
+        let mut scroll = Scroll::new(slot, feed, initial, self.dirty);
         scroll.at = Some(At::Up(from));
         self.model.scrolls[slot] = Some(scroll);
         self.page(slot, size, false).await
@@ -2449,7 +2515,7 @@ impl World {
                 .filter(|p| !p.deleted)
                 .map(|p| p.id)
                 .collect();
-            self.model.scrolls[0] = Some(Scroll::new(feed, initial, false));
+            self.model.scrolls[0] = Some(Scroll::new(1, feed, initial, false));
             for _ in 0..1000 {
                 if self.model.scrolls[0].is_none() {
                     break;

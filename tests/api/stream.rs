@@ -570,3 +570,48 @@ async fn a_newly_followed_author_s_posts_reach_a_stream_while_another_reader_sub
     );
     assert_eq!(opening.await.unwrap(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_stream_resumed_from_the_entry_its_id_names_repeats_and_skips_nothing_of_that_millisecond(
+) {
+    let app = spawn_app_with(test_settings()).await;
+    let reader = app.create_user("reader").await;
+    let friend = app.create_user("friend").await;
+    let other = app.create_user("other").await;
+    app.follow(&reader, &friend).await;
+    app.follow(&reader, &other).await;
+    let (_, events) = Events::open(&app.address, &reader.token, None).await;
+    let mut events = events.unwrap();
+    assert_eq!(events.take(1).await[0].event, "open");
+    const AT: i64 = 1_700_000_000_000;
+    let mut posts = vec![
+        app.publish_at(&friend, "one", AT).await,
+        app.publish_at(&friend, "two", AT).await,
+    ];
+    let got = events.take(2).await;
+    // Each id names its post.
+    for e in &got {
+        let id = e.id.clone().unwrap();
+        assert_eq!(
+            id.rsplit(':').next().unwrap(),
+            e.data["id"].to_string(),
+            "{id}"
+        );
+    }
+    drop(events);
+    // Posts of that very millisecond arrive late while the client is away.
+    for i in 0..4 {
+        posts.push(app.publish_at(&other, &format!("late {i}"), AT).await);
+    }
+    let first = PostId(got[0].data["id"].as_i64().unwrap());
+    // Resumed from the first event: what lies above its post, oldest first.
+    let mut order = crate::helpers::newest_first(&posts);
+    order.truncate(order.iter().position(|id| *id == first).unwrap());
+    order.reverse();
+    let last = got[0].id.clone().unwrap();
+    let (_, again) = Events::open(&app.address, &reader.token, Some(&last)).await;
+    let mut again = again.unwrap();
+    assert_eq!(again.take(1).await[0].event, "open");
+    assert_eq!(post_ids(&again.take(order.len()).await), order);
+    assert_eq!(again.quiet(Duration::from_millis(1500)).await, None);
+}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::stores::{Cache, FeedList, ListFill, Part, Records};
 use crate::engine::bodies::SharedBodies;
-use crate::engine::cut::{after_seen, cut, cut_up, Cut, CutUp, Slot};
+use crate::engine::cut::{after_seen, cut, cut_up, positioned, Cut, CutUp, Slot};
 use crate::engine::merge::{merge, Horizon, Merged};
 use crate::engine::{existing, Page, Stats};
 use crate::error::{AppError, AppResult};
@@ -189,7 +189,17 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
                 .feed(scope, req.max, req.offset, window)
                 .await?;
             Stats::bump(&self.stats.rows_read, rows.len() as u64);
-            match cut(rows.into_iter().map(slot), req, complete) {
+            let stream: Vec<(Entry, Slot<Post>)> = rows.into_iter().map(slot).collect();
+            // By count, the query has skipped the entries passed; a named
+            // entry is found in the rows.
+            let (at, page) = match req.id {
+                Some(_) => {
+                    let at = positioned(&stream, req);
+                    (at, cut(after_seen(stream, &at), &at, complete))
+                }
+                None => (*req, cut(stream, req, complete)),
+            };
+            match page {
                 Cut::Page {
                     items,
                     mut next,
@@ -210,8 +220,9 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
                         (Some(top), Some(first)) => Prev {
                             min: top.score,
                             offset: self.count_down_from_pg(scope, top.score, first.id).await?,
+                            id: Some(first.id),
                         },
-                        _ => self.prev_of_empty(scope, req).await?,
+                        _ => self.prev_of_empty(scope, &at).await?,
                     };
                     return Ok(Page {
                         items,
@@ -262,6 +273,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
             offset: u32::try_from(run)
                 .unwrap_or(u32::MAX)
                 .saturating_sub(req.offset),
+            id: req.id,
         })
     }
 
@@ -451,7 +463,8 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         loop {
             let stream = self.slots(scope, &entries[..take], meta).await?;
             let all = take == entries.len();
-            match cut(after_seen(stream, req), req, complete && all) {
+            let at = positioned(&stream, req);
+            match cut(after_seen(stream, &at), &at, complete && all) {
                 Cut::Page { items, next, top } => {
                     let prev = match (top, items.first()) {
                         (Some(top), Some(first)) => Prev {
@@ -459,8 +472,9 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
                             offset: self
                                 .count_down(scope, merged, meta, top.score, first.id)
                                 .await?,
+                            id: Some(first.id),
                         },
-                        _ => self.prev_of_empty(scope, req).await?,
+                        _ => self.prev_of_empty(scope, &at).await?,
                     };
                     return Ok(Some(Page {
                         items,

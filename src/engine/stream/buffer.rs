@@ -64,17 +64,18 @@ impl Sender {
             .unwrap_or(Err(Unsent::Stalled))
     }
 
-    /// Sends `event` if there is room for it now; gives it back if not.
-    pub(super) fn try_send(&self, event: Event) -> Result<(), Result<Event, Unsent>> {
+    /// Sends `event` if there is room for it now (`Ok(false)` and the
+    /// event dropped if not: the stream reads it again).
+    pub(super) fn try_send(&self, event: Event) -> Result<bool, Unsent> {
         let weight = event.weight().min(BYTES);
-        let permit = match self.room.clone().try_acquire_many_owned(weight) {
-            Ok(permit) => permit,
-            Err(_) => return Err(Ok(event)),
+        let Ok(permit) = self.room.clone().try_acquire_many_owned(weight) else {
+            return Ok(false);
         };
-        self.tx.try_send((event, permit)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full((event, _)) => Ok(event),
-            mpsc::error::TrySendError::Closed(_) => Err(Unsent::Gone),
-        })
+        match self.tx.try_send((event, permit)) {
+            Ok(()) => Ok(true),
+            Err(mpsc::error::TrySendError::Full(_)) => Ok(false),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Unsent::Gone),
+        }
     }
 
     /// Waits until half the buffer is free again, at most `stall`.
@@ -153,7 +154,7 @@ mod tests {
                 created_at_ms: 3,
                 meta: None,
             },
-            id: crate::types::Prev { min: 3, offset: 1 },
+            id: crate::types::Prev::counted(3, 1),
             author: None,
         };
         let big = post(BYTES as usize / 4).weight();

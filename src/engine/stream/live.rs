@@ -185,13 +185,11 @@ impl Live {
                         }
                     },
                 };
-                match self.out.try_send(Event::Post { post, id, author }) {
-                    Ok(()) => self.at = id,
-                    Err(Ok(_unsent)) => {
-                        blocked = true;
-                        break;
-                    }
-                    Err(Err(unsent)) => return Err(unsent.into()),
+                if self.out.try_send(Event::Post { post, id, author })? {
+                    self.at = id;
+                } else {
+                    blocked = true;
+                    break;
                 }
             }
             if blocked {

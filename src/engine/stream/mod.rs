@@ -232,10 +232,7 @@ impl Streams {
                 }
                 newer += 1;
                 if newer >= replay {
-                    let floor = Prev {
-                        min: post.created_at_ms,
-                        offset: 0,
-                    };
+                    let floor = Prev::counted(post.created_at_ms, 0);
                     return Ok((floor, Some(from)));
                 }
             }
