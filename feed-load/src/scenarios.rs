@@ -951,9 +951,11 @@ async fn reads(
                     let full = |p: &Value| p["items"].as_array().map(Vec::len) == Some(PAGE_LIMIT);
                     match page {
                         Some(p) if full(&p) && !p["next"].is_null() => {
+                            // Sent back whole, as a client holding
+                            // positions does.
                             query = format!(
-                                "max={}&offset={}&limit={PAGE_LIMIT}",
-                                p["next"]["max"], p["next"]["offset"]
+                                "max={}&offset={}&id={}&limit={PAGE_LIMIT}",
+                                p["next"]["max"], p["next"]["offset"], p["next"]["id"]
                             );
                         }
                         _ => {

@@ -8,6 +8,10 @@
 //! exactly `max` while a client stands there, such as a post stamped with
 //! that very millisecond or a follow or unfollow of an author with a post
 //! in it, can still move the skip by one: the cursor is a count.)
+//!
+//! A request that names its entry (`id`) has no such slack: it is turned
+//! into the count of the entries read at or above that entry
+//! ([`positioned`], and in [`cut_up`]), and cut as any other.
 
 use std::cmp::Ordering;
 
@@ -253,6 +257,19 @@ pub fn cut_up<T>(
         None => req.offset.min(run_at_min),
     };
     let below = below as usize;
+    // Where a page with no item stands: below the entries above the
+    // position, or by name below the entry it names (that one and those
+    // above it).
+    let above_position = match req.id {
+        Some(id) => {
+            let named = Entry::new(min, id);
+            stream
+                .iter()
+                .filter(|(e, _)| e.score == min && feed_order(e, &named) != Ordering::Greater)
+                .count() as u32
+        }
+        None => run_at_min - below as u32,
+    };
     // Entries of the first one's score may lie above the stream.
     let open_at =
         |score: i64| !complete_above && stream.first().is_some_and(|(e, _)| e.score() == score);
@@ -277,7 +294,7 @@ pub fn cut_up<T>(
             items: Vec::new(),
             next: Cursor {
                 max: min,
-                offset: run_at_min - below as u32,
+                offset: above_position,
                 id: req.id,
             },
             prev: Prev {
@@ -444,6 +461,17 @@ mod tests {
         };
         assert_eq!(items, vec![at(9, 5), at(9, 40)]);
         assert_eq!(prev, named_prev(9, 4, 5));
+        // Nothing above the top entry: the page is empty, and its `next`,
+        // below that entry by name, counts it as passed.
+        let req = PageRequest::before(named_prev(9, 4, 5), 5);
+        let CutUp::Page {
+            items, next, prev, ..
+        } = cut_up(stream[..end].to_vec(), &req, true)
+        else {
+            unreachable!()
+        };
+        assert!(items.is_empty());
+        assert_eq!((next, prev), (named(9, 1, 5), named_prev(9, 4, 5)));
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub fn merge(reads: &[SourceRead]) -> Merged {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::cut::{after_seen, cut, Cut, Slot};
+    use crate::engine::cut::{after_seen, cut, positioned, Cut, Slot};
     use crate::types::{page_reads, Cursor, PageRequest, PostId};
     use proptest::prelude::*;
 
@@ -159,14 +159,21 @@ mod tests {
             page_reads(&mut reads.iter_mut().collect::<Vec<_>>(), fetch);
             let merged = merge(&reads);
             let complete = merged.horizon == Horizon::Complete;
-            let stream = merged.entries.iter().map(|e| (*e, Slot::Shown(*e)));
-            match cut(after_seen(stream, req), req, complete) {
+            // As the reader: a named position is counted in what was read.
+            let stream: Vec<_> = merged
+                .entries
+                .iter()
+                .map(|e| (*e, Slot::Shown(*e)))
+                .collect();
+            let at = positioned(&stream, req);
+            match cut(after_seen(stream, &at), &at, complete) {
                 Cut::Page { items, next, .. } => return (items, next),
                 Cut::NeedMore => match merged.horizon {
                     Horizon::Truncated(_) => fetch *= 2,
                     _ => {
-                        let stream = all.iter().map(|e| (*e, Slot::Shown(*e)));
-                        match cut(after_seen(stream, req), req, true) {
+                        let stream: Vec<_> = all.iter().map(|e| (*e, Slot::Shown(*e))).collect();
+                        let at = positioned(&stream, req);
+                        match cut(after_seen(stream, &at), &at, true) {
                             Cut::Page { items, next, .. } => return (items, next),
                             Cut::NeedMore => unreachable!(),
                         }
@@ -216,6 +223,16 @@ mod tests {
                 let (items, next) = page_of(&sources, &caps[..n_sources], slack, &all, &req);
                 prop_assert!(items.len() <= req.limit as usize);
                 seen.extend(items);
+                if let Some(c) = next {
+                    // The count names the same place as the entry.
+                    let named = Entry::new(c.max, c.id.expect("a page's next names its entry"));
+                    let passed = all
+                        .iter()
+                        .take_while(|e| feed_order(e, &named).is_le())
+                        .filter(|e| e.score == c.max)
+                        .count();
+                    prop_assert_eq!(c.offset as usize, passed);
+                }
                 match next {
                     Some(c) => req = PageRequest::after(c, sizes[(turn + 1) % sizes.len()]),
                     None => break,

@@ -169,11 +169,6 @@ async fn list(
     let user = id(&path, "user id")?;
     caller.may_act_for(user)?;
     let req = query.parse()?;
-    if req.min.is_some() || req.id.is_some() {
-        return Err(AppError::BadRequest(
-            "a list pages down from max and offset: min and id are for feeds".into(),
-        ));
-    }
     let page = engine.relations().relations(user, which, req).await?;
     Ok(HttpResponse::Ok().json(UserPageView::from(&page)))
 }

@@ -655,9 +655,16 @@ impl Model {
                 .take(req.limit as usize)
                 .collect();
             let (Some(&newest), Some(&oldest)) = (picked.last(), picked.as_slice().first()) else {
+                // By name, below the named entry: it and those above it.
+                let above = match req.id {
+                    Some(id) => (0..s.len())
+                        .filter(|&i| s[i].score == min && beside(i, min, id).is_le())
+                        .count() as u32,
+                    None => run - below,
+                };
                 let next = Cursor {
                     max: min,
-                    offset: run - below,
+                    offset: above,
                     id: req.id,
                 };
                 let prev = Prev {
@@ -730,9 +737,15 @@ impl Model {
         let prev = match (first, req.max) {
             (Some(f), _) => prev_of(f),
             (None, None) => Prev::BOTTOM,
+            // By name, above the named entry: it and those below it.
             (None, Some(max)) => Prev {
                 min: max,
-                offset: count(&s, max).saturating_sub(passed),
+                offset: match req.id {
+                    Some(id) => (0..s.len())
+                        .filter(|&i| s[i].score == max && beside(i, max, id).is_ge())
+                        .count() as u32,
+                    None => count(&s, max).saturating_sub(passed),
+                },
                 id: req.id,
             },
         };

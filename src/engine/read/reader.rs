@@ -262,11 +262,20 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     }
 
     /// The `prev` of a page down with no item: the bottom of the feed for
-    /// a first page, else the request's own position, from above.
+    /// a first page, else the request's own position, from above (by name,
+    /// above the entry it names: its count is the entries from that one
+    /// down).
     async fn prev_of_empty(&self, scope: Scope, req: &PageRequest) -> AppResult<Prev> {
         let Some(max) = req.max else {
             return Ok(Prev::BOTTOM);
         };
+        if let Some(id) = req.id {
+            return Ok(Prev {
+                min: max,
+                offset: self.count_down_from_pg(scope, max, id).await?,
+                id: Some(id),
+            });
+        }
         let run = self.records.count_at(scope, max).await?;
         Ok(Prev {
             min: max,

@@ -256,6 +256,12 @@ impl<'a> Relations<'a> {
         req: PageRequest,
     ) -> AppResult<UserPage> {
         use super::cut::{after_seen, cut, Cut, Slot};
+        if req.id.is_some() || req.min.is_some() {
+            // A list's entries name accounts, not posts: it pages by count.
+            return Err(AppError::BadRequest(
+                "a list pages down from max and offset: min and id are for feeds".into(),
+            ));
+        }
         let mutes = which == Relation::Mutes;
         if req.offset > PageRequest::MAX_OFFSET {
             let Some(at) = req.max else {
