@@ -101,16 +101,21 @@ pub fn positioned<T>(stream: &[(Entry, Slot<T>)], req: &PageRequest) -> PageRequ
     let (Some(max), Some(id)) = (req.max, req.id) else {
         return *req;
     };
-    let named = Entry::new(max, id);
-    let passed = stream
-        .iter()
-        .take_while(|(e, _)| feed_order(e, &named) != Ordering::Greater)
-        .filter(|(e, _)| e.score == max)
-        .count();
     PageRequest {
-        offset: u32::try_from(passed).unwrap_or(u32::MAX),
+        offset: run_beside(stream, Entry::new(max, id), Ordering::Greater),
         ..*req
     }
+}
+
+/// The entries of `stream` scored as `named` that are not on `side` of it
+/// in feed order: with `Greater`, it and those above it; with `Less`, it
+/// and those below it (it need not be there).
+fn run_beside<T>(stream: &[(Entry, Slot<T>)], named: Entry, side: Ordering) -> u32 {
+    let n = stream
+        .iter()
+        .filter(|(e, _)| e.score == named.score && feed_order(e, &named) != side)
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Positions a stream that starts at the request's `max` (entries newer than
@@ -246,28 +251,17 @@ pub fn cut_up<T>(
     let run_at_min = stream.iter().filter(|(e, _)| e.score() == min).count() as u32;
     // A named entry leaves itself and the older entries of its score
     // below; a count, the `offset` oldest.
-    let below = match req.id {
-        Some(id) => {
-            let named = Entry::new(min, id);
-            stream
-                .iter()
-                .filter(|(e, _)| e.score == min && feed_order(e, &named) != Ordering::Less)
-                .count() as u32
-        }
+    let named = req.id.map(|id| Entry::new(min, id));
+    let below = match named {
+        Some(named) => run_beside(&stream, named, Ordering::Less),
         None => req.offset.min(run_at_min),
     };
     let below = below as usize;
     // Where a page with no item stands: below the entries above the
     // position, or by name below the entry it names (that one and those
     // above it).
-    let above_position = match req.id {
-        Some(id) => {
-            let named = Entry::new(min, id);
-            stream
-                .iter()
-                .filter(|(e, _)| e.score == min && feed_order(e, &named) != Ordering::Greater)
-                .count() as u32
-        }
+    let above_position = match named {
+        Some(named) => run_beside(&stream, named, Ordering::Greater),
         None => run_at_min - below as u32,
     };
     // Entries of the first one's score may lie above the stream.
