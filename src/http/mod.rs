@@ -154,7 +154,8 @@ pub struct PageQuery {
     /// The post the position stands on (a `next`'s or `prev`'s `id`, with
     /// its `max` or `min`): the page is what lies below (above) that entry
     /// in feed order, exactly, whatever joins or leaves its millisecond.
-    /// `offset` is then not used. Feeds only: an account list refuses it.
+    /// `offset` then only sizes the first read. Feeds only: an account list
+    /// refuses it.
     #[param(value_type = Option<i64>, minimum = 1)]
     id: Option<String>,
     /// Items per page.

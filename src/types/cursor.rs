@@ -14,7 +14,9 @@
 //! A position names its entry instead: the score and the post `id`
 //! (every page's `next` and `prev` carry it). Sent back with `id`, the
 //! request is below (or above) that entry in feed order, whatever else
-//! joins or leaves its millisecond: the offset is then ignored.
+//! joins or leaves its millisecond. The offset sent beside it (a `next`
+//! sent back whole) only sizes the first read, as a guess of where the
+//! entry stands in its run: it never places the page.
 
 use serde::{Deserialize, Serialize};
 
@@ -90,7 +92,7 @@ pub struct PageRequest {
     pub min: Option<i64>,
     pub offset: u32,
     /// The entry the position names (scored `max`, or `min`): the page is
-    /// below (above) it in feed order; `offset` is then unused.
+    /// below (above) it in feed order; `offset` then only sizes the read.
     pub id: Option<PostId>,
     pub limit: u32,
 }
@@ -157,9 +159,7 @@ impl PageRequest {
         Ok(PageRequest {
             max,
             min,
-            // A named entry places the request: a count sent beside it
-            // (a `next` sent back whole) is not needed.
-            offset: if id.is_some() { 0 } else { offset as u32 },
+            offset: offset as u32,
             id: id.map(PostId),
             limit: limit as u32,
         })
@@ -182,11 +182,7 @@ impl PageRequest {
         PageRequest {
             max: Some(cursor.max),
             min: None,
-            offset: if cursor.id.is_some() {
-                0
-            } else {
-                cursor.offset
-            },
+            offset: cursor.offset,
             id: cursor.id,
             limit,
         }
@@ -198,7 +194,7 @@ impl PageRequest {
         PageRequest {
             max: None,
             min: Some(prev.min),
-            offset: if prev.id.is_some() { 0 } else { prev.offset },
+            offset: prev.offset,
             id: prev.id,
             limit,
         }
@@ -257,9 +253,9 @@ mod tests {
 
     #[test]
     fn an_id_names_the_entry_of_a_position() {
-        // With an id the count sent beside it is not used.
+        // With an id the count sent beside it only sizes the read.
         let req = PageRequest::parse(Some(7), None, Some(3), Some(9), None).unwrap();
-        assert_eq!((req.offset, req.id), (0, Some(PostId(9))));
+        assert_eq!((req.offset, req.id), (3, Some(PostId(9))));
         let up = PageRequest::parse(None, Some(7), None, Some(9), None).unwrap();
         assert_eq!(up.id, Some(PostId(9)));
         // An id needs the score it stands at; ids are positive.
@@ -272,7 +268,7 @@ mod tests {
             id: Some(PostId(9)),
         };
         assert_eq!(PageRequest::after(next, 5).id, Some(PostId(9)));
-        assert_eq!(PageRequest::after(next, 5).offset, 0);
+        assert_eq!(PageRequest::after(next, 5).window(), 8);
         assert_eq!(PageRequest::after(Cursor::counted(7, 2), 5).offset, 2);
     }
 }

@@ -658,21 +658,19 @@ pub fn sentinel_missing(reply: &redis::Value) -> Option<String> {
     let members: Vec<Vec<u8>> = redis::from_redis_value_ref(reply).unwrap();
     let last = members.last()?;
     let entry = layout::unpack(last)?;
-    let tail: Vec<String> = members
-        .iter()
-        .rev()
-        .take(4)
-        .map(|m| match layout::unpack(m) {
-            Some(e) => format!("{}@{}", e.id, e.score),
-            None => String::from_utf8_lossy(m).into_owned(),
-        })
-        .collect();
+    let show = |m: &Vec<u8>| match layout::unpack(m) {
+        Some(e) => format!("{}@{}", e.id, e.score),
+        None => String::from_utf8_lossy(m).into_owned(),
+    };
+    let tail: Vec<String> = members.iter().rev().take(4).map(show).collect();
+    let head: Vec<String> = members.iter().take(3).map(show).collect();
     Some(format!(
-        "{} elements, the last an entry ({}@{}); from the end: {}",
+        "{} elements, the last an entry ({}@{}); from the end: {}; from the head: {}",
         members.len(),
         entry.id,
         entry.score,
-        tail.join(", ")
+        tail.join(", "),
+        head.join(", ")
     ))
 }
 

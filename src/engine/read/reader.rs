@@ -182,12 +182,16 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
 
     /// A page down from `max` (or the top), from PostgreSQL.
     async fn page_down_from_pg(&self, scope: Scope, req: &PageRequest) -> AppResult<Page> {
-        let mut window = i64::from(req.limit) + 1;
+        // A named entry is found in the rows: they start at the top of its
+        // millisecond, and the count sent beside it sizes the first read.
+        let (skip, ahead) = match req.id {
+            Some(_) => (0, i64::from(req.offset)),
+            None => (req.offset, 0),
+        };
+        let mut window = ahead + i64::from(req.limit) + 1;
         loop {
-            let FeedRows { rows, complete } = self
-                .records
-                .feed(scope, req.max, req.offset, window)
-                .await?;
+            let FeedRows { rows, complete } =
+                self.records.feed(scope, req.max, skip, window).await?;
             Stats::bump(&self.stats.rows_read, rows.len() as u64);
             let stream: Vec<(Entry, Slot<Post>)> = rows.into_iter().map(slot).collect();
             // By count, the query has skipped the entries passed; a named
