@@ -684,9 +684,9 @@ impl Model {
             return ((items, Some(next), prev_of(newest)), marks);
         }
         let mut i = 0;
-        // The entries of `max` the position has passed.
-        let mut passed = 0;
         if let Some(max) = req.max {
+            // The entries of `max` the position has passed.
+            let mut passed = 0;
             while i < s.len() && s[i].score > max {
                 i += 1;
             }
@@ -699,9 +699,6 @@ impl Model {
             {
                 i += 1;
                 passed += 1;
-            }
-            if req.id.is_none() {
-                passed = req.offset;
             }
         }
         let mut items = Vec::new();
@@ -744,7 +741,7 @@ impl Model {
                     Some(id) => (0..s.len())
                         .filter(|&i| s[i].score == max && beside(i, max, id).is_ge())
                         .count() as u32,
-                    None => count(&s, max).saturating_sub(passed),
+                    None => count(&s, max).saturating_sub(req.offset),
                 },
                 id: req.id,
             },
