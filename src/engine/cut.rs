@@ -1,13 +1,13 @@
 //! Cutting a page out of a feed stream (docs/design.md, invariant 3).
 //!
-//! The stream is the feed: every post of the authors followed, deleted ones
-//! included, in feed order. A deleted post is *hidden*: never shown, but it
-//! keeps its place, so the cursor counts it. That keeps a scroll exact when
-//! a post the client has already passed is deleted: the `offset` still
-//! skips the same entries. (Only a change in the set of entries scored
-//! exactly `max` while a client stands there, such as a post stamped with
-//! that very millisecond or a follow or unfollow of an author with a post
-//! in it, can still move the skip by one: the cursor is a count.)
+//! The stream is the feed: every live post of the authors followed, in feed
+//! order (a deleted post has left it). The `offset` counts entries of the
+//! millisecond `max` only, so a scroll by count stays exact whatever joins
+//! or leaves the feed elsewhere, a post the client has passed deleted
+//! included. (Only a change in the set of entries scored exactly `max`
+//! while a client stands there, such as a post stamped with that very
+//! millisecond, a delete of one, or a follow or unfollow of an author with
+//! a post in it, can still move the skip by one: the cursor is a count.)
 //!
 //! A request that names its entry (`id`) has no such slack: it is turned
 //! into the count of the entries read at or above that entry
@@ -51,7 +51,8 @@ impl Scored for i64 {
 pub enum Slot<T> {
     /// A live post: shown.
     Shown(T),
-    /// A deleted post: counted by the cursor, not shown.
+    /// Counted by the cursor, not shown (a read that only counts reads no
+    /// body).
     Hidden,
 }
 
@@ -152,7 +153,7 @@ pub fn after_seen<E: Scored, T>(
 /// answer is [`Cut::NeedMore`].
 ///
 /// `next.max` is the last shown item's score; `next.offset` counts the
-/// entries of that score up to and including it (hidden ones too), plus the
+/// entries of that score up to and including it, plus the
 /// request's offset when that score is the request's `max`.
 pub fn cut<E: Scored, T>(
     stream: impl IntoIterator<Item = (E, Slot<T>)>,
@@ -486,6 +487,26 @@ mod tests {
         later[1].1 = Slot::Hidden;
         let (items, _) = page(&later, PageRequest::after(Cursor::counted(9, 2), 5));
         assert_eq!(items, vec![at(9, 1), at(8, 4)]);
+    }
+
+    #[test]
+    fn an_entry_leaving_moves_a_count_only_at_its_own_millisecond() {
+        let stream = shown(&[at(9, 3), at(9, 2), at(8, 5), at(8, 4), at(7, 1)]);
+        let (items, next) = page(&stream, PageRequest::first(3));
+        assert_eq!(items, vec![at(9, 3), at(9, 2), at(8, 5)]);
+        let next = next.unwrap();
+        let by_count = PageRequest::after(Cursor::counted(next.max, next.offset), 5);
+        // A passed entry of another millisecond leaves: the count holds.
+        let mut later = stream.clone();
+        later.remove(0);
+        assert_eq!(page(&later, by_count).0, vec![at(8, 4), at(7, 1)]);
+        // One of the count's own millisecond leaves: the count skips one,
+        // and the position that names its entry does not.
+        let mut later = stream.clone();
+        later.remove(2);
+        assert_eq!(page(&later, by_count).0, vec![at(7, 1)]);
+        let by_name = PageRequest::after(next, 5);
+        assert_eq!(page(&later, by_name).0, vec![at(8, 4), at(7, 1)]);
     }
 
     #[test]

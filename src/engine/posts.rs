@@ -222,9 +222,11 @@ impl Posts<'_> {
     }
 
     /// Deletes a post; `actor` is the user asking (`None` for an admin).
-    /// Returns once no page shows it; if Redis cannot be written the call
-    /// fails with 503 and its `retract` job does it (repeating the call is
-    /// safe: it answers 404 once the post is gone everywhere).
+    /// Returns once no page shows it (its tombstone is written through); if
+    /// Redis cannot be written the call fails with 503 and its `retract`
+    /// job does it (repeating the call is safe: it answers 404 once the
+    /// post is gone everywhere). The job stays either way: it takes the
+    /// post's entries out of its outbox and the inboxes, in batches.
     #[tracing::instrument(skip(self))]
     pub async fn delete_post(self, id: PostId, actor: Option<UserId>) -> AppResult<()> {
         let ttl = self.0.tuning().post_cache_ttl_secs;
@@ -251,7 +253,6 @@ impl Posts<'_> {
                 Err(gone())
             }
             Deletion::Deleted {
-                job,
                 author_id,
                 created_at_ms,
             } => {
@@ -263,8 +264,9 @@ impl Posts<'_> {
                     })
                     .await;
                 let queued = "the post is deleted; hiding it everywhere is queued";
+                self.0.inner.wake.notify_waiters();
                 self.0
-                    .write_through(Some(job), queued, || {
+                    .write_through(None, queued, || {
                         self.0.inner.redis.posts().tombstone(id, ttl)
                     })
                     .await

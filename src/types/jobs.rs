@@ -287,8 +287,8 @@ mod tests {
     }
 }
 
-/// What delivering a post needs: the post as the cache keeps it (deleted
-/// ones are delivered too: they keep their place in feeds), whether it is
+/// What delivering a post needs: the post as the cache keeps it (a deleted
+/// one is delivered nowhere: its tombstone is written), whether it is
 /// pulled (published while its author was big-V), and its author's big-V
 /// state now.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,8 +14,9 @@ pub struct Post {
     pub meta: Option<String>,
 }
 
-/// A post as a feed holds it: live, or deleted (hidden, yet keeping its
-/// place; its body is not read).
+/// A post of a feed as the records hold it: live, or deleted (a hydration
+/// reads deleted ones, to cache their tombstones; their bodies are not
+/// read).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedPost {
     pub post: Post,

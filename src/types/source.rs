@@ -69,7 +69,8 @@ pub fn horizon<'a>(reads: impl IntoIterator<Item = &'a SourceRead>) -> Horizon {
 /// entries, then the rest of the last one's score. Returns the score above
 /// which that part holds every entry, or `None` if it is the whole stream.
 /// Only that part is looked up and returned by a warm read; a page that
-/// needs more (its part held hidden posts) reads again with a wider window.
+/// needs more (its part held posts it does not show) reads again with a
+/// wider window.
 pub fn page_part(merged: &[Entry], wanted: usize) -> Option<i64> {
     let last = merged.get(wanted.max(1) - 1)?.score;
     merged[wanted.max(1)..]

@@ -4,7 +4,7 @@
 //!
 //! The reference is the feed as docs/design.md defines it from the records: every
 //! post of the authors a reader follows, newest first (ties by the id's
-//! decimal bytes, descending), deleted posts hidden but keeping their place.
+//! decimal bytes, descending); a deleted post leaves it.
 //! The model keeps its own copy of users, follows and posts, and computes
 //! every page a request should get, with a cursor implemented here apart
 //! from the engine's. Each page the engine serves must equal it, item for
@@ -14,8 +14,8 @@
 //! followed throughout, exactly once and in order; the only slack is the one
 //! a count-based cursor cannot avoid: when the set of posts scored exactly
 //! the cursor's `max` changes while the client stands there (a post stamped
-//! with that millisecond, a follow or unfollow of an author with a post in
-//! it), a post of that millisecond may repeat or be skipped.
+//! with that millisecond, a delete of one, a follow or unfollow of an author
+//! with a post in it), a post of that millisecond may repeat or be skipped.
 //!
 //! Scrolls go down with `next`, or turn to refresh and go up with `prev`
 //! to the top (a client paging up checks the same: every post above where
@@ -282,8 +282,8 @@ enum Op {
         back: u8,
     },
     /// A page of `reader`'s home bounded by an entry, as clients that page
-    /// by ids ask: the `pick`-th entry of the model's home (deleted ones
-    /// too) as the bound; `how` 0: older than it (`max_id`), 1: the ones
+    /// by ids ask: the `pick`-th entry of the home's authors' posts
+    /// (deleted ones too) as the bound; `how` 0: older than it (`max_id`), 1: the ones
     /// immediately newer (`min_id`), 2: the newest newer (`since_id`).
     Between {
         reader: u8,
@@ -608,13 +608,13 @@ impl Model {
         }
     }
 
-    /// A feed: every post of the authors a reader follows (or of one
-    /// author), deleted ones included (hidden), in feed order.
+    /// A feed: every live post of the authors a reader follows (or of one
+    /// author), in feed order.
     fn feed(&self, feed: Feed) -> Vec<&MPost> {
         let mut v: Vec<&MPost> = self
             .posts
             .iter()
-            .filter(|p| self.holds(feed, p.author))
+            .filter(|p| !p.deleted && self.holds(feed, p.author))
             .collect();
         v.sort_by(|a, b| newer_first(a, b));
         v
@@ -651,7 +651,6 @@ impl Model {
             let end = s.iter().position(|p| p.score < min).unwrap_or(s.len());
             let picked: Vec<usize> = (0..end - below as usize)
                 .rev()
-                .filter(|&i| !s[i].deleted)
                 .take(req.limit as usize)
                 .collect();
             let (Some(&newest), Some(&oldest)) = (picked.last(), picked.as_slice().first()) else {
@@ -706,9 +705,6 @@ impl Model {
         let mut last = None;
         let mut more = false;
         for (j, p) in s.iter().enumerate().skip(i) {
-            if p.deleted {
-                continue;
-            }
             if items.len() == req.limit as usize {
                 more = true;
                 break;
@@ -755,7 +751,7 @@ impl Model {
         if let Some(id) = at.id {
             return s
                 .iter()
-                .filter(|p| !p.deleted && entry_order((p.score, p.id), (at.min, id.0)).is_lt())
+                .filter(|p| entry_order((p.score, p.id), (at.min, id.0)).is_lt())
                 .map(|p| p.id)
                 .collect();
         }
@@ -763,7 +759,6 @@ impl Model {
         let end = s.iter().position(|p| p.score < at.min).unwrap_or(s.len());
         s[..end - (at.offset as usize).min(run)]
             .iter()
-            .filter(|p| !p.deleted)
             .map(|p| p.id)
             .collect()
     }
@@ -1120,8 +1115,18 @@ impl World {
                 match (self.model.posts[i].deleted || gone, result) {
                     (false, Ok(()) | Err(AppError::Unavailable { what: "Redis", .. })) => {
                         self.model.posts[i].deleted = true;
-                        for s in self.model.scrolls.iter_mut().flatten() {
+                        let (author, score) =
+                            (self.model.posts[i].author, self.model.posts[i].score);
+                        let holding: Vec<bool> = (self.model.scrolls.iter().flatten())
+                            .map(|s| self.model.holds(s.feed, author))
+                            .collect();
+                        for (s, held) in self.model.scrolls.iter_mut().flatten().zip(holding) {
                             s.deleted.insert(id);
+                            // The post leaves the feed: a count standing on
+                            // its millisecond moves.
+                            if held && s.score() == Some(score) {
+                                s.disturbed.insert(score);
+                            }
                         }
                     }
                     (
@@ -1331,13 +1336,7 @@ impl World {
                     return Ok(());
                 }
                 let feed = if own { Feed::Author(r) } else { Feed::Home(r) };
-                let initial = self
-                    .model
-                    .feed(feed)
-                    .iter()
-                    .filter(|p| !p.deleted)
-                    .map(|p| p.id)
-                    .collect();
+                let initial = self.model.feed(feed).iter().map(|p| p.id).collect();
                 self.model.scrolls[slot as usize % 2] =
                     Some(Scroll::new(slot as usize % 2, feed, initial, self.dirty));
                 self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()], false)
@@ -1743,15 +1742,14 @@ impl World {
             .model
             .feed(Feed::Home(reader))
             .iter()
-            .filter(|p| !p.deleted)
             .map(|p| p.id)
             .collect();
         let shown = self.shown_by(reader);
         let high = self
             .model
             .feed(Feed::Home(reader))
-            .iter()
-            .find(|p| !p.deleted)
+            .into_iter()
+            .next()
             .map(|p| (p.score, p.id));
         self.listener = Some(Listener {
             reader,
@@ -1792,7 +1790,7 @@ impl World {
             .model
             .feed(Feed::Home(l.reader))
             .iter()
-            .filter(|p| !p.deleted && p.score >= last.min)
+            .filter(|p| p.score >= last.min)
             .count();
         let known = (!self.dirty).then_some(above);
         let opening = Opening {
@@ -2139,11 +2137,15 @@ impl World {
         if self.model.gone.contains(&r) {
             return Ok(());
         }
-        let home = self.model.feed(Feed::Home(r));
-        if home.is_empty() {
+        // Bounds are any of the home's entries, deleted ones too.
+        let mut entries: Vec<&MPost> = (self.model.posts.iter())
+            .filter(|p| self.model.holds(Feed::Home(r), p.author))
+            .collect();
+        if entries.is_empty() {
             return Ok(());
         }
-        let bound = home[pick as usize % home.len()];
+        entries.sort_by(|a, b| newer_first(a, b));
+        let bound = entries[pick as usize % entries.len()];
         let bound = Entry::new(bound.score, PostId(bound.id));
         let bounds = match how % 3 {
             0 => Bounds {
@@ -2170,7 +2172,7 @@ impl World {
             return Ok(());
         }
         // The model's answer: its live entries strictly past the bound.
-        let live: Vec<&MPost> = home.into_iter().filter(|p| !p.deleted).collect();
+        let live = self.model.feed(Feed::Home(r));
         // As `newer_first(p, bound)`: Greater when p is older.
         let position = |p: &MPost| {
             bound
@@ -2518,13 +2520,7 @@ impl World {
             .collect();
         for r in readers {
             let feed = Feed::Home(r);
-            let initial = self
-                .model
-                .feed(feed)
-                .iter()
-                .filter(|p| !p.deleted)
-                .map(|p| p.id)
-                .collect();
+            let initial = self.model.feed(feed).iter().map(|p| p.id).collect();
             self.model.scrolls[0] = Some(Scroll::new(1, feed, initial, false));
             for _ in 0..1000 {
                 if self.model.scrolls[0].is_none() {
@@ -2547,8 +2543,8 @@ impl World {
 
     /// Every inbox and outbox in Redis keeps its contract once the jobs are
     /// done: nothing below its floor, and above it every entry it should
-    /// hold (an outbox: its author's posts; an inbox: the posts of every
-    /// followed author that is not big-V).
+    /// hold (an outbox: its author's live posts; an inbox: the live posts
+    /// of every followed author that is not big-V), and no deleted post.
     async fn check_feeds(&mut self) -> Outcome {
         let mut conn = self.redis.connection().await.map_err(|e| e.chain())?;
         let keys = self.redis.keys().clone();
@@ -2603,6 +2599,15 @@ impl World {
                 }
                 let held: BTreeSet<i64> = entries.iter().map(|e| e.id.0).collect();
                 for p in &self.model.posts {
+                    if p.deleted {
+                        if held.contains(&p.id) {
+                            return Err(format!(
+                                "{key} still holds post {} (at {}) of user {}, deleted",
+                                p.id, p.score, p.author
+                            ));
+                        }
+                        continue;
+                    }
                     // An inbox holds the posts pushed to its reader: of the
                     // authors it follows, and its own (whatever its home
                     // shows), unless pulled.

@@ -60,9 +60,12 @@ enum Plan {
         seq: i64,
         edge: Edge,
     },
-    /// A deleted post's tombstone into the post cache.
+    /// A deleted post's tombstone into the post cache, then its entry out
+    /// of its outbox and the inboxes, a batch of followers a step (`None`:
+    /// the post is gone, only the tombstone).
     Retract {
         post: PostId,
+        entry: Option<Entry>,
     },
     /// The hidden accounts take an account's status.
     Hide,
@@ -84,11 +87,24 @@ enum Plan {
     Nothing,
 }
 
-/// A push's work, as a batch reads it.
+/// A push's work, as a batch reads it: what changes in each inbox, and
+/// which inboxes.
 struct Push<'a> {
-    entries: &'a [Entry],
-    cut: Option<i64>,
+    change: Change<'a>,
     to: &'a Targets,
+}
+
+/// What a push does to each inbox it reaches.
+#[derive(Clone, Copy)]
+enum Change<'a> {
+    /// Its entries go in; `cut`: they are the newest of a longer list, and
+    /// this is their lowest score.
+    Add {
+        entries: &'a [Entry],
+        cut: Option<i64>,
+    },
+    /// A deleted post's entry goes out (of the author's outbox too).
+    Remove(Entry),
 }
 
 #[derive(Debug)]
@@ -361,15 +377,22 @@ impl<'a> FanOut<'a> {
                 }
                 done
             }
-            Some(&Plan::Retract { post }) => {
+            Some(&Plan::Retract { post, entry }) => {
+                // Every step: the cache may have lost it meanwhile.
                 let ttl = self.0.tuning().post_cache_ttl_secs;
                 self.0.redis().posts().tombstone(post, ttl).await?;
-                true
+                let Some(entry) = entry else { return Ok(true) };
+                let push = Push {
+                    change: Change::Remove(entry),
+                    to: &Targets::Followers,
+                };
+                self.pusher()
+                    .push_step(job, ahead, push, record, mark)
+                    .await?
             }
             Some(Plan::Push { entries, cut, to }) => {
                 let push = Push {
-                    entries,
-                    cut: *cut,
+                    change: Change::Add { entries, cut: *cut },
                     to,
                 };
                 self.pusher()
@@ -445,7 +468,7 @@ impl<'a> FanOut<'a> {
                 seq,
                 edge,
             },
-            &Work::Retract { post } => Plan::Retract { post },
+            &Work::Retract { post } => self.pusher().plan_retract(post).await?,
             Work::Hide => Plan::Hide,
             &Work::Purge { task } => Plan::Purge {
                 task,
@@ -559,8 +582,16 @@ impl<'a> FanOut<'a> {
                     .delete_many(&[keys.following(r), keys.followees(r), keys.inbox(r)])
                     .await
             }
-            (_, &Work::Retract { post }) => self.0.redis().delete(&keys.post(post)).await,
-            (_, Work::Deliver { .. } | Work::Backfill { .. }) => {
+            (_, Work::Deliver { .. } | Work::Backfill { .. } | Work::Retract { .. }) => {
+                if let &Work::Retract { post } = &job.work {
+                    // Read again from PostgreSQL: a tombstone, and an
+                    // outbox without the post.
+                    let outbox = keys.outbox(job.author_id);
+                    self.0
+                        .redis()
+                        .delete_many(&[keys.post(post), outbox])
+                        .await?;
+                }
                 let mut after = job.checkpoint;
                 loop {
                     let page = self

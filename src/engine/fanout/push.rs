@@ -1,12 +1,14 @@
 //! Pushes: a delivery's or a backfill's entries into inboxes, a batch of
-//! followers (or active fans) a step, over the stores' interface. A
-//! delivery first redoes what its publish wrote (idempotent), so the post
-//! is in its outbox whatever became of the publish's own writes.
+//! followers (or active fans) a step, over the stores' interface; and a
+//! deleted post's entry out of them the same way. A delivery first redoes
+//! what its publish wrote (idempotent), so the post is in its outbox
+//! whatever became of the publish's own writes; a deleted post's delivery
+//! writes its tombstone instead, and goes nowhere.
 
 use std::time::Duration;
 
 use super::stores::{PushCache, PushRecords};
-use super::{Plan, Push, Targets};
+use super::{Change, Plan, Push, Targets};
 use crate::engine::now_ms;
 use crate::engine::policy::{self, Audience};
 use crate::error::AppResult;
@@ -44,11 +46,19 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
 
     /// A delivery's plan: first what its publish did, or could not (the
     /// post's cache state, redone: idempotent), then whom it goes to.
-    /// Nothing if the post is gone, or its author is being deleted.
+    /// Nothing if the post is gone or deleted (its retract job, which waits
+    /// for this one, takes out what the publish wrote), or its author is
+    /// being deleted.
     pub async fn plan_delivery(&self, author: UserId, post: PostId) -> AppResult<Plan> {
         let Some(delivery) = self.records.delivery(post).await? else {
             return Ok(Plan::Nothing);
         };
+        if delivery.post.deleted {
+            // The tombstone first: a publish's write of the post racing
+            // this never clears it.
+            self.cache.tombstone(post, self.post_cache_ttl_secs).await?;
+            return Ok(Plan::Nothing);
+        }
         if !self.redo_publish(author, post, &delivery).await? {
             return Ok(Plan::Nothing);
         }
@@ -66,6 +76,18 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
         })
     }
 
+    /// A retraction's plan: the deleted post's entry, out of its outbox and
+    /// of every inbox a post of its author goes to (an active fan of a
+    /// big-V is a follower too). Only the tombstone if the post is gone.
+    pub async fn plan_retract(&self, post: PostId) -> AppResult<Plan> {
+        let entry = self
+            .records
+            .delivery(post)
+            .await?
+            .map(|d| Entry::new(d.post.created_at_ms, post));
+        Ok(Plan::Retract { post, entry })
+    }
+
     /// Writes what a publish writes to the cache (the outbox, the post
     /// cache, the delivery in flight; a big-V's place among the pulled), in
     /// case it could not; streams hear of a post it had not written. False
@@ -77,13 +99,6 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
         delivery: &Delivery,
     ) -> AppResult<bool> {
         let ttl = self.post_cache_ttl_secs;
-        // A deleted post's tombstone goes first: the publish never clears
-        // it, while the other order shows the post if the tombstone's call
-        // fails (its key lost meanwhile: nothing else in the cache
-        // remembers the deletion).
-        if delivery.post.deleted {
-            self.cache.tombstone(post, ttl).await?;
-        }
         let outbox_cap = self.settings.outbox_max_len;
         let new = self
             .cache
@@ -131,10 +146,11 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
         Ok(true)
     }
 
-    /// Pushes a push's entries into the next batch of its inboxes (the
-    /// next page of followers is read meanwhile), then checkpoints, once a
-    /// replica holds the batch; true after the last batch. Without
-    /// `record`, the worker dies between the batch and its checkpoint.
+    /// Makes a push's change (its entries in, or a deleted post's entry
+    /// out) in the next batch of its inboxes (the next page of followers is
+    /// read meanwhile), then checkpoints, once a replica holds the batch;
+    /// true after the last batch. Without `record`, the worker dies between
+    /// the batch and its checkpoint.
     pub async fn push_step(
         &self,
         job: &mut Job,
@@ -166,8 +182,16 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
         let Some(&last) = readers.last() else {
             return Ok(last_page);
         };
-        let cap = self.settings.inbox_max_len;
-        let pushed = self.cache.push(&readers, push.entries, cap, push.cut);
+        let (cap, author) = (self.settings.inbox_max_len, job.author_id);
+        let pushed = async {
+            match push.change {
+                Change::Add { entries, cut } => self.cache.push(&readers, entries, cap, cut).await,
+                Change::Remove(entry) => {
+                    self.cache.withdraw(author, &readers, entry).await?;
+                    Ok(0)
+                }
+            }
+        };
         // The next page is read while this one is pushed: a follower who
         // follows meanwhile is either on it or gets the post from its
         // follow's backfill, as before.

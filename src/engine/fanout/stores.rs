@@ -1,7 +1,7 @@
-//! What a push (a delivery's, a backfill's) needs of the stores, and
-//! nothing more: the records of the post, its audience and the job's
-//! progress; the cache's outbox, inboxes, pulled authors and hints. Pushes
-//! run (and are tested) over any store that answers them.
+//! What a push (a delivery's, a backfill's, a retraction's) needs of the
+//! stores, and nothing more: the records of the post, its audience and the
+//! job's progress; the cache's outbox, inboxes, pulled authors and hints.
+//! Pushes run (and are tested) over any store that answers them.
 
 use std::future::Future;
 use std::time::Duration;
@@ -72,6 +72,15 @@ pub trait PushCache: Hints + Pulled + Replicas {
         cap: i64,
         cut: Option<i64>,
     ) -> impl Future<Output = AppResult<i64>> + Send;
+
+    /// Takes `entry` out of `author`'s outbox and of the inboxes of
+    /// `readers` that hold it.
+    fn withdraw(
+        &self,
+        author: UserId,
+        readers: &[UserId],
+        entry: Entry,
+    ) -> impl Future<Output = AppResult<()>> + Send;
 }
 
 impl PushRecords for PgStore {
@@ -127,5 +136,13 @@ impl PushCache for RedisStore {
     ) -> AppResult<i64> {
         let inboxes: Vec<String> = readers.iter().map(|r| self.keys().inbox(*r)).collect();
         self.feeds().push_same(&inboxes, entries, cap, cut).await
+    }
+
+    async fn withdraw(&self, author: UserId, readers: &[UserId], entry: Entry) -> AppResult<()> {
+        let keys = self.keys();
+        let lists: Vec<String> = std::iter::once(keys.outbox(author))
+            .chain(readers.iter().map(|r| keys.inbox(*r)))
+            .collect();
+        self.feeds().remove(&lists, &[entry]).await
     }
 }

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 use super::push::Pusher;
 use super::stores::{PushCache, PushRecords};
-use super::{Plan, Push, Targets};
+use super::{Change, Plan, Push, Targets};
 use crate::engine::now_ms;
 use crate::engine::stores::{Accounts, FeedEntries, Hints, Pulled, Replicas};
 use crate::engine::testing::{run, settings, user};
@@ -262,6 +262,18 @@ impl PushCache for World {
         }
         Ok(added)
     }
+
+    async fn withdraw(&self, _author: UserId, readers: &[UserId], entry: Entry) -> AppResult<()> {
+        let mut s = self.state();
+        s.log.push("withdraw");
+        s.outbox.remove(&entry.id);
+        for r in readers {
+            if let Some(inbox) = s.inboxes.get_mut(&r.0) {
+                inbox.retain(|e| *e != (entry.score, entry.id));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn pusher(world: &World, batch: i64) -> Pusher<'_, World, World> {
@@ -299,17 +311,17 @@ async fn deliver(
     plan: &Plan,
     mut record: impl FnMut() -> bool,
 ) -> usize {
-    let Plan::Push { entries, cut, to } = plan else {
-        return 0;
+    let (change, to) = match plan {
+        Plan::Push { entries, cut, to } => (Change::Add { entries, cut: *cut }, to),
+        &Plan::Retract {
+            entry: Some(entry), ..
+        } => (Change::Remove(entry), &Targets::Followers),
+        _ => return 0,
     };
     let mut job = job();
     let mut ahead = None;
     for steps in 1.. {
-        let push = Push {
-            entries,
-            cut: *cut,
-            to,
-        };
+        let push = Push { change, to };
         let lives = record();
         let last = p
             .push_step(&mut job, &mut ahead, push, lives, WriteMark::default())
@@ -418,15 +430,39 @@ fn a_delivery_for_an_author_being_deleted_takes_its_writes_back() {
 }
 
 #[test]
-fn a_deleted_post_gets_its_tombstone_before_its_outbox_entry() {
+fn a_deleted_post_is_delivered_nowhere_and_gets_its_tombstone() {
     let world = World::with(3, &[], false);
     world.state().posts.get_mut(&POST).unwrap().post.deleted = true;
     let p = pusher(&world, 5);
     run(async {
-        p.plan_delivery(UserId(AUTHOR), POST).await.expect("a plan");
+        let plan = p.plan_delivery(UserId(AUTHOR), POST).await.expect("a plan");
+        assert!(matches!(plan, Plan::Nothing));
         let s = world.state();
-        assert_eq!(s.log[..2], ["tombstone", "publish"]);
+        assert_eq!(s.log, ["tombstone"]);
         assert_eq!(s.cached.get(&POST), Some(&true));
+        assert!(s.outbox.is_empty());
+    });
+}
+
+#[test]
+fn a_retraction_takes_the_entry_out_of_every_inbox_and_the_outbox() {
+    let world = World::with(23, &[15], false);
+    let p = pusher(&world, 5);
+    run(async {
+        let plan = p.plan_delivery(UserId(AUTHOR), POST).await.expect("a plan");
+        deliver(&p, &plan, || true).await;
+        assert_eq!(world.holding().len(), 23);
+        world.state().posts.get_mut(&POST).unwrap().post.deleted = true;
+        let plan = p.plan_retract(POST).await.expect("a plan");
+        let mut n = 0;
+        // A worker dies before one checkpoint: the batch is done again.
+        deliver(&p, &plan, || {
+            n += 1;
+            n != 2
+        })
+        .await;
+        assert!(world.holding().is_empty(), "{:?}", world.holding());
+        assert!(world.state().outbox.is_empty());
     });
 }
 
@@ -442,8 +478,10 @@ fn no_checkpoint_is_recorded_before_a_replica_holds_its_batch() {
         };
         let mut job = job();
         let push = Push {
-            entries: &entries,
-            cut,
+            change: Change::Add {
+                entries: &entries,
+                cut,
+            },
             to: &to,
         };
         let step = p

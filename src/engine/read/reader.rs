@@ -131,13 +131,11 @@ fn missing_sources(scope: Scope, sources: &[(Option<UserId>, Range)]) -> Vec<Fee
         .collect()
 }
 
-/// A feed post as the cut sees it: shown if live, hidden if deleted.
-fn slot(row: FeedPost) -> (Entry, Slot<Post>) {
+/// A feed post as the cut sees it: shown if live; a deleted one has left
+/// the feed.
+fn slot(row: FeedPost) -> Option<(Entry, Slot<Post>)> {
     let entry = Entry::new(row.post.created_at_ms, row.post.id);
-    match row.into_live() {
-        Some(post) => (entry, Slot::Shown(post)),
-        None => (entry, Slot::Hidden),
-    }
+    row.into_live().map(|post| (entry, Slot::Shown(post)))
 }
 
 impl<R: Records, C: Cache> Reader<'_, R, C> {
@@ -193,7 +191,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
             let FeedRows { rows, complete } =
                 self.records.feed(scope, req.max, skip, window).await?;
             Stats::bump(&self.stats.rows_read, rows.len() as u64);
-            let stream: Vec<(Entry, Slot<Post>)> = rows.into_iter().map(slot).collect();
+            let stream: Vec<(Entry, Slot<Post>)> = rows.into_iter().filter_map(slot).collect();
             // By count, the query has skipped the entries passed; a named
             // entry is found in the rows.
             let (at, page) = match req.id {
@@ -204,22 +202,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
                 None => (*req, cut(stream, req, complete)),
             };
             match page {
-                Cut::Page {
-                    items,
-                    mut next,
-                    top,
-                } => {
-                    // Below `max` the rows were live ones only: the cursor
-                    // also passes the deleted posts that share the last
-                    // item's millisecond and come before it.
-                    if let (Some(c), Some(last)) = (next.as_mut(), items.last()) {
-                        if Some(c.max) != req.max {
-                            let hidden = self.records.deleted_ahead(scope, c.max, last.id).await?;
-                            c.offset = c
-                                .offset
-                                .saturating_add(u32::try_from(hidden).unwrap_or(u32::MAX));
-                        }
-                    }
+                Cut::Page { items, next, top } => {
                     let prev = match (top, items.first()) {
                         (Some(top), Some(first)) => Prev {
                             min: top.score,
@@ -235,8 +218,8 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
                         marks: Vec::new(),
                     });
                 }
-                // The run of entries scored `max` filled the window (deleted
-                // ones included): read further into it.
+                // The run of entries scored `max` filled the window: read
+                // further into it.
                 Cut::NeedMore => window *= 4,
             }
         }
@@ -250,7 +233,7 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         loop {
             let FeedRows { rows, complete } = self.records.feed_up(scope, min, window).await?;
             Stats::bump(&self.stats.rows_read, rows.len() as u64);
-            let stream = rows.into_iter().map(slot).collect();
+            let stream = rows.into_iter().filter_map(slot).collect();
             match refresh_page(cut_up(stream, req, complete)) {
                 Some(page) => return Ok(page),
                 None => window *= 4,
@@ -526,8 +509,8 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     }
 
     /// The entries of `window` that belong to `scope`'s feed, in order,
-    /// each shown (a live post, with its body) or hidden (a deleted one):
-    /// what the cache knows of them, from this instance's memory, else
+    /// each shown with its post (deleted posts have left the feed): what
+    /// the cache knows of them, from this instance's memory, else
     /// Redis; entries the cache lacks are read from PostgreSQL (and
     /// cached).
     async fn slots(
@@ -540,7 +523,8 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     }
 
     /// [`Self::slots`]; without `bodies`, shown posts are left without
-    /// their bodies (counting them needs none): each slot is then hidden.
+    /// their bodies (counting them needs none): each slot is then hidden
+    /// (counted, not shown).
     async fn slots_of(
         &self,
         scope: Scope,
@@ -607,13 +591,13 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
             .filter_map(|e| {
                 if unknown.contains(&e.id) {
                     // In the feed only if PostgreSQL has it there.
-                    return from_pg.remove(&e.id).map(slot);
+                    return from_pg.remove(&e.id).and_then(slot);
                 }
                 let m = meta.get(&e.id)?;
-                if !m.followed {
+                if !m.followed || m.deleted {
                     return None;
                 }
-                if m.deleted || !bodies {
+                if !bodies {
                     return Some((*e, Slot::Hidden));
                 }
                 posts.remove(&e.id).map(|p| (*e, Slot::Shown(p)))

@@ -17,8 +17,9 @@ use crate::types::{
 /// The records of truth, as pages read them.
 pub trait Records: Accounts + FeedEntries {
     /// `scope`'s feed from `max` (or the top) on: the entries scored
-    /// exactly `max` past the first `offset` (deleted ones too), then at
-    /// least `window` live entries below it where the feed has them.
+    /// exactly `max` past the first `offset`, then at least `window`
+    /// entries below it where the feed has them (live posts only: deleted
+    /// ones have left the feed).
     fn feed(
         &self,
         scope: Scope,
@@ -28,21 +29,13 @@ pub trait Records: Accounts + FeedEntries {
     ) -> impl Future<Output = AppResult<FeedRows>> + Send;
 
     /// `scope`'s feed from the run of entries scored `min` up: that run,
-    /// then at least `window` entries above it (deleted ones too).
+    /// then at least `window` entries above it (live posts only).
     fn feed_up(
         &self,
         scope: Scope,
         min: i64,
         window: i64,
     ) -> impl Future<Output = AppResult<FeedRows>> + Send;
-
-    /// Deleted entries of `scope`'s feed scored `score` before post `id`.
-    fn deleted_ahead(
-        &self,
-        scope: Scope,
-        score: i64,
-        id: PostId,
-    ) -> impl Future<Output = AppResult<i64>> + Send;
 
     /// Entries of `scope`'s feed scored `score` from post `id` down.
     fn count_from(
@@ -177,10 +170,6 @@ impl Records for PgStore {
 
     async fn feed_up(&self, scope: Scope, min: i64, window: i64) -> AppResult<FeedRows> {
         self.posts().feed_up(scope, min, window).await
-    }
-
-    async fn deleted_ahead(&self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
-        self.posts().deleted_ahead(scope, score, id).await
     }
 
     async fn count_from(&self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {

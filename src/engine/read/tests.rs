@@ -87,7 +87,8 @@ impl Truth {
         }
     }
 
-    /// `scope`'s feed, deleted posts included, in feed order.
+    /// `scope`'s feed, deleted posts included (a hydration finds them), in
+    /// feed order.
     fn feed(&self, scope: Scope) -> Vec<FeedPost> {
         let mut rows: Vec<FeedPost> = self
             .posts
@@ -102,11 +103,16 @@ impl Truth {
         rows
     }
 
+    /// `scope`'s feed: its live posts, in feed order.
+    fn live(&self, scope: Scope) -> Vec<FeedPost> {
+        self.feed(scope).into_iter().filter(|r| r.live).collect()
+    }
+
     fn entries_of(&self, authors: impl Fn(UserId) -> bool, limit: i64) -> Vec<Entry> {
         let mut all: Vec<Entry> = self
             .posts
             .iter()
-            .filter(|(_, (a, _, _))| authors(*a))
+            .filter(|(_, (a, _, live))| authors(*a) && *live)
             .map(|(id, (_, at, _))| Entry::new(*at, *id))
             .collect();
         all.sort_by(feed_order);
@@ -179,7 +185,8 @@ impl World {
         }
     }
 
-    /// Deletes a post: its entries stay, its cached copy becomes a tombstone.
+    /// Deletes a post: its cached copy becomes a tombstone; its entries
+    /// stay (as they do until its retract job runs).
     fn delete(&self, id: PostId) {
         if let Some(p) = self.truth().posts.get_mut(&id) {
             p.2 = false;
@@ -242,9 +249,9 @@ impl Records for World {
     ) -> AppResult<FeedRows> {
         self.query();
         let top = max.unwrap_or(i64::MAX);
-        let feed = self.truth().feed(scope);
+        let feed = self.truth().live(scope);
         let at_max = feed.iter().filter(|r| r.post.created_at_ms == top);
-        let below = feed.iter().filter(|r| r.post.created_at_ms < top && r.live);
+        let below = feed.iter().filter(|r| r.post.created_at_ms < top);
         let rows = at_max.skip(offset as usize).chain(below).cloned().collect();
         Ok(FeedRows {
             rows,
@@ -254,7 +261,7 @@ impl Records for World {
 
     async fn feed_up(&self, scope: Scope, min: i64, _window: i64) -> AppResult<FeedRows> {
         self.query();
-        let rows = self.truth().feed(scope);
+        let rows = self.truth().live(scope);
         let rows = rows
             .into_iter()
             .filter(|r| r.post.created_at_ms >= min)
@@ -265,23 +272,17 @@ impl Records for World {
         })
     }
 
-    async fn deleted_ahead(&self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
-        let feed = self.truth().feed(scope);
+    async fn count_from(&self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
+        let feed = self.truth().live(scope);
+        let named = Entry::new(score, id);
         let run = feed.iter().filter(|r| r.post.created_at_ms == score);
         Ok(run
-            .take_while(|r| r.post.id != id)
-            .filter(|r| !r.live)
+            .filter(|r| feed_order(&entry(&r.post), &named).is_ge())
             .count() as i64)
     }
 
-    async fn count_from(&self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
-        let feed = self.truth().feed(scope);
-        let run = feed.iter().filter(|r| r.post.created_at_ms == score);
-        Ok(run.skip_while(|r| r.post.id != id).count() as i64)
-    }
-
     async fn count_at(&self, scope: Scope, score: i64) -> AppResult<i64> {
-        let feed = self.truth().feed(scope);
+        let feed = self.truth().live(scope);
         Ok(feed
             .iter()
             .filter(|r| r.post.created_at_ms == score)
@@ -582,7 +583,7 @@ fn a_cold_then_warm_scroll_shows_every_post_once_and_the_warm_one_asks_the_recor
 }
 
 #[test]
-fn deleted_posts_are_hidden_yet_keep_the_cursor_in_place() {
+fn deleted_posts_leave_every_page() {
     let h = Harness::new(small_world());
     run(async {
         h.scroll(UserId(1), 2).await;

@@ -1,8 +1,8 @@
 //! Posts and the feed queries.
 //!
-//! A reader's home feed, as the records define it: every post (deleted ones
-//! included: they keep their place, and reads hide them) of the authors the
-//! reader follows, in feed order (`created_at_ms` descending, then the id's
+//! A reader's home feed, as the records define it: every live post (a
+//! deleted one leaves the feed) of the authors the reader follows, in feed
+//! order (`created_at_ms` descending, then the id's
 //! decimal bytes descending). An author's page: that author's posts.
 
 use std::collections::BTreeMap;
@@ -18,8 +18,8 @@ use super::schema::posts;
 use super::{PgStore, FEED_ORDER};
 use crate::error::{AppError, AppResult};
 use crate::types::{
-    feed_order, AccountStatus, Delivery, EntriesOf, Entry, FeedPost, FeedRows, JobId, JobKind,
-    Post, PostId, PulledAuthor, Scope, UserId,
+    feed_order, AccountStatus, Delivery, EntriesOf, Entry, FeedPost, FeedRows, JobKind, Post,
+    PostId, PulledAuthor, Scope, UserId,
 };
 
 /// Posts and the feed queries ([`PgStore::posts`]).
@@ -50,12 +50,11 @@ pub enum Published {
 /// Outcome of a delete request, decided under the post's row lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deletion {
-    /// Deleted now; `job` writes its tombstone if the requester cannot.
+    /// Deleted now, with its `retract` job queued.
     Deleted {
         author_id: UserId,
         /// The post's time (its place in feeds).
         created_at_ms: i64,
-        job: JobId,
     },
     /// Deleted before.
     AlreadyDeleted,
@@ -178,8 +177,8 @@ impl PostRecords<'_> {
     }
 
     /// Marks a post deleted, with the `retract` job that writes its
-    /// tombstone into the post cache. Its entries stay in inboxes and
-    /// outboxes: reads hide it, and the cursor keeps counting it.
+    /// tombstone into the post cache and takes its entries out of its
+    /// outbox and inboxes. Pages leave it out from now on.
     pub async fn delete_post(
         self,
         id: PostId,
@@ -211,7 +210,7 @@ impl PostRecords<'_> {
                 .set(posts::deleted_at.eq(diesel::dsl::now))
                 .execute(conn)
                 .await?;
-            let job = queue_job(
+            queue_job(
                 conn,
                 JobKind::Retract,
                 UserId(author_id),
@@ -224,7 +223,6 @@ impl PostRecords<'_> {
             Ok(Deletion::Deleted {
                 author_id: UserId(author_id),
                 created_at_ms,
-                job,
             })
         })
         .await
@@ -247,14 +245,12 @@ impl PostRecords<'_> {
     }
 
     /// The feed of `scope` from a position on: the entries scored exactly
-    /// `max` past the first `offset` (deleted ones too: the offset counts
-    /// them), then at least `window` live entries below `max` where the feed
-    /// has them. The rows scored `max` are read apart from the older ones,
-    /// so a deep offset costs the run of equal scores, not the offset times
-    /// every followee; below `max` deleted posts are skipped by the index,
-    /// so however many lie between live ones, the read stays one window
-    /// (the cursor counts the deleted ones it needs with
-    /// [`Self::deleted_ahead`]).
+    /// `max` past the first `offset`, then at least `window` entries below
+    /// `max` where the feed has them (live posts only). The rows scored
+    /// `max` are read apart from the older ones, so a deep offset costs the
+    /// run of equal scores, not the offset times every followee; deleted
+    /// posts are skipped by the index of live ones, so however many lie
+    /// between live ones, the read stays one window.
     pub async fn feed(
         self,
         scope: Scope,
@@ -295,8 +291,8 @@ impl PostRecords<'_> {
 
     /// The feed of `scope` from the run of entries scored `min` up, in
     /// feed order: every entry of that score, then at least `window`
-    /// entries above it where the feed has them (deleted ones too: the
-    /// cursor counts them), read oldest first. `complete`: the rows reach
+    /// entries above it where the feed has them (live posts only), read
+    /// oldest first. `complete`: the rows reach
     /// the top of the feed.
     pub async fn feed_up(self, scope: Scope, min: i64, window: i64) -> AppResult<FeedRows> {
         let mut conn = self.0.conn().await?;
@@ -313,34 +309,14 @@ impl PostRecords<'_> {
         })
     }
 
-    /// How many deleted entries of `scope`'s feed are scored exactly
-    /// `score` and come before post `id` in feed order (their members'
-    /// bytes are greater): the hidden entries a cursor at `id` has passed.
-    pub async fn deleted_ahead(self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
-        let mut conn = self.0.conn().await?;
-        let query = diesel::sql_query(
-            "SELECT count(*) AS n FROM posts p \
-             WHERE p.created_at_ms = $2 AND p.deleted_at IS NOT NULL \
-             AND p.id::text COLLATE \"C\" > $3::text COLLATE \"C\" \
-             AND p.author_id IN (SELECT a FROM feed_authors($1, $4, $5))",
-        )
-        .into_boxed()
-        .bind::<BigInt, _>(scope.user())
-        .bind::<BigInt, _>(score)
-        .bind::<BigInt, _>(id);
-        Ok(scope_binds(query, scope)
-            .get_result::<Count>(&mut conn)
-            .await?
-            .n)
-    }
-
     /// How many entries of `scope`'s feed are scored exactly `score` and
     /// come at or after post `id` in feed order (their members' bytes are
     /// not greater): the run of `score` from that post down.
     pub async fn count_from(self, scope: Scope, score: i64, id: PostId) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(
-            "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 \
+            "SELECT count(*) AS n FROM posts p \
+             WHERE p.created_at_ms = $2 AND p.deleted_at IS NULL \
              AND p.id::text COLLATE \"C\" <= $3::text COLLATE \"C\" \
              AND p.author_id IN (SELECT a FROM feed_authors($1, $4, $5))",
         )
@@ -358,7 +334,8 @@ impl PostRecords<'_> {
     pub async fn count_at(self, scope: Scope, score: i64) -> AppResult<i64> {
         let mut conn = self.0.conn().await?;
         let query = diesel::sql_query(
-            "SELECT count(*) AS n FROM posts p WHERE p.created_at_ms = $2 \
+            "SELECT count(*) AS n FROM posts p \
+             WHERE p.created_at_ms = $2 AND p.deleted_at IS NULL \
              AND p.author_id IN (SELECT a FROM feed_authors($1, $3, $4))",
         )
         .into_boxed()
@@ -370,7 +347,7 @@ impl PostRecords<'_> {
             .n)
     }
 
-    /// The newest `limit` entries of a feed (deleted posts included): what
+    /// The newest `limit` entries of a feed (live posts only): what
     /// an inbox or outbox rebuild fills in, what a follow or a backfill
     /// pushes.
     pub async fn entries(self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
@@ -383,7 +360,8 @@ impl PostRecords<'_> {
                     "SELECT p.id, p.created_at_ms \
                      FROM (SELECT followee_id AS a FROM follows WHERE follower_id = $1 \
                            UNION ALL SELECT $1) f CROSS JOIN LATERAL ( \
-                        SELECT id, created_at_ms FROM posts WHERE author_id = f.a \
+                        SELECT id, created_at_ms FROM posts \
+                        WHERE author_id = f.a AND deleted_at IS NULL \
                         ORDER BY created_at_ms DESC FETCH FIRST ($2) ROWS WITH TIES) p \
                      {FEED_ORDER} LIMIT $2"
                 ),
@@ -391,15 +369,16 @@ impl PostRecords<'_> {
             ),
             EntriesOf::Author(a) => (
                 format!(
-                    "SELECT p.id, p.created_at_ms FROM posts p WHERE p.author_id = $1 \
-                     {FEED_ORDER} LIMIT $2"
+                    "SELECT p.id, p.created_at_ms FROM posts p \
+                     WHERE p.author_id = $1 AND p.deleted_at IS NULL {FEED_ORDER} LIMIT $2"
                 ),
                 a,
             ),
             EntriesOf::Pulled(a) => (
                 format!(
                     "SELECT p.id, p.created_at_ms FROM posts p \
-                     WHERE p.author_id = $1 AND p.pulled {FEED_ORDER} LIMIT $2"
+                     WHERE p.author_id = $1 AND p.pulled AND p.deleted_at IS NULL \
+                     {FEED_ORDER} LIMIT $2"
                 ),
                 a,
             ),
@@ -415,8 +394,8 @@ impl PostRecords<'_> {
             .collect())
     }
 
-    /// The newest `limit` entries of each of `authors` (deleted posts
-    /// included), by author: what a follow of many copies.
+    /// The newest `limit` entries of each of `authors` (live posts only),
+    /// by author: what a follow of many copies.
     pub async fn entries_of_many(
         self,
         authors: &[UserId],
@@ -435,7 +414,7 @@ impl PostRecords<'_> {
         let rows: Vec<Row> = diesel::sql_query(format!(
             "SELECT p.author_id, p.id, p.created_at_ms FROM unnest($1::bigint[]) a(id) \
              CROSS JOIN LATERAL (SELECT p.author_id, p.id, p.created_at_ms FROM posts p \
-                WHERE p.author_id = a.id {FEED_ORDER} LIMIT $2) p"
+                WHERE p.author_id = a.id AND p.deleted_at IS NULL {FEED_ORDER} LIMIT $2) p"
         ))
         .bind::<diesel::sql_types::Array<BigInt>, _>(authors)
         .bind::<BigInt, _>(limit)

@@ -101,7 +101,9 @@ impl JobTable<'_> {
     /// order stays the primary key's, read from its index). The jobs of one
     /// (author, follower) pair are claimed one at a time, in order: a
     /// `follow` never runs before an earlier `unfollow` of the same pair has
-    /// finished.
+    /// finished. A `retract` waits for its post's `deliver` and its
+    /// author's `backfill`s (unless parked as dead): what they write, from
+    /// a reading of the post taken before its delete, it takes out.
     pub async fn claim_job(
         self,
         lease: Duration,
@@ -126,6 +128,10 @@ impl JobTable<'_> {
                  AND (j.follower_id IS NULL OR NOT EXISTS ( \
                      SELECT 1 FROM fanout_jobs o WHERE o.author_id = j.author_id \
                      AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
+                 AND (j.kind <> 'retract' OR NOT EXISTS ( \
+                     SELECT 1 FROM fanout_jobs d WHERE d.author_id = j.author_id \
+                     AND (d.kind = 'backfill' OR d.kind = 'deliver' AND d.post_id = j.post_id) \
+                     AND NOT d.dead)) \
                  AND (j.kind = ANY ($6)) = $5 \
                  ORDER BY j.id {order} OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
              RETURNING id, kind, author_id, post_id, follower_id, checkpoint, attempts, \

@@ -119,8 +119,9 @@ pub struct EntryRow {
     pub created_at_ms: i64,
 }
 
-/// A row of a feed read from the records: a post, live or deleted (a
-/// deleted one keeps its place in the feed; its body is not read).
+/// A row of a feed read from the records: a post, live or deleted (only a
+/// hydration reads deleted ones, to cache their tombstones; their bodies
+/// are not read).
 #[derive(Debug, Clone, PartialEq, Eq, Queryable)]
 pub struct FeedRow {
     pub id: i64,

@@ -1,9 +1,8 @@
--- A feed from a position down (`PostRecords::feed`): the posts scored
--- exactly the position's score past the first `offset` (deleted ones too:
--- the offset counts them), then at least `window` live posts below that
--- score, where the feed has them. Deleted posts below the score are left
--- to the index, so however many lie between live ones the read stays one
--- window.
+-- A feed from a position down (`PostRecords::feed`): the live posts
+-- scored exactly the position's score past the first `offset`, then at
+-- least `window` live posts below that score, where the feed has them.
+-- Deleted posts have left the feed: the index of live posts skips them, so
+-- however many lie between live ones the read stays one window.
 --
 -- Binds, in order: the scope's user, whether the scope is a home, whether
 -- that home shows its reader's own posts (`feed_authors`), the score, the
@@ -13,7 +12,7 @@ SELECT r.id, r.author_id, r.username, r.body, r.created_at_ms, r.live, r.meta
 FROM (
     (SELECT p.id
      FROM v JOIN posts p ON p.author_id = v.a
-     WHERE p.created_at_ms = $4
+     WHERE p.created_at_ms = $4 AND p.deleted_at IS NULL
      ORDER BY p.id::text COLLATE "C" DESC
      OFFSET $5 LIMIT $6)
     UNION ALL

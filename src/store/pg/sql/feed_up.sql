@@ -1,6 +1,6 @@
--- A feed from the run of a score up (`PostRecords::feed_up`): every post
--- scored exactly that, then at least `window` posts above it where the
--- feed has them (deleted ones too: the cursor counts them).
+-- A feed from the run of a score up (`PostRecords::feed_up`): every live
+-- post scored exactly that, then at least `window` live posts above it
+-- where the feed has them (deleted posts have left the feed).
 --
 -- Binds, in order: the scope's user, whether the scope is a home, whether
 -- that home shows its reader's own posts (`feed_authors`), the score, the
@@ -10,12 +10,12 @@ SELECT r.id, r.author_id, r.username, r.body, r.created_at_ms, r.live, r.meta
 FROM (
     (SELECT p.id
      FROM v JOIN posts p ON p.author_id = v.a
-     WHERE p.created_at_ms = $4)
+     WHERE p.created_at_ms = $4 AND p.deleted_at IS NULL)
     UNION ALL
     (SELECT p.id
      FROM v CROSS JOIN LATERAL (
          SELECT id, created_at_ms FROM posts
-         WHERE author_id = v.a AND created_at_ms > $4
+         WHERE author_id = v.a AND deleted_at IS NULL AND created_at_ms > $4
          ORDER BY created_at_ms ASC
          FETCH FIRST ($5) ROWS WITH TIES
      ) p
