@@ -13,6 +13,7 @@
 
 mod big_v;
 mod cpu;
+mod deletes;
 mod machine;
 mod redis_stats;
 mod report;
@@ -256,7 +257,7 @@ impl Options {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 8] = [
+pub const SCENARIOS: [&str; 9] = [
     "fanout",
     "active",
     "publish",
@@ -264,6 +265,7 @@ pub const SCENARIOS: [&str; 8] = [
     "mixed",
     "streams",
     "sustained",
+    "deletes",
     "memory",
 ];
 

@@ -325,6 +325,9 @@ pub struct Report {
     pub sustained: Value,
     /// The live streams' run: streams open, events, hints.
     pub streams: Value,
+    /// The deletes' run: live and deleted entries the inboxes hold, and
+    /// the scrolls' pages by source.
+    pub deletes: Value,
     /// Each change of who is big-V: thresholds, big-Vs reached, drain time.
     pub big_vs: Vec<Value>,
     /// How the read cohorts' feeds share milliseconds (one reader each).
@@ -348,6 +351,7 @@ impl Report {
             fanouts: Vec::new(),
             sustained: Value::Null,
             streams: Value::Null,
+            deletes: Value::Null,
             big_vs: Vec::new(),
             ties: Vec::new(),
             failures: Vec::new(),
@@ -539,6 +543,9 @@ fn details(r: &Report) -> String {
     }
     let _ = writeln!(out, "storage:   {}", r.storage);
     let _ = writeln!(out, "memory:    {}", r.memory);
+    if !r.deletes.is_null() {
+        let _ = writeln!(out, "deletes:   {}", r.deletes);
+    }
     if let Some(t) = r.sustained.as_object() {
         let summary: serde_json::Map<String, Value> = t
             .iter()

@@ -150,7 +150,7 @@ pub async fn run(o: Options) -> R<()> {
     merge(&mut run.report.baselines, baselines);
 
     // Publishing authors: the big-Vs and the mega author are big-V.
-    if ["publish", "mixed", "streams", "sustained"]
+    if ["publish", "mixed", "streams", "sustained", "deletes"]
         .iter()
         .any(|s| o.runs(s))
     {
@@ -201,6 +201,18 @@ pub async fn run(o: Options) -> R<()> {
         report.rows.push(Row::latency("sustained publishing", &lat));
         report.latencies.push(("sustained publishing".into(), lat));
         report.sustained = table;
+    }
+
+    // Deleted posts giving back their slots in the inboxes.
+    if o.runs("deletes") {
+        let cap = run_settings()["inbox_max_len"].as_u64().unwrap_or(1000) as usize;
+        let (rows, account, failures) =
+            crate::deletes::deletes(&layout, run.pg, &client, &service.base, &keys, &single, cap)
+                .await?;
+        let report = &mut *run.report;
+        report.rows.extend(rows);
+        report.deletes = account;
+        report.failures.extend(failures);
     }
 
     // Memory per inbox entry, in the service's layout.

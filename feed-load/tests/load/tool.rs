@@ -110,7 +110,11 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         "reads, 50 big-Vs, tied",
     ];
     let mut expected: Vec<String> = on_redis.iter().map(|s| s.to_string()).collect();
-    expected.extend(["mixed: reads".into(), "sustained publishing".into()]);
+    expected.extend([
+        "mixed: reads".into(),
+        "sustained publishing".into(),
+        "deletes: 30 % of posts".into(),
+    ]);
     if !cluster_urls.is_empty() {
         expected.extend(on_redis.iter().map(|s| format!("{s}, cluster")));
     }
