@@ -52,15 +52,7 @@ pub async fn deletes(
     target: &Target,
     cap: usize,
 ) -> R<(Vec<Row>, Value, Vec<String>)> {
-    let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
-    let author = seed::count(
-        pg,
-        &format!(
-            "SELECT id AS n FROM users WHERE id BETWEEN {first} AND {last} \
-             ORDER BY follower_count DESC, id LIMIT 1"
-        ),
-    )
-    .await?;
+    let author = seed::ordinary_author(pg, l, true).await?;
     let readers = seed::ids(
         pg,
         &format!(
@@ -350,18 +342,11 @@ async fn page(client: &reqwest::Client, base: &str, token: &str, query: &str) ->
 /// Pages the service has served: from Redis, and from PostgreSQL past a
 /// floor (its `/metrics`).
 async fn pages_served(client: &reqwest::Client, base: &str) -> R<(f64, f64)> {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .map_err(|e| format!("reading /metrics: {e}"))?
-        .text()
-        .await
-        .map_err(|e| format!("reading /metrics: {e}"))?;
+    let series = crate::streams::counters(client, base).await?;
     let sum = |labels: &str| -> f64 {
-        text.lines()
-            .filter(|l| l.starts_with("feed_pages_total{") && l.contains(labels))
-            .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+        (series.iter())
+            .filter(|(s, _)| s.starts_with("feed_pages_total{") && s.contains(labels))
+            .map(|(_, n)| n)
             .sum()
     };
     Ok((sum("source=\"redis\""), sum("reason=\"past_floor\"")))

@@ -681,15 +681,8 @@ async fn publishes(
     base: &str,
     keys: &Tokens,
 ) -> R<Vec<(String, Latency)>> {
-    let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
-    let ordinary = |order: &str| {
-        format!(
-            "SELECT id AS n FROM users WHERE id BETWEEN {first} AND {last} \
-             ORDER BY follower_count {order}, id LIMIT 1"
-        )
-    };
-    let fewest = seed::count(pg, &ordinary("ASC")).await?;
-    let most = seed::count(pg, &ordinary("DESC")).await?;
+    let fewest = seed::ordinary_author(pg, l, false).await?;
+    let most = seed::ordinary_author(pg, l, true).await?;
     let mut out = Vec::new();
     for author in [fewest, most, *l.bigs.start(), l.mega] {
         let followers = seed::count(

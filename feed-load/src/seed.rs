@@ -575,6 +575,25 @@ struct N {
     n: i64,
 }
 
+/// The ordinary author with the most followers (`most`), or the fewest
+/// (ties to the lowest id).
+pub async fn ordinary_author(
+    conn: &mut AsyncPgConnection,
+    l: &Layout,
+    most: bool,
+) -> Result<i64, String> {
+    let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
+    let order = if most { "DESC" } else { "ASC" };
+    count(
+        conn,
+        &format!(
+            "SELECT id AS n FROM users WHERE id BETWEEN {first} AND {last} \
+             ORDER BY follower_count {order}, id LIMIT 1"
+        ),
+    )
+    .await
+}
+
 pub async fn count(conn: &mut AsyncPgConnection, sql: &str) -> Result<i64, String> {
     use diesel_async::RunQueryDsl;
     let row: N = diesel::sql_query(sql)

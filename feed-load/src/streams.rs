@@ -50,15 +50,7 @@ pub async fn streams(
     keys: &Tokens,
     target: &Target,
 ) -> R<(Vec<(String, Latency)>, Value, Vec<String>)> {
-    let (first, last) = (*l.ordinary.start(), *l.ordinary.end());
-    let author = seed::count(
-        pg,
-        &format!(
-            "SELECT id AS n FROM users WHERE id BETWEEN {first} AND {last} \
-             ORDER BY follower_count DESC, id LIMIT 1"
-        ),
-    )
-    .await?;
+    let author = seed::ordinary_author(pg, l, true).await?;
     let wanted = o.streams.min(o.mega_followers as usize);
     // The author's followers that follow the mega big-V too (the read
     // cohorts' readers do not), then more of the mega big-V's, up to
@@ -338,7 +330,7 @@ const COUNTED: [&str; 4] = [
 ];
 
 /// The service's [`COUNTED`] series now.
-async fn counters(client: &reqwest::Client, base: &str) -> R<BTreeMap<String, f64>> {
+pub async fn counters(client: &reqwest::Client, base: &str) -> R<BTreeMap<String, f64>> {
     let text = client
         .get(format!("{base}/metrics"))
         .send()
