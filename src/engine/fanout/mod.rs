@@ -61,11 +61,10 @@ enum Plan {
         edge: Edge,
     },
     /// A deleted post's tombstone into the post cache, then its entry out
-    /// of its outbox and the inboxes, a batch of followers a step (`None`:
-    /// the post is gone, only the tombstone).
+    /// of its outbox and the inboxes, a batch of followers a step.
     Retract {
         post: PostId,
-        entry: Option<Entry>,
+        entry: Entry,
     },
     /// The hidden accounts take an account's status.
     Hide,
@@ -378,16 +377,8 @@ impl<'a> FanOut<'a> {
                 done
             }
             Some(&Plan::Retract { post, entry }) => {
-                // Every step: the cache may have lost it meanwhile.
-                let ttl = self.0.tuning().post_cache_ttl_secs;
-                self.0.redis().posts().tombstone(post, ttl).await?;
-                let Some(entry) = entry else { return Ok(true) };
-                let push = Push {
-                    change: Change::Remove(entry),
-                    to: &Targets::Followers,
-                };
                 self.pusher()
-                    .push_step(job, ahead, push, record, mark)
+                    .retract_step(job, ahead, (post, entry), record, mark)
                     .await?
             }
             Some(Plan::Push { entries, cut, to }) => {

@@ -57,6 +57,7 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
             // The tombstone first: a publish's write of the post racing
             // this never clears it.
             self.cache.tombstone(post, self.post_cache_ttl_secs).await?;
+            self.undone_for_a_deleted_author(author, post).await?;
             return Ok(Plan::Nothing);
         }
         if !self.redo_publish(author, post, &delivery).await? {
@@ -78,14 +79,43 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
 
     /// A retraction's plan: the deleted post's entry, out of its outbox and
     /// of every inbox a post of its author goes to (an active fan of a
-    /// big-V is a follower too). Only the tombstone if the post is gone.
+    /// big-V is a follower too). Nothing if the post is gone (purged with
+    /// its account, which took its keys).
     pub async fn plan_retract(&self, post: PostId) -> AppResult<Plan> {
-        let entry = self
-            .records
-            .delivery(post)
+        Ok(match self.records.delivery(post).await? {
+            Some(d) => Plan::Retract {
+                post,
+                entry: Entry::new(d.post.created_at_ms, post),
+            },
+            None => Plan::Nothing,
+        })
+    }
+
+    /// A retraction's next step: the post's tombstone (the cache may have
+    /// lost it meanwhile), then its entry out of the next batch of lists
+    /// ([`Self::push_step`]); true after the last batch. If its author is
+    /// being deleted, the purge takes the entries out, and this step takes
+    /// back what it wrote and ends.
+    pub async fn retract_step(
+        &self,
+        job: &mut Job,
+        ahead: &mut Option<(i64, Vec<UserId>)>,
+        (post, entry): (PostId, Entry),
+        record: bool,
+        mark: WriteMark,
+    ) -> AppResult<bool> {
+        self.cache.tombstone(post, self.post_cache_ttl_secs).await?;
+        if self
+            .undone_for_a_deleted_author(job.author_id, post)
             .await?
-            .map(|d| Entry::new(d.post.created_at_ms, post));
-        Ok(Plan::Retract { post, entry })
+        {
+            return Ok(true);
+        }
+        let push = Push {
+            change: Change::Remove(entry),
+            to: &Targets::Followers,
+        };
+        self.push_step(job, ahead, push, record, mark).await
     }
 
     /// Writes what a publish writes to the cache (the outbox, the post
@@ -124,9 +154,9 @@ impl<R: PushRecords, C: PushCache> Pusher<'_, R, C> {
         Ok(true)
     }
 
-    /// After a delivery wrote its post's cache state: if its author is
-    /// being deleted (or gone) by now, that state goes again and true is
-    /// returned. An account is marked deleted before its purge starts, so
+    /// After a delivery or a retraction wrote its post's cache state: if
+    /// its author is being deleted (or gone) by now, that state goes again
+    /// and true is returned. An account is marked deleted before its purge starts, so
     /// either this sees the mark, or the purge's own forgetting comes after
     /// these writes: a purged author is never pulled, nor its outbox kept,
     /// by a delivery that raced it.

@@ -313,9 +313,7 @@ async fn deliver(
 ) -> usize {
     let (change, to) = match plan {
         Plan::Push { entries, cut, to } => (Change::Add { entries, cut: *cut }, to),
-        &Plan::Retract {
-            entry: Some(entry), ..
-        } => (Change::Remove(entry), &Targets::Followers),
+        &Plan::Retract { entry, .. } => (Change::Remove(entry), &Targets::Followers),
         _ => return 0,
     };
     let mut job = job();
@@ -463,6 +461,39 @@ fn a_retraction_takes_the_entry_out_of_every_inbox_and_the_outbox() {
         .await;
         assert!(world.holding().is_empty(), "{:?}", world.holding());
         assert!(world.state().outbox.is_empty());
+    });
+}
+
+#[test]
+fn a_retraction_racing_its_author_s_purge_leaves_no_tombstone_behind() {
+    let world = World::with(3, &[], false);
+    world.state().posts.get_mut(&POST).unwrap().post.deleted = true;
+    world.state().users.insert(AUTHOR, AccountStatus::Deleted);
+    let p = pusher(&world, 5);
+    run(async {
+        let Plan::Retract { post, entry } = p.plan_retract(POST).await.unwrap() else {
+            panic!("no retraction");
+        };
+        let mut job = job();
+        let last = p
+            .retract_step(
+                &mut job,
+                &mut None,
+                (post, entry),
+                true,
+                WriteMark::default(),
+            )
+            .await
+            .unwrap();
+        assert!(last);
+        {
+            let s = world.state();
+            assert_eq!(s.log, ["tombstone", "take back"]);
+            assert!(s.cached.is_empty(), "the tombstone is left");
+        }
+        // A post purged already: nothing to do.
+        world.state().posts.clear();
+        assert!(matches!(p.plan_retract(POST).await.unwrap(), Plan::Nothing));
     });
 }
 
