@@ -156,7 +156,7 @@ pub async fn deletes(
             &format!("cap / {PAGE} items"),
         )
         .with_goal(
-            format!("at least {} pages before the first past the floor ({fewest_pages} at least)", whole - 1),
+            format!("at least {} pages from Redis ({fewest_pages} at least)", whole - 1),
             fewest_pages + 1 >= whole,
         ),
     ];
