@@ -254,13 +254,14 @@ impl AccountChanges<'_> {
     }
 
     /// A deleted account's newest posts, which its followers' inboxes may
-    /// hold (as many as an inbox holds, with its trimming slack).
+    /// hold (as many as an inbox holds, with its trimming slack, and the
+    /// deleted ones among them).
     pub(crate) async fn newest_of(self, account: UserId) -> AppResult<Vec<Entry>> {
         let cap = self.0.settings().inbox_max_len;
         self.0
             .pg()
             .posts()
-            .entries(EntriesOf::Author(account), cap + (cap / 32).max(1))
+            .entries(EntriesOf::Held(account), cap + (cap / 32).max(1))
             .await
     }
 }

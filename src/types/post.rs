@@ -47,4 +47,8 @@ pub enum EntriesOf {
     Author(UserId),
     /// An author's pulled posts: those published while it was big-V.
     Pulled(UserId),
+    /// What of an author's an inbox may hold, for an unfollow or a purge
+    /// to take out: its newest posts, and those deleted since the oldest
+    /// of them (their entries may still wait for their retract jobs).
+    Held(UserId),
 }

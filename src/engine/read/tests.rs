@@ -232,7 +232,7 @@ impl FeedEntries for World {
             EntriesOf::Home(u) => {
                 truth.entries_of(|a| a == u || truth.follows.contains(&(u, a)), limit)
             }
-            EntriesOf::Author(author) | EntriesOf::Pulled(author) => {
+            EntriesOf::Author(author) | EntriesOf::Pulled(author) | EntriesOf::Held(author) => {
                 truth.entries_of(|a| a == author, limit)
             }
         })

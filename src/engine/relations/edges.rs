@@ -218,9 +218,10 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
                 let of = EntriesOf::Author(author);
                 copied(self.records.entries(of, copy + 1).await?, copy)
             }
-            // An inbox holds at most its cap and the trimming slack.
+            // An inbox holds at most its cap and the trimming slack (and
+            // deleted posts whose retract jobs have not reached it).
             Edge::Unfollow => {
-                let of = EntriesOf::Author(author);
+                let of = EntriesOf::Held(author);
                 let all = self.records.entries(of, cap + (cap / 32).max(1)).await?;
                 (all, None)
             }

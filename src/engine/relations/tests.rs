@@ -196,7 +196,7 @@ impl Accounts for World {
 
 impl FeedEntries for World {
     async fn entries(&self, of: EntriesOf, limit: i64) -> AppResult<Vec<Entry>> {
-        let EntriesOf::Author(author) = of else {
+        let (EntriesOf::Author(author) | EntriesOf::Held(author)) = of else {
             return Ok(Vec::new());
         };
         Ok(self.records().newest(author, limit))

@@ -374,6 +374,22 @@ impl PostRecords<'_> {
                 ),
                 a,
             ),
+            // The newest `limit` live posts, and the deleted ones not older
+            // than the oldest of them (all of them if there are fewer), at
+            // most `limit` more.
+            EntriesOf::Held(a) => (
+                format!(
+                    "SELECT p.id, p.created_at_ms FROM posts p WHERE p.author_id = $1 \
+                     AND (p.deleted_at IS NULL OR p.created_at_ms >= coalesce( \
+                        (SELECT CASE WHEN count(*) < $2 THEN NULL ELSE min(l.created_at_ms) END \
+                         FROM (SELECT created_at_ms FROM posts \
+                               WHERE author_id = $1 AND deleted_at IS NULL \
+                               ORDER BY created_at_ms DESC LIMIT $2) l), \
+                        p.created_at_ms)) \
+                     {FEED_ORDER} LIMIT $2 * 2"
+                ),
+                a,
+            ),
             EntriesOf::Pulled(a) => (
                 format!(
                     "SELECT p.id, p.created_at_ms FROM posts p \
