@@ -187,6 +187,45 @@ impl Target {
         Ok(rate)
     }
 
+    /// The fan-out's yardstick, the layout it replaced (and Mastodon's): a
+    /// million pipelined `ZADD`s (`-P 64`, 50 clients) of new members into
+    /// 1,000 sorted sets of the run's prefix (on a cluster, a thousand per
+    /// master) that redis-benchmark itself fills first to about 950
+    /// members each (so they hold about 950 to 1,950 while it runs). Every
+    /// call writes: its member is two random numbers, one of a million a
+    /// set.
+    pub async fn zadd_baseline(&self) -> R<f64> {
+        let prefix = self.store.prefix().to_string();
+        let key = format!("{prefix}bench:zset:{{tag}}:__rand_int__");
+        let zadd = |n: &'static str, member: &str, label: &str| {
+            let args = [
+                "-P",
+                "64",
+                "-n",
+                n,
+                "-r",
+                "1000",
+                "ZADD",
+                &key,
+                "__rand_int__",
+                member,
+            ];
+            self.benchmark(&args, label)
+        };
+        zadd(
+            "3000000",
+            "__rand_int__",
+            "baseline: filling the sorted sets",
+        )?;
+        let rate = zadd(
+            "1000000",
+            "__rand_int__:__rand_int__",
+            "baseline: redis-benchmark -P 64 ZADD",
+        )?;
+        self.delete(&format!("{prefix}bench:*")).await?;
+        Ok(rate)
+    }
+
     /// The read baseline: `ZREVRANGEBYSCORE key +inf -inf LIMIT 0 20` (50
     /// clients) on sorted sets of about 1,000 members, which
     /// redis-benchmark itself fills first (on a cluster, one per master):
@@ -239,6 +278,14 @@ impl Target {
     }
 }
 
+/// The fan-out's baselines: pipelined `ZADD`s of new members (its
+/// yardstick) and `LPUSH`es, per second.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteBaselines {
+    pub zadd: f64,
+    pub lpush: f64,
+}
+
 /// One run of the read baseline.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadBaseline {
@@ -259,10 +306,11 @@ impl ReadBaseline {
 }
 
 /// The baselines of one Redis, as the report shows them.
-pub fn baselines(lpush: f64, before: ReadBaseline, after: ReadBaseline) -> Json {
+pub fn baselines(writes: WriteBaselines, before: ReadBaseline, after: ReadBaseline) -> Json {
     let mean = ReadBaseline::mean(before, after);
     json!({
-        "lpush_pipelined_per_sec": lpush,
+        "zadd_pipelined_per_sec": writes.zadd,
+        "lpush_pipelined_per_sec": writes.lpush,
         "zrevrangebyscore_per_sec_before_reads": before.per_sec,
         "zrevrangebyscore_per_sec_after_reads": after.per_sec,
         "zrevrangebyscore_per_sec": mean.per_sec,

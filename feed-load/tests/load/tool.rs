@@ -190,6 +190,7 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
     }
     for redis in measured {
         for rate in [
+            "zadd_pipelined_per_sec",
             "lpush_pipelined_per_sec",
             "zrevrangebyscore_per_sec_before_reads",
             "zrevrangebyscore_per_sec_after_reads",
