@@ -301,19 +301,15 @@ struct Scroll {
 }
 
 /// Scrolls a home `cap / PAGE + 3` pages deep (or to its end), reading
-/// the service's page counters around each page.
+/// the service's page counters around it (the scrolls run one at a time,
+/// and nothing else reads meanwhile).
 async fn scroll(client: &reqwest::Client, base: &str, token: &str, cap: usize) -> R<Scroll> {
-    let mut s = Scroll::default();
+    let before = pages_served(client, base).await?;
+    let mut pages = 0;
     let mut query = String::new();
     for _ in 0..cap / PAGE as usize + 3 {
-        let before = pages_served(client, base).await?;
         let page = page(client, base, token, &query).await?;
-        let after = pages_served(client, base).await?;
-        match ((after.0 - before.0) as i64, (after.1 - before.1) as i64) {
-            (1, 0) => s.redis += 1,
-            (0, 1) => s.past_floor += 1,
-            _ => s.other += 1,
-        }
+        pages += 1;
         let Some(next) = page["next"].as_object() else {
             break;
         };
@@ -322,7 +318,14 @@ async fn scroll(client: &reqwest::Client, base: &str, token: &str, cap: usize) -
             .map(|(k, v)| format!("&{k}={v}"))
             .collect::<String>();
     }
-    Ok(s)
+    let after = pages_served(client, base).await?;
+    let redis = (after.0 - before.0) as usize;
+    let past_floor = (after.1 - before.1) as usize;
+    Ok(Scroll {
+        redis,
+        past_floor,
+        other: pages - (redis + past_floor).min(pages),
+    })
 }
 
 /// A page of the home, as JSON.
