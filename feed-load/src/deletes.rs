@@ -247,21 +247,25 @@ async fn publish_and_delete(
 
 /// The entries of each reader's inbox that exists, as Redis holds it.
 async fn inboxes(target: &Target, readers: &[i64]) -> R<BTreeMap<i64, Vec<Entry>>> {
-    let mut conn = target.store.connection().await.map_err(|e| e.chain())?;
+    let keys: Vec<String> = readers
+        .iter()
+        .map(|r| target.store.inbox(UserId(*r)))
+        .collect();
+    let lists = target
+        .query(&keys, |pipe, key| {
+            pipe.lrange(key, 0, -1);
+        })
+        .await?;
     let mut out = BTreeMap::new();
-    for r in readers {
-        let key = target.store.inbox(UserId(*r));
-        let members: Vec<Vec<u8>> = conn
-            .query(redis::cmd("LRANGE").arg(&key).arg(0).arg(-1))
-            .await
-            .map_err(|e| format!("LRANGE {key}: {e}"))?;
-        if members.is_empty() {
-            continue;
+    for (r, list) in readers.iter().zip(lists) {
+        let members: Vec<Vec<u8>> =
+            redis::from_redis_value(list).map_err(|e| format!("LRANGE of {r}'s inbox: {e}"))?;
+        if !members.is_empty() {
+            out.insert(
+                *r,
+                members.iter().filter_map(|m| layout::unpack(m)).collect(),
+            );
         }
-        out.insert(
-            *r,
-            members.iter().filter_map(|m| layout::unpack(m)).collect(),
-        );
     }
     Ok(out)
 }
