@@ -241,7 +241,8 @@ impl FeedLists<'_> {
             .await
     }
 
-    /// Removes entries from feed lists, one pipeline for all keys.
+    /// Removes entries from feed lists: one `LREM` per key and entry, the
+    /// keys of a slot group in one pipeline.
     pub async fn remove(self, keys: &[String], entries: &[Entry]) -> AppResult<()> {
         if keys.is_empty() || entries.is_empty() {
             return Ok(());
