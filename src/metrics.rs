@@ -193,6 +193,35 @@ pub static STREAMS_ENDED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
 });
 
+/// Posts read once for this instance's live streams.
+pub static STREAM_NEWS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "feed_stream_news_total",
+        "Posts read once for this instance's live streams, whatever number of streams they went to",
+    )
+});
+
+/// Posts live streams sent, by how.
+pub static STREAM_POSTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "feed_stream_posts_total",
+                "Posts live streams sent, by how: heard (as read once for the instance's streams) or read (from a page the stream read)",
+            ),
+            &["how"],
+        )
+        .expect("feed_stream_posts_total"),
+    )
+});
+
+/// Counts a post a stream sent: `heard` or from a page read.
+pub fn stream_post_sent(heard: bool) {
+    STREAM_POSTS
+        .with_label_values(&[if heard { "heard" } else { "read" }])
+        .inc();
+}
+
 /// Counts a stream's end.
 pub fn stream_ended(end: End) {
     STREAMS_ENDED.with_label_values(&[end.as_str()]).inc();
@@ -218,6 +247,9 @@ pub fn render() -> String {
     LazyLock::force(&REBUILDS);
     LazyLock::force(&DEFERRED_WRITES);
     LazyLock::force(&STREAMS_OPEN);
+    LazyLock::force(&STREAM_NEWS);
+    STREAM_POSTS.with_label_values(&["heard"]);
+    STREAM_POSTS.with_label_values(&["read"]);
     for end in End::ALL {
         STREAMS_ENDED.with_label_values(&[end.as_str()]);
     }

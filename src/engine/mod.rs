@@ -122,6 +122,11 @@ pub struct Stats {
     /// Writes (publish, follow, unfollow, delete) committed whose Redis
     /// update was left to their job: until it runs, pages may not show them.
     pub deferred_writes: AtomicU64,
+    /// Posts read for this instance's live streams (once each, whatever
+    /// number of streams they went to).
+    pub stream_news: AtomicU64,
+    /// Posts live streams sent as read for them all, without a page read.
+    pub stream_posts_heard: AtomicU64,
 }
 
 impl Stats {

@@ -211,6 +211,21 @@ impl Posts<'_> {
         }
     }
 
+    /// A post as a feed shows it, read once for every stream of this
+    /// instance: from the post cache (none once deleted), else from
+    /// PostgreSQL (none once deleted, or its author hidden).
+    pub async fn live(self, id: PostId) -> AppResult<Option<Post>> {
+        match self.0.inner.redis.posts().cached(&[id]).await {
+            Ok(mut cached) => {
+                if let Some(c) = cached.remove(&id) {
+                    return Ok((!c.deleted).then(|| c.into_post(id)));
+                }
+            }
+            Err(e) => tracing::debug!(error = %e.chain(), "could not read a cached post"),
+        }
+        self.0.inner.pg.posts().post(id).await
+    }
+
     pub async fn post(self, id: PostId) -> AppResult<Post> {
         self.0
             .inner

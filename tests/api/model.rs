@@ -964,6 +964,15 @@ impl Listener {
     }
 }
 
+/// A stream of the user with index `index` (its id `reader`): every other
+/// user's streams send their posts' authors' profiles.
+fn opening_of(reader: UserId, index: usize) -> Opening {
+    Opening {
+        profiles: index % 2 == 1,
+        ..Opening::of(reader)
+    }
+}
+
 /// Posts a resumed stream replays at most (`feed.stream_replay`).
 const STREAM_REPLAY: usize = 2;
 
@@ -1715,6 +1724,7 @@ impl World {
     }
 
     /// The authors `reader`'s home shows now.
+    /// The authors `reader`'s home shows now.
     fn shown_by(&self, reader: usize) -> BTreeSet<usize> {
         (0..USERS)
             .filter(|a| self.model.holds(Feed::Home(reader), *a))
@@ -1730,7 +1740,7 @@ impl World {
         }
         let instance = self.current;
         let events = match self.hubs[instance]
-            .follow(Opening::of(self.model.ids[reader]), None)
+            .follow(opening_of(self.model.ids[reader], reader), None)
             .await
         {
             Ok(events) => events,
@@ -1795,7 +1805,7 @@ impl World {
         let known = (!self.dirty).then_some(above);
         let opening = Opening {
             from: Some(last),
-            ..Opening::of(reader)
+            ..opening_of(reader, l.reader)
         };
         match self.hubs[instance].follow(opening, None).await {
             Ok(events) => {
@@ -1857,6 +1867,19 @@ impl World {
         STREAMS.fetch_add(1, Ordering::Relaxed);
         let mut once = BTreeSet::new();
         for id in &l.seen {
+            // Only what the home showed, at some time while it was open.
+            let author = self
+                .model
+                .posts
+                .iter()
+                .find(|p| p.id == *id)
+                .map(|p| p.author);
+            if author.is_none_or(|a| !l.shown.contains(&a) && !l.touched.contains(&a)) {
+                return Err(format!(
+                    "stream of {}: post {id} of user {author:?}, whom the home never showed",
+                    l.reader
+                ));
+            }
             if !once.insert(*id) {
                 return Err(format!(
                     "stream of {}: post {id} sent twice: {:?}",

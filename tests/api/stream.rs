@@ -314,6 +314,60 @@ async fn streams_woken_together_take_turns_to_read_and_each_gets_every_post() {
     }
 }
 
+#[tokio::test]
+async fn a_post_reaches_every_stream_of_an_instance_read_once_there_not_once_per_stream() {
+    use feed_service::engine::Stats;
+    let app = spawn_app_with(test_settings()).await;
+    app.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
+        .await;
+    let star = app.create_user("star").await;
+    let friend = app.create_user("friend").await;
+    let readers: Vec<TestUser> = app.users("reader", 40).await;
+    for r in &readers {
+        app.follow(r, &star).await;
+        app.follow(r, &friend).await;
+    }
+    assert_eq!(app.user(star.id).await["big_v"], true);
+    let mut streams = Vec::new();
+    for r in &readers {
+        let (_, events) = Events::open(&app.address, &r.token, None).await;
+        let mut events = events.unwrap();
+        assert_eq!(events.take(1).await[0].event, "open");
+        streams.push(events);
+    }
+    // Each stream has read its home once on opening.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stats = app.engine.stats();
+    let (reads, news) = (
+        Stats::get(&stats.range_reads),
+        Stats::get(&stats.stream_news),
+    );
+    let mut want = Vec::new();
+    for i in 0..3 {
+        want.push(app.publish(&star, &format!("pulled {i}")).await.id);
+        want.push(app.publish(&friend, &format!("pushed {i}")).await.id);
+    }
+    let mut first = Vec::new();
+    for events in &mut streams {
+        let got = events.take(want.len()).await;
+        assert_eq!(post_ids(&got), want);
+        first = got;
+    }
+    // One read of each post for the 40 streams; no stream read a page
+    // for them (a read per stream would be 40 × 2 sources per post).
+    assert_eq!(Stats::get(&stats.stream_news) - news, 6);
+    let stream_reads = Stats::get(&stats.range_reads) - reads;
+    assert!(stream_reads < 10, "{stream_reads} range reads");
+    // Each event's id is the position right above its post: resumed from
+    // the last but one, a stream sends the last post and nothing else.
+    let last_but_one = first[4].id.clone().expect("an id");
+    let (_, resumed) = Events::open(&app.address, &readers[0].token, Some(&last_but_one)).await;
+    let mut resumed = resumed.unwrap();
+    assert_eq!(resumed.take(1).await[0].event, "open");
+    assert_eq!(post_ids(&resumed.take(1).await), vec![want[5]]);
+    assert_eq!(resumed.quiet(Duration::from_millis(500)).await, None);
+}
+
 /// A second instance of the service on the same stores, its PostgreSQL
 /// reached through a proxy the test can cut.
 async fn instance_behind_a_proxy(

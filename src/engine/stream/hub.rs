@@ -1,5 +1,6 @@
 //! This instance's open streams: the limits on them, whom each reader's
-//! home shows, and the hint channels they need.
+//! home shows, the hint channels they need, and what each hint brings them
+//! (a post published is read once here, for all of them).
 //!
 //! Every limit is checked and the stream registered in one critical
 //! section, before anything is read ([`Hub::reserve`]): concurrent opens
@@ -18,6 +19,7 @@ use futures::StreamExt;
 use tokio::sync::{watch, Notify, OnceCell, Semaphore};
 
 use super::mailbox::Mailbox;
+use super::news::{hear, Heard, News};
 use crate::engine::Engine;
 use crate::error::{AppError, AppResult};
 use crate::store::redis::hints::{author_of_channel, HiddenChange, Signal};
@@ -29,6 +31,9 @@ const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);
 
 /// Readers whose authors one query reads, after the hints' link broke.
 const RELOAD_CHUNK: usize = 64;
+
+/// Posts heard of read at once; the hints behind them wait, in order.
+const READS_AHEAD: usize = 32;
 
 pub(super) struct Hub {
     pub engine: Engine,
@@ -57,6 +62,8 @@ struct State {
     /// Streams open per client address.
     addresses: HashMap<IpAddr, usize>,
     open: usize,
+    /// Open streams that send their posts' authors' profiles.
+    with_profiles: usize,
     /// Channels the open streams need.
     channels: HashSet<String>,
     /// Channels wanted or not since the keeper last looked.
@@ -68,10 +75,21 @@ struct State {
 struct Reader {
     /// The authors its home shows (itself, with its own posts).
     authors: HashSet<UserId>,
-    streams: Vec<(u64, Option<IpAddr>, Arc<Mailbox>)>,
+    streams: Vec<Held>,
     /// Its authors read and their channels subscribed to, once for all
     /// its streams.
     loaded: Arc<OnceCell<()>>,
+    /// What hints said of its authors while they were being read: newer
+    /// than the records read, so they win over them.
+    heard: HashMap<UserId, bool>,
+}
+
+/// One open stream, as the hub holds it.
+struct Held {
+    id: u64,
+    address: Option<IpAddr>,
+    profiles: bool,
+    mailbox: Arc<Mailbox>,
 }
 
 /// An open stream's place in the hub; dropping it closes the stream there.
@@ -112,7 +130,7 @@ impl State {
     fn mailboxes(&self) -> impl Iterator<Item = &Arc<Mailbox>> {
         self.readers
             .values()
-            .flat_map(|r| r.streams.iter().map(|(_, _, m)| m))
+            .flat_map(|r| r.streams.iter().map(|h| &h.mailbox))
     }
 }
 
@@ -148,6 +166,7 @@ impl Hub {
         self: &Arc<Self>,
         reader: UserId,
         address: Option<IpAddr>,
+        profiles: bool,
     ) -> AppResult<(Slot, Arc<Mailbox>)> {
         let tuning = self.engine.tuning();
         let mut state = lock(&self.state);
@@ -194,10 +213,17 @@ impl Hub {
                 authors: HashSet::new(),
                 streams: Vec::new(),
                 loaded: Arc::new(OnceCell::new()),
+                heard: HashMap::new(),
             })
             .streams
-            .push((id, address, mailbox.clone()));
+            .push(Held {
+                id,
+                address,
+                profiles,
+                mailbox: mailbox.clone(),
+            });
         state.open += 1;
+        state.with_profiles += usize::from(profiles);
         crate::metrics::STREAMS_OPEN.set(state.open as i64);
         let slot = Slot {
             hub: self.clone(),
@@ -232,12 +258,19 @@ impl Hub {
                         return Ok(());
                     }
                     let keys = self.engine.redis().keys();
-                    // Added to what hints said meanwhile: an author too many
-                    // costs a hint read for nothing, one too few a post.
-                    for &a in &authors {
+                    // Merged with what hints said meanwhile, which is newer:
+                    // an author too many would bring posts its home does
+                    // not show, one too few would miss its posts.
+                    let heard = std::mem::take(&mut r.heard);
+                    let shown: Vec<UserId> = authors
+                        .into_iter()
+                        .filter(|a| heard.get(a) != Some(&false))
+                        .chain(heard.iter().filter(|(_, s)| **s).map(|(a, _)| *a))
+                        .collect();
+                    for &a in &shown {
                         r.authors.insert(a);
                     }
-                    for a in authors {
+                    for a in shown {
                         state.fans.entry(a).or_default().insert(reader);
                         state.want(keys.author_channel(a));
                     }
@@ -290,11 +323,14 @@ impl Hub {
         let Some(r) = state.readers.get_mut(&reader) else {
             return;
         };
-        let Some(at) = r.streams.iter().position(|(s, _, _)| *s == id) else {
+        let Some(at) = r.streams.iter().position(|h| h.id == id) else {
             return;
         };
-        let (_, address, _) = r.streams.swap_remove(at);
+        let Held {
+            address, profiles, ..
+        } = r.streams.swap_remove(at);
         state.open = state.open.saturating_sub(1);
+        state.with_profiles = state.with_profiles.saturating_sub(usize::from(profiles));
         crate::metrics::STREAMS_OPEN.set(state.open as i64);
         if let Some(a) = address {
             if let Some(n) = state.addresses.get_mut(&a) {
@@ -344,8 +380,8 @@ impl Hub {
     fn tell_reader(&self, reader: UserId, tell: impl Fn(&Mailbox)) {
         let state = lock(&self.state);
         if let Some(r) = state.readers.get(&reader) {
-            for (_, _, m) in &r.streams {
-                tell(m);
+            for h in &r.streams {
+                tell(&h.mailbox);
             }
         }
     }
@@ -358,11 +394,40 @@ impl Hub {
         };
         for reader in fans {
             if let Some(r) = state.readers.get(reader) {
-                for (_, _, m) in &r.streams {
-                    tell(m);
+                for h in &r.streams {
+                    tell(&h.mailbox);
                 }
             }
         }
+    }
+
+    /// Hands a post heard of to every stream whose home shows its author
+    /// (its own home only while homes show their own posts).
+    fn tell_news(&self, news: Arc<News>) {
+        let author = news.post.author_id;
+        let own = self.engine.settings().home_includes_own_posts;
+        let state = lock(&self.state);
+        let Some(fans) = state.fans.get(&author) else {
+            return;
+        };
+        for reader in fans.iter().filter(|r| own || **r != author) {
+            if let Some(r) = state.readers.get(reader) {
+                for h in &r.streams {
+                    h.mailbox.heard(news.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether a post of `author` needs reading here, and with its
+    /// author's profile: some stream here shows the author.
+    fn wanted(&self, author: UserId) -> Option<bool> {
+        let state = lock(&self.state);
+        state
+            .fans
+            .get(&author)
+            .is_some_and(|f| !f.is_empty())
+            .then_some(state.with_profiles > 0)
     }
 
     /// `reader`'s home shows `author` from now on (`shown`), or not: its
@@ -375,6 +440,9 @@ impl Hub {
             let Some(r) = state.readers.get_mut(&reader) else {
                 return;
             };
+            if r.loaded.get().is_none() {
+                r.heard.insert(author, shown);
+            }
             if shown {
                 if !r.authors.insert(author) {
                     return;
@@ -396,7 +464,11 @@ impl Hub {
             }
         }
         self.keeper.notify_one();
-        if !shown {
+        if shown {
+            // Its posts joined the home (a follow's copies, an unmute):
+            // what lies above a position comes from a read.
+            self.tell_reader(reader, Mailbox::read);
+        } else {
             self.tell_reader(reader, |m| m.removed(author, reason));
         }
     }
@@ -520,30 +592,62 @@ impl Hub {
         }
     }
 
-    /// Tells the streams what each hint concerns, until the link breaks.
-    /// Nothing here waits for Redis or PostgreSQL.
+    /// Tells the streams what each hint concerns, in the order the hints
+    /// came, until the link breaks. A post published is read first, for
+    /// all the streams here at once (a few posts at a time, see
+    /// [`READS_AHEAD`]); nothing else waits for Redis or PostgreSQL.
     async fn dispatch(&self, mut hints: tokio::sync::mpsc::UnboundedReceiver<Hint>) {
-        let keys = self.engine.redis().keys().clone();
-        while let Some(hint) = hints.recv().await {
-            let (channel, payload) = match hint {
-                Hint::Lost => return,
-                Hint::Message { channel, payload } => (channel, payload),
-            };
-            match Signal::parse(&keys, &channel, &payload) {
-                Some(Signal::Published { author, .. }) => self.tell_fans(author, Mailbox::read),
-                Some(Signal::Deleted {
-                    author,
-                    post,
-                    score,
-                }) => self.tell_fans(author, |m| m.deleted(post, score)),
-                Some(Signal::Shown {
-                    reader,
-                    author,
-                    change,
-                }) => self.shown(reader, author, change.shows(), change.reason()),
-                Some(Signal::Hidden { account, change }) => self.hidden(account, change),
-                None => {}
+        let keys = self.engine.redis().keys();
+        let mut reading = futures::stream::FuturesOrdered::new();
+        loop {
+            tokio::select! {
+                biased;
+                Some((signal, heard)) = reading.next(), if !reading.is_empty() => {
+                    self.tell(signal, heard);
+                }
+                hint = hints.recv(), if reading.len() < READS_AHEAD => match hint {
+                    None | Some(Hint::Lost) => return,
+                    Some(Hint::Message { channel, payload }) => {
+                        reading.push_back(self.read_news(Signal::parse(keys, &channel, &payload)));
+                    }
+                },
             }
+        }
+    }
+
+    /// The post a hint says was published, read if a stream here shows
+    /// its author.
+    async fn read_news(&self, signal: Option<Signal>) -> (Option<Signal>, Option<Heard>) {
+        let heard = match signal {
+            Some(Signal::Published { author, post, .. }) => match self.wanted(author) {
+                Some(profiles) => Some(hear(&self.engine, author, post, profiles).await),
+                None => None,
+            },
+            _ => None,
+        };
+        (signal, heard)
+    }
+
+    /// Tells the streams what a hint concerns.
+    fn tell(&self, signal: Option<Signal>, heard: Option<Heard>) {
+        match signal {
+            Some(Signal::Published { author, .. }) => match heard {
+                Some(Heard::News(news)) => self.tell_news(news),
+                Some(Heard::Unread) => self.tell_fans(author, Mailbox::read),
+                Some(Heard::Nothing) | None => {}
+            },
+            Some(Signal::Deleted {
+                author,
+                post,
+                score,
+            }) => self.tell_fans(author, |m| m.deleted(post, score)),
+            Some(Signal::Shown {
+                reader,
+                author,
+                change,
+            }) => self.shown(reader, author, change.shows(), change.reason()),
+            Some(Signal::Hidden { account, change }) => self.hidden(account, change),
+            None => {}
         }
     }
 

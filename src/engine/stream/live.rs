@@ -1,6 +1,7 @@
 //! One open stream: a position in its reader's home, read up from
 //! whenever the hub says something may be new, each entry sent oldest
-//! first with the position right above it.
+//! first with the position right above it; a post the hub heard of is sent
+//! without a read when that is what the read would send ([`super::news`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,8 +11,9 @@ use tokio::sync::Semaphore;
 
 use super::buffer::{Sender, Unsent};
 use super::mailbox::{Mailbox, Pending};
+use super::news::{tied, News};
 use super::Event;
-use crate::engine::Engine;
+use crate::engine::{Engine, Stats};
 use crate::error::AppError;
 use crate::store::pg::AccountRow;
 use crate::types::{End, PageRequest, PostId, Prev, UserId};
@@ -82,6 +84,9 @@ pub(super) struct Live {
     pub profiles: Option<Profiles>,
     /// Deletions whose time must be read before they are told.
     pub untimed: Vec<PostId>,
+    /// Whether everything above the position as of the last read was sent
+    /// (only then is a post heard of sent without a read).
+    pub caught_up: bool,
 }
 
 impl Live {
@@ -123,6 +128,14 @@ impl Live {
         if pending.overflowed {
             return Err(End::Overflowed);
         }
+        let news: Vec<Arc<News>> = pending
+            .news
+            .into_iter()
+            .filter(|n| {
+                !pending.deleted.contains_key(&n.id())
+                    && !pending.removed.contains_key(&n.post.author_id.0)
+            })
+            .collect();
         for (id, at) in pending.deleted {
             match at {
                 Some(at) => self.send(Event::Delete { id, at: Some(at) }).await?,
@@ -137,8 +150,46 @@ impl Live {
             })
             .await?;
         }
-        if pending.read || !self.untimed.is_empty() {
+        if pending.read || !self.untimed.is_empty() || (!news.is_empty() && !self.caught_up) {
             self.catch_up().await?;
+        } else if !news.is_empty() {
+            self.deliver(news).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the posts heard of that are above the position, oldest first,
+    /// without a read; reads instead where a read could send otherwise (a
+    /// tie, a stream that wants a profile not read with the post), and
+    /// once the client has made room when it has none.
+    async fn deliver(&mut self, news: Vec<Arc<News>>) -> Result<(), End> {
+        let mut news: Vec<Arc<News>> = news.into_iter().filter(|n| n.above(&self.at)).collect();
+        news.sort_by_key(|n| (n.score(), n.id()));
+        news.dedup_by_key(|n| n.id());
+        let unprofiled = self.profiles.is_some() && news.iter().any(|n| n.author.is_none());
+        if tied(&news, &self.at) || unprofiled {
+            return self.catch_up().await;
+        }
+        for n in news {
+            let id = n.mark();
+            let author = match (&self.profiles, &n.author) {
+                (Some(_), Some(None)) => {
+                    // Its author left: the post left the home.
+                    self.at = id;
+                    continue;
+                }
+                (Some(_), Some(Some(row))) => Some(row.clone()),
+                _ => None,
+            };
+            let post = n.post.clone();
+            if !self.out.try_send(Event::Post { post, id, author })? {
+                self.caught_up = false;
+                self.out.room(self.stall).await.map_err(End::from)?;
+                return self.catch_up().await;
+            }
+            self.at = id;
+            Stats::bump(&self.engine.stats().stream_posts_heard, 1);
+            crate::metrics::stream_post_sent(true);
         }
         Ok(())
     }
@@ -156,6 +207,7 @@ impl Live {
             // (Boxed: an idle stream's task does not carry the read's state.)
             let read = Box::pin(self.read(req)).await;
             drop(turn);
+            self.caught_up = false;
             let (page, deletions) = match read {
                 Ok(read) => read,
                 Err(AppError::NotFound(_) | AppError::BadRequest(_)) => return Err(End::Refused),
@@ -187,6 +239,7 @@ impl Live {
                 };
                 if self.out.try_send(Event::Post { post, id, author })? {
                     self.at = id;
+                    crate::metrics::stream_post_sent(false);
                 } else {
                     blocked = true;
                     break;
@@ -198,6 +251,7 @@ impl Live {
                 continue 'pages;
             }
             if !full {
+                self.caught_up = true;
                 return Ok(());
             }
         }

@@ -1,13 +1,15 @@
 //! What the hub has told one stream and the stream has not yet acted on,
 //! coalesced: any number of hints that something is new are one read;
-//! deletions and removals wait by id, at most [`MAX_WAITING`] of them.
-//! Telling never blocks the hub, whatever the stream is doing.
+//! posts heard of, deletions and removals wait by id, at most
+//! [`MAX_WAITING`] of each (more posts are one read instead). Telling
+//! never blocks the hub, whatever the stream is doing.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+use super::news::News;
 use crate::types::{Closing, PostId, UserId};
 
 /// Deletions and removals a stream may have waiting; past it the stream
@@ -15,10 +17,13 @@ use crate::types::{Closing, PostId, UserId};
 pub const MAX_WAITING: usize = 1024;
 
 /// What a stream has to act on.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct Pending {
     /// Read from the position: something may be new.
     pub read: bool,
+    /// New posts, read already, to send without reading (none while
+    /// `read` is set: the read brings them).
+    pub news: Vec<Arc<News>>,
     /// Deleted posts, with their time when the hint carried it.
     pub deleted: BTreeMap<PostId, Option<i64>>,
     /// Authors whose posts left the home, with why.
@@ -26,6 +31,17 @@ pub struct Pending {
     /// More deletions and removals came than wait at most.
     pub overflowed: bool,
     pub closing: Option<Closing>,
+}
+
+impl Pending {
+    pub fn is_empty(&self) -> bool {
+        !self.read
+            && self.news.is_empty()
+            && self.deleted.is_empty()
+            && self.removed.is_empty()
+            && !self.overflowed
+            && self.closing.is_none()
+    }
 }
 
 /// One stream's mailbox.
@@ -50,7 +66,22 @@ impl Mailbox {
 
     /// Something may be new.
     pub fn read(&self) {
-        self.with(|p| p.read = true);
+        self.with(|p| {
+            p.read = true;
+            p.news.clear();
+        });
+    }
+
+    /// A new post, read already.
+    pub fn heard(&self, news: Arc<News>) {
+        self.with(|p| {
+            if !p.read && p.news.len() < MAX_WAITING {
+                p.news.push(news);
+            } else {
+                p.read = true;
+                p.news.clear();
+            }
+        });
     }
 
     pub fn deleted(&self, post: PostId, at: Option<i64>) {
@@ -85,7 +116,7 @@ impl Mailbox {
         loop {
             self.wake.notified().await;
             let pending = self.take_now();
-            if pending != Pending::default() {
+            if !pending.is_empty() {
                 return pending;
             }
         }
@@ -125,7 +156,7 @@ mod tests {
         let p = m.take().await;
         assert!(p.overflowed);
         assert_eq!(p.deleted.len(), MAX_WAITING);
-        assert_eq!(m.take_now(), Pending::default());
+        assert!(m.take_now().is_empty());
     }
 
     #[tokio::test]

@@ -3,10 +3,14 @@
 //! the event's id.
 //!
 //! The feed is the log; the live channel is only a hint that something is
-//! new. A stream holds a position in its reader's home and, whenever a
-//! hint says one of the authors it shows posted, reads the page up from
-//! there (a refresh, `min`) and sends each entry, oldest first, each with
-//! the position right above it. A client that reconnects with the last id
+//! new. A stream holds a position in its reader's home and sends each entry
+//! above it, oldest first, each with the position right above it. A post
+//! one of its authors publishes is read once per instance when its hint
+//! arrives and handed to every stream of it that shows the author, which
+//! sends it without a read when a read up from its position (a refresh,
+//! `min`) would send just that ([`news`]); otherwise, and whenever some
+//! other change may have brought entries, the stream reads the page up
+//! from its position. A client that reconnects with the last id
 //! it got (`Last-Event-ID`) resumes from that position: what it missed,
 //! and nothing twice, up to the newest [`crate::settings::EngineSettings::stream_replay`]
 //! entries (an older position is told where the replay starts instead).
@@ -33,6 +37,7 @@ mod buffer;
 mod hub;
 mod live;
 mod mailbox;
+mod news;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -168,7 +173,7 @@ impl Streams {
     pub async fn follow(&self, opening: Opening, cut: Option<Cut>) -> AppResult<Events> {
         let hub = &self.hub;
         let reader = opening.reader;
-        let (slot, mailbox) = hub.reserve(reader, opening.address)?;
+        let (slot, mailbox) = hub.reserve(reader, opening.address, opening.profiles)?;
         hub.engine.user(reader).await?;
         hub.load(reader).await?;
         let (at, gap) = self.start(reader, opening.from).await?;
@@ -187,6 +192,7 @@ impl Streams {
             stall: Duration::from_secs(tuning.stream_stall_secs),
             profiles: opening.profiles.then(Profiles::default),
             untimed: Vec::new(),
+            caught_up: false,
         };
         tokio::spawn(async move {
             let end = live.run(heartbeat, gap).await;
