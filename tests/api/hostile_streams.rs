@@ -253,6 +253,7 @@ async fn a_thousand_stalled_streams_stay_within_the_instance_budget() {
     }
     no_stream_open(svc.port, Duration::from_secs(10)).await;
     let before = svc.resident_bytes();
+    let files_before = svc.open_files();
     let mut held = Vec::new();
     for token in &tokens {
         for _ in 0..8 {
@@ -273,6 +274,10 @@ async fn a_thousand_stalled_streams_stay_within_the_instance_budget() {
         mib(budget)
     );
     assert_eq!(metric(svc.port, "feed_streams_open", "").await, 1000.0);
+    // One descriptor per stream, its connection's: 10,000 streams fit a
+    // limit of 20,000 open files.
+    let files = svc.open_files() - files_before;
+    assert!(files <= 1020, "1,000 streams hold {files} descriptors");
     assert!(
         after < before + budget,
         "1,000 stalled streams grew resident memory by {:.1} MiB",

@@ -49,6 +49,13 @@ impl Service {
             .expect("VmRSS");
         kib * 1024
     }
+
+    /// The descriptors the process holds open (Linux).
+    pub fn open_files(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .expect("the service's /proc fd")
+            .count()
+    }
 }
 
 impl Drop for Service {
