@@ -65,8 +65,14 @@ async fn start_service(
         .env("FEED_DATABASE__URL", db_url)
         .env("FEED_REDIS__KEY_PREFIX", &o.prefix)
         .env("FEED_TELEMETRY__LEVEL", "warn")
-        // The load is the point: no request-rate limits.
+        // The load is the point: no request-rate limits, and every stream
+        // comes from this one address, each holding a connection.
         .env("FEED_LIMITS__ENABLED", "false")
+        .env("FEED_FEED__STREAMS_PER_ADDRESS", "0")
+        .env(
+            "FEED_SERVER__MAX_CONNECTIONS",
+            (o.streams + 10_000).to_string(),
+        )
         .envs(target.service_env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -183,11 +189,16 @@ pub async fn run(o: Options) -> R<()> {
 
     // Live streams: delivery latency, an ordinary author and the mega big-V.
     if o.runs("streams") {
+        let at = (service.base.as_str(), service.child.id());
         let (rows, account, failures) =
-            crate::streams::streams(&o, &layout, run.pg, &service.base, &keys, &single).await?;
+            crate::streams::streams(&o, &layout, run.pg, at, &keys, &single).await?;
         let report = &mut *run.report;
-        for (label, lat) in rows {
-            report.rows.push(Row::latency(&label, &lat));
+        for (label, lat, goal) in rows {
+            let row = Row::latency(&label, &lat);
+            report.rows.push(match goal {
+                Some((target, met)) => row.with_goal(target, met),
+                None => row,
+            });
             report.latencies.push((label, lat));
         }
         report.streams = account;
