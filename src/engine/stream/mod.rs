@@ -30,8 +30,9 @@
 //!
 //! What a stream sends is what a client paging up with `prev` gets: a post
 //! that enters the home below a stream's position (stamped by a clock that
-//! lagged, or made visible after a later post was) is in the feed's pages
-//! but not in the stream.
+//! lagged, or made visible after a later post was), or whose hint came
+//! after that of a newer post the stream sent already, is in the feed's
+//! pages but not in the stream.
 
 mod buffer;
 mod hub;
