@@ -160,6 +160,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn posts_heard_wait_up_to_a_bound_then_are_one_read() {
+        use crate::types::Post;
+        let post = |id: i64| {
+            Arc::new(News {
+                post: Post {
+                    id: PostId(id),
+                    author_id: UserId(1),
+                    author_username: "a".into(),
+                    body: String::new(),
+                    created_at_ms: id,
+                    meta: None,
+                },
+                author: None,
+            })
+        };
+        let m = Mailbox::default();
+        m.heard(post(1));
+        m.heard(post(2));
+        let p = m.take().await;
+        assert!(!p.read);
+        assert_eq!(p.news.len(), 2);
+        for id in 0..(MAX_WAITING as i64 + 1) {
+            m.heard(post(id));
+        }
+        let p = m.take().await;
+        assert!(p.read && p.news.is_empty());
+        // A read pending makes posts heard meanwhile part of it.
+        m.read();
+        m.heard(post(3));
+        let p = m.take().await;
+        assert!(p.read && p.news.is_empty());
+    }
+
+    #[tokio::test]
     async fn a_wake_before_the_wait_is_not_lost() {
         let m = Mailbox::default();
         m.close(Closing::AccountGone);

@@ -106,3 +106,52 @@ pub(super) async fn hear(engine: &Engine, author: UserId, post: PostId, profiles
         Err(_) => Heard::Unread,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn news(id: i64, score: i64) -> Arc<News> {
+        Arc::new(News {
+            post: Post {
+                id: PostId(id),
+                author_id: UserId(1),
+                author_username: "a".into(),
+                body: String::new(),
+                created_at_ms: score,
+                meta: None,
+            },
+            author: None,
+        })
+    }
+
+    #[test]
+    fn a_post_is_sent_as_heard_only_alone_on_its_millisecond_above_the_position() {
+        let at = Prev {
+            min: 100,
+            offset: 1,
+            id: Some(PostId(7)),
+        };
+        // Above, below, the position's own entry, another on its millisecond.
+        assert!(news(8, 101).above(&at));
+        assert!(!news(6, 99).above(&at));
+        assert!(!news(7, 100).above(&at));
+        assert!(news(9, 100).above(&at));
+        // Alone on their milliseconds, above it: sent as they are.
+        assert!(!tied(&[news(8, 101), news(10, 102)], &at));
+        // Two on one millisecond, or one on the position's: a read decides.
+        assert!(tied(&[news(8, 101), news(10, 101)], &at));
+        assert!(tied(&[news(9, 100)], &at));
+        // The position right above a post names it, alone on its millisecond.
+        assert_eq!(
+            news(8, 101).mark(),
+            Prev {
+                min: 101,
+                offset: 1,
+                id: Some(PostId(8))
+            }
+        );
+        // A position by count only (an empty home's) is below every post.
+        assert!(news(1, 5).above(&Prev::BOTTOM));
+    }
+}
