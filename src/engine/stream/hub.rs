@@ -79,9 +79,20 @@ struct Reader {
     /// Its authors read and their channels subscribed to, once for all
     /// its streams.
     loaded: Arc<OnceCell<()>>,
-    /// What hints said of its authors while they were being read: newer
-    /// than the records read, so they win over them.
-    heard: HashMap<UserId, bool>,
+    /// While its authors are being read (none otherwise): what hints said
+    /// of them meanwhile, newer than the records read, so they win.
+    heard: Option<HashMap<UserId, bool>>,
+}
+
+impl Reader {
+    /// The authors `read` from the records, as hints `heard` while they
+    /// were read changed them.
+    fn merged(read: HashSet<UserId>, heard: HashMap<UserId, bool>) -> HashSet<UserId> {
+        read.into_iter()
+            .filter(|a| heard.get(a) != Some(&false))
+            .chain(heard.iter().filter(|(_, s)| **s).map(|(a, _)| *a))
+            .collect()
+    }
 }
 
 /// One open stream, as the hub holds it.
@@ -213,7 +224,7 @@ impl Hub {
                 authors: HashSet::new(),
                 streams: Vec::new(),
                 loaded: Arc::new(OnceCell::new()),
-                heard: HashMap::new(),
+                heard: Some(HashMap::new()),
             })
             .streams
             .push(Held {
@@ -261,12 +272,7 @@ impl Hub {
                     // Merged with what hints said meanwhile, which is newer:
                     // an author too many would bring posts its home does
                     // not show, one too few would miss its posts.
-                    let heard = std::mem::take(&mut r.heard);
-                    let shown: Vec<UserId> = authors
-                        .into_iter()
-                        .filter(|a| heard.get(a) != Some(&false))
-                        .chain(heard.iter().filter(|(_, s)| **s).map(|(a, _)| *a))
-                        .collect();
+                    let shown = Reader::merged(authors, r.heard.take().unwrap_or_default());
                     for &a in &shown {
                         r.authors.insert(a);
                     }
@@ -440,8 +446,8 @@ impl Hub {
             let Some(r) = state.readers.get_mut(&reader) else {
                 return;
             };
-            if r.loaded.get().is_none() {
-                r.heard.insert(author, shown);
+            if let Some(heard) = r.heard.as_mut() {
+                heard.insert(author, shown);
             }
             if shown {
                 if !r.authors.insert(author) {
@@ -557,25 +563,40 @@ impl Hub {
         let own = self.engine.settings().home_includes_own_posts;
         let chunks = futures::stream::iter(readers.chunks(RELOAD_CHUNK).map(<[UserId]>::to_vec))
             .map(|chunk| async move {
+                self.hear_while_read(&chunk);
                 let read = self.engine.pg().posts().followees_of_many(&chunk).await;
                 (chunk, read)
             })
             .buffer_unordered(2);
         futures::pin_mut!(chunks);
         while let Some((chunk, read)) = chunks.next().await {
+            let heard: Vec<HashMap<UserId, bool>> = {
+                let mut state = lock(&self.state);
+                chunk
+                    .iter()
+                    .map(|reader| {
+                        state
+                            .readers
+                            .get_mut(reader)
+                            .and_then(|r| r.heard.take())
+                            .unwrap_or_default()
+                    })
+                    .collect()
+            };
             let Ok(mut followees) = read else {
                 // Left as they were: the next break reads them again.
                 continue;
             };
-            for reader in chunk {
-                let mut authors: HashSet<UserId> = followees
+            for (reader, heard) in chunk.into_iter().zip(heard) {
+                let mut read: HashSet<UserId> = followees
                     .remove(&reader)
                     .unwrap_or_default()
                     .into_iter()
                     .collect();
                 if own {
-                    authors.insert(reader);
+                    read.insert(reader);
                 }
+                let authors = Reader::merged(read, heard);
                 let gone: Vec<UserId> = lock(&self.state)
                     .readers
                     .get(&reader)
@@ -588,6 +609,17 @@ impl Hub {
                     self.shown(reader, a, true, "");
                 }
                 self.tell_reader(reader, Mailbox::read);
+            }
+        }
+    }
+
+    /// Notes what hints say of `readers`' authors from now until their
+    /// authors read from the records are applied.
+    fn hear_while_read(&self, readers: &[UserId]) {
+        let mut state = lock(&self.state);
+        for reader in readers {
+            if let Some(r) = state.readers.get_mut(reader) {
+                r.heard.get_or_insert_with(HashMap::new);
             }
         }
     }
