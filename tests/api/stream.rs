@@ -281,17 +281,17 @@ async fn streams_are_limited_per_user_and_ids_are_checked() {
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
 }
 
-#[tokio::test]
-async fn streams_woken_together_take_turns_to_read_and_each_gets_every_post() {
-    let mut settings = test_settings();
-    // One read at a time: every stream waits its turn, none is skipped.
-    settings.feed.stream_reads = 1;
-    let app = spawn_app_with(settings).await;
+/// `n` readers that follow `star` (a big-V by then) and `friend`, each
+/// with a stream open on `app`.
+async fn fans_streaming(
+    app: &TestApp,
+    n: usize,
+) -> (TestUser, TestUser, Vec<TestUser>, Vec<Events>) {
     app.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
         .await;
     let star = app.create_user("star").await;
     let friend = app.create_user("friend").await;
-    let readers: Vec<TestUser> = app.users("reader", 12).await;
+    let readers: Vec<TestUser> = app.users("reader", n).await;
     for r in &readers {
         app.follow(r, &star).await;
         app.follow(r, &friend).await;
@@ -304,10 +304,25 @@ async fn streams_woken_together_take_turns_to_read_and_each_gets_every_post() {
         assert_eq!(events.take(1).await[0].event, "open");
         streams.push(events);
     }
+    (star, friend, readers, streams)
+}
+
+#[tokio::test]
+async fn streams_woken_together_take_turns_to_read_and_each_gets_every_post() {
+    let mut settings = test_settings();
+    // One read at a time: every stream waits its turn, none is skipped.
+    settings.feed.stream_reads = 1;
+    let app = spawn_app_with(settings).await;
+    let late = app.create_user("late").await;
     let mut want = Vec::new();
     for i in 0..3 {
-        want.push(app.publish(&star, &format!("pulled {i}")).await.id);
-        want.push(app.publish(&friend, &format!("pushed {i}")).await.id);
+        want.push(app.publish(&late, &format!("before {i}")).await.id);
+    }
+    let (_, _, readers, mut streams) = fans_streaming(&app, 12).await;
+    // A follow copies the author's posts into each home, above each
+    // stream's position, with no post to hear of: every stream reads.
+    for r in &readers {
+        app.follow(r, &late).await;
     }
     for events in &mut streams {
         assert_eq!(post_ids(&events.take(want.len()).await), want);
@@ -318,23 +333,7 @@ async fn streams_woken_together_take_turns_to_read_and_each_gets_every_post() {
 async fn a_post_reaches_every_stream_of_an_instance_read_once_there_not_once_per_stream() {
     use feed_service::engine::Stats;
     let app = spawn_app_with(test_settings()).await;
-    app.set_settings(json!({"big_v_threshold": 2, "big_v_demote_threshold": 1}))
-        .await;
-    let star = app.create_user("star").await;
-    let friend = app.create_user("friend").await;
-    let readers: Vec<TestUser> = app.users("reader", 40).await;
-    for r in &readers {
-        app.follow(r, &star).await;
-        app.follow(r, &friend).await;
-    }
-    assert_eq!(app.user(star.id).await["big_v"], true);
-    let mut streams = Vec::new();
-    for r in &readers {
-        let (_, events) = Events::open(&app.address, &r.token, None).await;
-        let mut events = events.unwrap();
-        assert_eq!(events.take(1).await[0].event, "open");
-        streams.push(events);
-    }
+    let (star, friend, readers, mut streams) = fans_streaming(&app, 40).await;
     // Each stream has read its home once on opening.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stats = app.engine.stats();

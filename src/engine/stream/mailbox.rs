@@ -161,20 +161,7 @@ mod tests {
 
     #[tokio::test]
     async fn posts_heard_wait_up_to_a_bound_then_are_one_read() {
-        use crate::types::Post;
-        let post = |id: i64| {
-            Arc::new(News {
-                post: Post {
-                    id: PostId(id),
-                    author_id: UserId(1),
-                    author_username: "a".into(),
-                    body: String::new(),
-                    created_at_ms: id,
-                    meta: None,
-                },
-                author: None,
-            })
-        };
+        let post = |id: i64| super::super::news::heard_of(id, id);
         let m = Mailbox::default();
         m.heard(post(1));
         m.heard(post(2));

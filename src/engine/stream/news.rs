@@ -107,22 +107,28 @@ pub(super) async fn hear(engine: &Engine, author: UserId, post: PostId, profiles
     }
 }
 
+/// A post `id` heard of, scored `score` (for tests).
+#[cfg(test)]
+pub(super) fn heard_of(id: i64, score: i64) -> Arc<News> {
+    Arc::new(News {
+        post: Post {
+            id: PostId(id),
+            author_id: UserId(1),
+            author_username: "a".into(),
+            body: String::new(),
+            created_at_ms: score,
+            meta: None,
+        },
+        author: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn news(id: i64, score: i64) -> Arc<News> {
-        Arc::new(News {
-            post: Post {
-                id: PostId(id),
-                author_id: UserId(1),
-                author_username: "a".into(),
-                body: String::new(),
-                created_at_ms: score,
-                meta: None,
-            },
-            author: None,
-        })
+        heard_of(id, score)
     }
 
     #[test]
