@@ -8,7 +8,7 @@
 //! one of its authors publishes is read once per instance when its hint
 //! arrives and handed to every stream of it that shows the author, which
 //! sends it without a read when a read up from its position (a refresh,
-//! `min`) would send just that ([`news`]); otherwise, and whenever some
+//! `min`) would send just that (`news.rs`); otherwise, and whenever some
 //! other change may have brought entries, the stream reads the page up
 //! from its position. A client that reconnects with the last id
 //! it got (`Last-Event-ID`) resumes from that position: what it missed,
