@@ -394,11 +394,16 @@ impl Hub {
 
     /// Tells every stream whose home shows `author`.
     fn tell_fans(&self, author: UserId, tell: impl Fn(&Mailbox)) {
+        self.tell_fans_but(author, None, tell);
+    }
+
+    /// Tells every stream whose home shows `author`, but `skipped`'s.
+    fn tell_fans_but(&self, author: UserId, skipped: Option<UserId>, tell: impl Fn(&Mailbox)) {
         let state = lock(&self.state);
         let Some(fans) = state.fans.get(&author) else {
             return;
         };
-        for reader in fans {
+        for reader in fans.iter().filter(|r| Some(**r) != skipped) {
             if let Some(r) = state.readers.get(reader) {
                 for h in &r.streams {
                     tell(&h.mailbox);
@@ -412,17 +417,8 @@ impl Hub {
     fn tell_news(&self, news: Arc<News>) {
         let author = news.post.author_id;
         let own = self.engine.settings().home_includes_own_posts;
-        let state = lock(&self.state);
-        let Some(fans) = state.fans.get(&author) else {
-            return;
-        };
-        for reader in fans.iter().filter(|r| own || **r != author) {
-            if let Some(r) = state.readers.get(reader) {
-                for h in &r.streams {
-                    h.mailbox.heard(news.clone());
-                }
-            }
-        }
+        let skipped = (!own).then_some(author);
+        self.tell_fans_but(author, skipped, |m| m.heard(news.clone()));
     }
 
     /// Whether a post of `author` needs reading here, and with its
