@@ -337,9 +337,10 @@ async fn a_post_reaches_every_stream_of_an_instance_read_once_there_not_once_per
     // Each stream has read its home once on opening.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stats = app.engine.stats();
-    let (reads, news) = (
+    let (reads, news, heard) = (
         Stats::get(&stats.range_reads),
         Stats::get(&stats.stream_news),
+        Stats::get(&stats.stream_posts_heard),
     );
     let mut want = Vec::new();
     for i in 0..3 {
@@ -355,6 +356,13 @@ async fn a_post_reaches_every_stream_of_an_instance_read_once_there_not_once_per
     // One read of each post for the 40 streams; no stream read a page
     // for them (a read per stream would be 40 × 2 sources per post).
     assert_eq!(Stats::get(&stats.stream_news) - news, 6);
+    // Nearly every event was sent as heard (a stream still finishing its
+    // opening read when a post came reads it instead).
+    let sent_as_heard = Stats::get(&stats.stream_posts_heard) - heard;
+    assert!(
+        sent_as_heard > 40 * 6 - 20,
+        "{sent_as_heard} of 240 sent as heard"
+    );
     let stream_reads = Stats::get(&stats.range_reads) - reads;
     assert!(stream_reads < 10, "{stream_reads} range reads");
     // Each event's id is the position right above its post: resumed from
