@@ -1724,7 +1724,6 @@ impl World {
     }
 
     /// The authors `reader`'s home shows now.
-    /// The authors `reader`'s home shows now.
     fn shown_by(&self, reader: usize) -> BTreeSet<usize> {
         (0..USERS)
             .filter(|a| self.model.holds(Feed::Home(reader), *a))
