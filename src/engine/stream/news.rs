@@ -127,10 +127,6 @@ pub(super) fn heard_of(id: i64, score: i64) -> Arc<News> {
 mod tests {
     use super::*;
 
-    fn news(id: i64, score: i64) -> Arc<News> {
-        heard_of(id, score)
-    }
-
     #[test]
     fn a_post_is_sent_as_heard_only_alone_on_its_millisecond_above_the_position() {
         let at = Prev {
@@ -139,18 +135,18 @@ mod tests {
             id: Some(PostId(7)),
         };
         // Above, below, the position's own entry, another on its millisecond.
-        assert!(news(8, 101).above(&at));
-        assert!(!news(6, 99).above(&at));
-        assert!(!news(7, 100).above(&at));
-        assert!(news(9, 100).above(&at));
+        assert!(heard_of(8, 101).above(&at));
+        assert!(!heard_of(6, 99).above(&at));
+        assert!(!heard_of(7, 100).above(&at));
+        assert!(heard_of(9, 100).above(&at));
         // Alone on their milliseconds, above it: sent as they are.
-        assert!(!tied(&[news(8, 101), news(10, 102)], &at));
+        assert!(!tied(&[heard_of(8, 101), heard_of(10, 102)], &at));
         // Two on one millisecond, or one on the position's: a read decides.
-        assert!(tied(&[news(8, 101), news(10, 101)], &at));
-        assert!(tied(&[news(9, 100)], &at));
+        assert!(tied(&[heard_of(8, 101), heard_of(10, 101)], &at));
+        assert!(tied(&[heard_of(9, 100)], &at));
         // The position right above a post names it, alone on its millisecond.
         assert_eq!(
-            news(8, 101).mark(),
+            heard_of(8, 101).mark(),
             Prev {
                 min: 101,
                 offset: 1,
@@ -158,6 +154,6 @@ mod tests {
             }
         );
         // A position by count only (an empty home's) is below every post.
-        assert!(news(1, 5).above(&Prev::BOTTOM));
+        assert!(heard_of(1, 5).above(&Prev::BOTTOM));
     }
 }
