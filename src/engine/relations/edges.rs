@@ -11,7 +11,9 @@ use crate::error::{AppError, AppResult};
 use crate::store::pg::{EdgeChange, FollowedMany};
 use crate::store::redis::hints::{ShownChange, Signal};
 use crate::store::redis::state::PulledChange;
-use crate::types::{AccountStatus, Edge, EntriesOf, Entry, FeedSettings, JobId, User, UserId};
+use crate::types::{
+    feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettings, JobId, User, UserId,
+};
 
 /// One call's changes of edges: the stores, and what of this instance it
 /// uses.
@@ -218,13 +220,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
                 let of = EntriesOf::Author(author);
                 copied(self.records.entries(of, copy + 1).await?, copy)
             }
-            // An inbox holds at most its cap and the trimming slack (and
-            // deleted posts whose retract jobs have not reached it).
-            Edge::Unfollow => {
-                let of = EntriesOf::Held(author);
-                let all = self.records.entries(of, cap + (cap / 32).max(1)).await?;
-                (all, None)
-            }
+            Edge::Unfollow => (self.held_of(follower, author).await?, None),
             Edge::Mute | Edge::Unmute => (Vec::new(), None),
         };
         self.cache
@@ -234,6 +230,24 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             self.cache.forget_active_fan(author, follower).await?;
         }
         Ok(())
+    }
+
+    /// What `reader`'s inbox may hold of `author`, for an unfollow to take
+    /// out: every entry of the author it holds now, whatever cap it was
+    /// pushed under and deleted or not, and the author's newest (those a
+    /// push still in flight may bring).
+    async fn held_of(&self, reader: UserId, author: UserId) -> AppResult<Vec<Entry>> {
+        let cap = self.settings.inbox_max_len;
+        let newest = EntriesOf::Held(author);
+        let mut held = self
+            .records
+            .entries(newest, cap + (cap / 32).max(1))
+            .await?;
+        let inbox = self.cache.inbox(reader).await?;
+        held.extend(self.records.authored_by(author, &inbox).await?);
+        held.sort_by(feed_order);
+        held.dedup();
+        Ok(held)
     }
 
     /// The cache side of a follow, unfollow, mute or unmute, done by its

@@ -55,6 +55,14 @@ pub trait EdgeRecords: Accounts + FeedEntries + Jobs {
         now_ms: i64,
     ) -> impl Future<Output = AppResult<Blocked>> + Send;
 
+    /// Those of `entries` that are posts of `author`, deleted ones
+    /// included.
+    fn authored_by(
+        &self,
+        author: UserId,
+        entries: &[Entry],
+    ) -> impl Future<Output = AppResult<Vec<Entry>>> + Send;
+
     /// The newest `limit` entries of each of `authors`.
     fn entries_of_many(
         &self,
@@ -73,6 +81,9 @@ pub trait EdgeCache: Hints + Pulled + Replicas {
         reader: UserId,
         author: UserId,
     ) -> impl Future<Output = AppResult<Option<bool>>> + Send;
+
+    /// Every entry `reader`'s inbox holds (none if it is not cached).
+    fn inbox(&self, reader: UserId) -> impl Future<Output = AppResult<Vec<Entry>>> + Send;
 
     /// Applies change `seq` of what `reader`'s home shows of `author`, and
     /// for a follow `entries` into its inbox (for an unfollow, out of it).
@@ -160,6 +171,10 @@ impl EdgeRecords for PgStore {
             .await
     }
 
+    async fn authored_by(&self, author: UserId, entries: &[Entry]) -> AppResult<Vec<Entry>> {
+        self.posts().authored_by(author, entries).await
+    }
+
     async fn entries_of_many(
         &self,
         authors: &[UserId],
@@ -172,6 +187,10 @@ impl EdgeRecords for PgStore {
 impl EdgeCache for RedisStore {
     async fn followed_in_copy(&self, reader: UserId, author: UserId) -> AppResult<Option<bool>> {
         self.state().followed_in_copy(reader, author).await
+    }
+
+    async fn inbox(&self, reader: UserId) -> AppResult<Vec<Entry>> {
+        self.feeds().all(&self.keys().inbox(reader)).await
     }
 
     async fn set_follow(

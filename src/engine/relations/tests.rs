@@ -306,6 +306,15 @@ impl EdgeRecords for World {
         Ok(Blocked { new, unfollowed })
     }
 
+    async fn authored_by(&self, author: UserId, entries: &[Entry]) -> AppResult<Vec<Entry>> {
+        let r = self.records();
+        Ok(entries
+            .iter()
+            .filter(|e| r.posts.iter().any(|p| p.0 == author && p.2 == e.id.0))
+            .copied()
+            .collect())
+    }
+
     async fn entries_of_many(
         &self,
         authors: &[UserId],
@@ -365,6 +374,11 @@ impl EdgeCache for World {
         Ok(c.copies
             .get(&reader)
             .and_then(|copy| copy.shows.get(&author).copied()))
+    }
+
+    async fn inbox(&self, reader: UserId) -> AppResult<Vec<Entry>> {
+        let c = self.cached()?;
+        Ok(c.inboxes.get(&reader).cloned().unwrap_or_default())
     }
 
     async fn set_follow(
@@ -534,6 +548,30 @@ fn a_repeated_unfollow_touches_the_copy_only_while_it_still_shows_the_author() {
             world.copy_writes.load(Ordering::Relaxed),
             writes,
             "a repeat wrote the copy"
+        );
+    });
+}
+
+#[test]
+fn an_unfollow_takes_out_every_post_of_the_author_the_inbox_holds_under_any_cap() {
+    let world = World::new();
+    let e = edges(&world);
+    run(async {
+        e.follow(UserId(1), UserId(2)).await.unwrap();
+        // All five, pushed while the cap was larger than it is now.
+        let all = world.records().newest(UserId(2), 5);
+        world.cache.lock().unwrap().inboxes.insert(UserId(1), all);
+        let small = Edges {
+            settings: FeedSettings {
+                inbox_max_len: 1,
+                ..e.settings.clone()
+            },
+            ..edges(&world)
+        };
+        small.unfollow(UserId(1), UserId(2)).await.unwrap();
+        assert!(
+            world.inbox_authors(UserId(1)).is_empty(),
+            "posts pushed under a larger cap stayed in the inbox"
         );
     });
 }

@@ -410,6 +410,27 @@ impl PostRecords<'_> {
             .collect())
     }
 
+    /// Those of `entries` that are posts of `author`, deleted ones
+    /// included: what an unfollow takes out of an inbox.
+    pub async fn authored_by(self, author: UserId, entries: &[Entry]) -> AppResult<Vec<Entry>> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<PostId> = entries.iter().map(|e| e.id).collect();
+        let mut conn = self.0.conn().await?;
+        let rows: Vec<EntryRow> = diesel::sql_query(
+            "SELECT id, created_at_ms FROM posts WHERE author_id = $1 AND id = ANY($2)",
+        )
+        .bind::<BigInt, _>(author)
+        .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
+        .load(&mut conn)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Entry::new(r.created_at_ms, PostId(r.id)))
+            .collect())
+    }
+
     /// The newest `limit` entries of each of `authors` (live posts only),
     /// by author: what a follow of many copies.
     pub async fn entries_of_many(

@@ -116,6 +116,23 @@ impl FeedLists<'_> {
             .collect()
     }
 
+    /// Every entry of a feed list, from its primary (none if it is
+    /// missing): what an unfollow looks through for the author's.
+    pub async fn all(self, key: &str) -> AppResult<Vec<Entry>> {
+        let elements: Vec<Vec<u8>> = self
+            .0
+            .with_conn(|mut c| async move {
+                redis::cmd("LRANGE")
+                    .arg(key)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(elements.iter().filter_map(|e| layout::unpack(e)).collect())
+    }
+
     /// Starts building a missing feed list; true if this caller must fill it.
     pub async fn begin_build(self, key: &str) -> AppResult<bool> {
         self.0.begin(&scripts::BEGIN, &[key]).await
