@@ -211,17 +211,26 @@ impl Posts<'_> {
         }
     }
 
-    /// A post as a feed shows it, read once for every stream of this
-    /// instance: from the post cache (none once deleted), else from
-    /// PostgreSQL (none once deleted, or its author hidden).
-    pub async fn live(self, id: PostId) -> AppResult<Option<Post>> {
-        match self.0.inner.redis.posts().cached(&[id]).await {
-            Ok(mut cached) => {
+    /// Post `id` of `author` as a feed shows it, read once for every
+    /// stream of this instance: none once deleted or while its author is
+    /// hidden. From the post cache and the marks (asked at once), else
+    /// from PostgreSQL.
+    pub async fn live(self, id: PostId, author: UserId) -> AppResult<Option<Post>> {
+        let redis = &self.0.inner.redis;
+        let ids = [id];
+        let (cached, hidden) = futures::join!(redis.posts().cached(&ids), redis.hidden(author));
+        match (cached, hidden) {
+            (Ok(mut cached), Ok(Some(hidden))) => {
                 if let Some(c) = cached.remove(&id) {
-                    return Ok((!c.deleted).then(|| c.into_post(id)));
+                    let shown = !c.deleted && !hidden && c.author_id == author;
+                    return Ok(shown.then(|| c.into_post(id)));
                 }
             }
-            Err(e) => tracing::debug!(error = %e.chain(), "could not read a cached post"),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::debug!(error = %e.chain(), "could not read a cached post")
+            }
+            // The marks' copy is being built: PostgreSQL knows.
+            (Ok(_), Ok(None)) => {}
         }
         self.0.inner.pg.posts().post(id).await
     }

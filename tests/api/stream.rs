@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use feed_service::startup::Application;
-use feed_service::types::PostId;
+use feed_service::store::redis::hints::Signal;
+use feed_service::types::{PostId, UserId};
 use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -244,6 +245,74 @@ async fn a_post_reaches_streams_held_by_another_instance() {
         );
     }
     other_handle.stop(false).await;
+}
+
+/// Waits until an instance listens on `channel`.
+async fn until_listened(app: &TestApp, channel: &str) {
+    let redis = app.engine.redis();
+    let verb = if redis.is_cluster() {
+        "SHARDNUMSUB"
+    } else {
+        "NUMSUB"
+    };
+    let mut conn = redis.connection().await.unwrap();
+    for _ in 0..250 {
+        let mut listeners = 0;
+        for node in conn.masters().await.unwrap() {
+            let cmd = redis::cmd("PUBSUB").arg(verb).arg(channel).clone();
+            let (_, n): (String, i64) = conn.query_on(node.as_ref(), &cmd).await.unwrap();
+            listeners += n;
+        }
+        if listeners > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no instance listens on {channel}");
+}
+
+#[tokio::test]
+async fn a_post_heard_of_while_its_author_is_suspended_stays_out_of_the_streams() {
+    let app = spawn_app_with(test_settings()).await;
+    let author = app.create_user("author").await;
+    let friend = app.create_user("friend").await;
+    let reader = app.create_user("reader").await;
+    app.follow(&reader, &author).await;
+    app.follow(&reader, &friend).await;
+    let (_, first) = Events::open(&app.address, &reader.token, None).await;
+    let mut first = first.unwrap();
+    first.take(1).await;
+    app.publish(&friend, "before").await;
+    let seen = first.take(1).await.remove(0).id.unwrap();
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let unseen = app.publish(&author, "never streamed").await;
+    let path = format!("/api/v1/admin/users/{}/suspend", author.id);
+    assert_eq!(as_admin(&app, Method::POST, &path).await, StatusCode::OK);
+    // Resumed below the author's post, which has left the home.
+    let (_, events) = Events::open(&app.address, &reader.token, Some(&seen)).await;
+    let mut events = events.unwrap();
+    assert_eq!(events.take(1).await[0].event, "open");
+    let channel = app.engine.redis().keys().author_channel(UserId(author.id));
+    until_listened(&app, &channel).await;
+    // The post told of again, as a delivery job that writes its outbox
+    // entry late does.
+    app.engine
+        .redis()
+        .hint(Signal::Published {
+            author: UserId(author.id),
+            post: unseen.id,
+            score: unseen.created_at_ms,
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let next = app.publish(&friend, "after").await;
+    assert_eq!(
+        post_ids(&events.take(1).await),
+        vec![next.id],
+        "the suspended author's post was sent"
+    );
 }
 
 #[tokio::test]

@@ -77,7 +77,7 @@ pub fn tied(news: &[Arc<News>], at: &Prev) -> bool {
 /// profile when `profiles`.
 pub(super) async fn hear(engine: &Engine, author: UserId, post: PostId, profiles: bool) -> Heard {
     let read = async {
-        let Some(post) = engine.posts().live(post).await? else {
+        let Some(post) = engine.posts().live(post, author).await? else {
             return Ok(Heard::Nothing);
         };
         let author = match profiles {

@@ -112,6 +112,17 @@ impl RedisStore {
         Ok(WarmRead::Read { sources, meta })
     }
 
+    /// Whether `author`'s posts are hidden (suspended or deleted), as its
+    /// copy of the marks says; `None` while that copy is missing or being
+    /// built. One call, as a warm read asks it.
+    pub async fn hidden(&self, author: UserId) -> AppResult<Option<bool>> {
+        let copy = self.keys.mark_copy(author);
+        Ok(match self.marks(copy, &[author], false).await? {
+            Ok(marks) => Some(marks.hidden.contains(&author)),
+            Err(_) => None,
+        })
+    }
+
     /// Round trip (1): whom `reader`'s home shows, or the state of its
     /// copy if that is missing or being built.
     async fn shown(&self, reader: UserId, own: bool) -> AppResult<Result<Shown, WarmRead>> {
