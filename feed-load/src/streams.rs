@@ -361,13 +361,15 @@ fn ms(d: Duration) -> f64 {
 
 /// The service's counters the account reports (`/metrics`), each series
 /// by its name and labels.
-const COUNTED: [&str; 6] = [
+const COUNTED: [&str; 7] = [
     "feed_pages_total",
     "feed_stream_news_total",
     "feed_stream_posts_total",
     "feed_deferred_writes_total",
     "redis_errors_total",
     "postgres_errors_total",
+    // The publishes' latency inside the service, beside the tool's own.
+    "http_request_duration_seconds_bucket{method=\"POST\",route=\"/api/v1/posts\"",
 ];
 
 /// The service's [`COUNTED`] series now.
