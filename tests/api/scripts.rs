@@ -596,6 +596,29 @@ async fn clause_7_follow_changes_apply_in_sequence_order_and_abandon_builds() {
     assert!(z.hash(&following).await.is_empty());
     // ...but the inbox gets the posts.
     assert_eq!(z.ids(&inbox).await, vec![30]);
+    // An unfollow with no copy to tell whether a newer follow came drops
+    // the inbox (rebuilt from the records), its posts of the author with it.
+    assert!(!z
+        .store
+        .state()
+        .set_follow(
+            UserId(reader),
+            UserId(1),
+            6,
+            (Edge::Unfollow, false),
+            10,
+            None,
+            &entries(&[(3, 30)])
+        )
+        .await
+        .unwrap());
+    let left: i64 = redis::cmd("EXISTS")
+        .arg(&inbox)
+        .query_async(&mut z.conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the inbox stayed");
+    z.built(&inbox, 10, None, &entries(&[(3, 30)])).await;
     // Built at sequence 4, following 1 and 2.
     assert!(z.build_following(reader, 4, &[1, 2]).await);
     assert_eq!(z.hash(&following).await["1"], "F4");

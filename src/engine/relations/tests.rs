@@ -114,8 +114,10 @@ impl World {
     /// The authors whose posts `reader`'s inbox holds.
     fn inbox_authors(&self, reader: UserId) -> BTreeSet<UserId> {
         let c = self.cache.lock().unwrap();
-        c.inboxes[&reader]
-            .iter()
+        c.inboxes
+            .get(&reader)
+            .into_iter()
+            .flatten()
             .map(|e| UserId(e.id.0 / 100))
             .collect()
     }
@@ -394,6 +396,10 @@ impl EdgeCache for World {
         let mut c = self.cached()?;
         self.copy_writes.fetch_add(1, Ordering::Relaxed);
         let Some(copy) = c.copies.get_mut(&reader) else {
+            // No copy tells whether a newer follow came: the inbox goes.
+            if edge == Edge::Unfollow {
+                c.inboxes.remove(&reader);
+            }
             return Ok(false);
         };
         if !advance(copy, seq, &[(author, shown)]) {

@@ -85,9 +85,11 @@
 //!    `0` (a mark that it is there); the scripts change both at once. A
 //!    missing key, or one of the two without the other, is unknown: rebuild
 //!    both. A follow also pushes the author's newest posts into the inbox
-//!    (as a push, clause 3); an unfollow that applies removes its posts; a
-//!    mute or unmute leaves the inbox as it is (the posts come back with
-//!    the unmute).
+//!    (as a push, clause 3); an unfollow that applies removes its posts,
+//!    one that finds no copy (missing, being built, half there) drops the
+//!    inbox (no copy tells whether a newer follow brought them back: the
+//!    records rebuild it); a mute or unmute leaves the inbox as it is (the
+//!    posts come back with the unmute).
 //! 8. **The pulled authors** (`pulled:{m<n>}`, a HASH in each copy of the
 //!    marks, [`MARK_COPIES`](super::keys::MARK_COPIES) of them, alike:
 //!    every change goes to every copy, one call each, and a page reads the
@@ -230,7 +232,8 @@ pub static TOUCH: LazyLock<Script> = LazyLock::new(|| script(&[include_str!("lua
 /// `KEYS[3]` `followees:{r}`; `ARGV[1]` author, `ARGV[2]` seq, `ARGV[3]` `F`
 /// (the home shows the author: followed, not muted) or `U` (it does not),
 /// `ARGV[4]` what the inbox gets: `push` (a follow: the author's newest
-/// entries), `remove` (an unfollow: they go, if the change applied) or
+/// entries), `remove` (an unfollow: they go if the change applied, the
+/// whole inbox if there was no copy to apply it to) or
 /// `keep` (a mute or unmute), `ARGV[5]` inbox cap, `ARGV[6]` cut (`""` or a
 /// score), `ARGV[7..]` the entries (score, id pairs). Clause 7; a push is as
 /// clause 3. Returns 1 if the change applied to the reader's copy.
