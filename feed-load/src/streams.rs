@@ -156,36 +156,13 @@ pub async fn streams(
             format!("stream delivery, big-V of {mega_followers} followers"),
         ),
     ];
+    let mut authors = Vec::with_capacity(classes.len());
+    for (class, (who, _, label)) in classes.iter().enumerate() {
+        let token = keys.user(UserId(*who), 3600).map_err(|e| e.chain())?;
+        authors.push((class, token, label.clone()));
+    }
     let posts = o.stream_posts;
-    let publish = async {
-        // Per post: its author's class, when its publish was sent and when
-        // its answer came.
-        let mut published: HashMap<i64, (usize, Instant, Instant)> = HashMap::new();
-        for (class, (who, _, label)) in classes.iter().enumerate() {
-            let token = keys.user(UserId(*who), 3600).map_err(|e| e.chain())?;
-            let b = bar(posts as u64, label);
-            for _ in 0..posts {
-                let sent = Instant::now();
-                let res = client
-                    .post(format!("{base}/api/v1/posts"))
-                    .bearer_auth(&token)
-                    .json(&json!({"body": "stream probe"}))
-                    .send()
-                    .await
-                    .map_err(|e| format!("publishing: {e}"))?;
-                let at = Instant::now();
-                let post: Value = res.json().await.map_err(|e| format!("publishing: {e}"))?;
-                let id = post["id"]
-                    .as_i64()
-                    .ok_or_else(|| format!("a publish answered {post}"))?;
-                published.insert(id, (class, sent, at));
-                b.inc(1);
-                tokio::time::sleep(EVERY).await;
-            }
-            b.finish();
-        }
-        R::Ok(published)
-    };
+    let publish = publish_apart(base.to_string(), authors, posts);
     let counted_before = counters(&client, base).await?;
     let cpu_before = Cpu::now(service);
     let (published, redis) = redis_stats::around(&target.store, target.name, publish).await?;
@@ -357,6 +334,60 @@ async fn listen(
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// Publishes `posts` posts for each author (its class, token and label),
+/// one every [`EVERY`], from a thread and runtime of their own, as a client
+/// apart from the streams' readers would: its answers are timed without
+/// waiting behind the tool's own parsing of the streams' events. Per post:
+/// its author's class, when its publish was sent and when its answer came.
+async fn publish_apart(
+    base: String,
+    authors: Vec<(usize, String, String)>,
+    posts: usize,
+) -> R<HashMap<i64, (usize, Instant, Instant)>> {
+    let run = async move {
+        let client = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let mut published = HashMap::new();
+        for (class, token, label) in &authors {
+            let b = bar(posts as u64, label);
+            for _ in 0..posts {
+                let sent = Instant::now();
+                let res = client
+                    .post(format!("{base}/api/v1/posts"))
+                    .bearer_auth(token)
+                    .json(&json!({"body": "stream probe"}))
+                    .send()
+                    .await
+                    .map_err(|e| format!("publishing: {e}"))?;
+                let at = Instant::now();
+                let post: Value = res.json().await.map_err(|e| format!("publishing: {e}"))?;
+                let id = post["id"]
+                    .as_i64()
+                    .ok_or_else(|| format!("a publish answered {post}"))?;
+                published.insert(id, (*class, sent, at));
+                b.inc(1);
+                tokio::time::sleep(EVERY).await;
+            }
+            b.finish();
+        }
+        R::Ok(published)
+    };
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let out = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| rt.block_on(run));
+        let _ = done.send(out);
+    });
+    result
+        .await
+        .map_err(|_| "the publishing thread ended without an answer".to_string())?
 }
 
 /// The service's counters the account reports (`/metrics`), each series
