@@ -45,11 +45,13 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             )));
         }
         let change = self.records.follow(follower, followee, now_ms()).await?;
-        self.after_edge_change(follower, followee, Edge::Follow, change)
-            .await?;
+        let applied = self
+            .after_edge_change(follower, followee, Edge::Follow, change)
+            .await;
+        // Recorded: the streams hear of it even while its job is owed.
         self.hint_edge(follower, followee, Edge::Follow, change.shown)
             .await;
-        Ok(())
+        applied
     }
 
     /// `follower` follows `targets` at once ([`super::MAX_FOLLOW_MANY`] at
@@ -61,11 +63,15 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
         targets: &[UserId],
     ) -> AppResult<FollowedMany> {
         self.active_user(follower).await?;
-        let done = self.follow_many_fitting(follower, targets, false).await?;
+        let done = self
+            .records
+            .follow_many(follower, targets, false, now_ms())
+            .await?;
+        let applied = self.after_follows(follower, &done).await;
         for author in done.new.iter().filter(|a| !done.muted.contains(a)) {
             self.hint_edge(follower, *author, Edge::Follow, true).await;
         }
-        Ok(done)
+        applied.map(|()| done)
     }
 
     /// One transaction, one job (done here, as a follow's is), each
@@ -83,18 +89,23 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             .records
             .follow_many(follower, targets, fit, now_ms())
             .await?;
+        self.after_follows(follower, &done).await?;
+        Ok(done)
+    }
+
+    /// The cache side of follows `done` recorded, by their requester.
+    async fn after_follows(&self, follower: UserId, done: &FollowedMany) -> AppResult<()> {
         for (author, epoch) in &done.promoted {
             self.promoted(*author, *epoch).await;
         }
         let Some(job) = done.job else {
-            return Ok(done);
+            return Ok(());
         };
         let queued = "the follows are recorded; their cache update is queued";
         self.write_through(Some(job), queued, || {
             self.apply_follows(follower, done.seq, &done.new, &done.muted)
         })
-        .await?;
-        Ok(done)
+        .await
     }
 
     /// Applies follows `seq` of `follower` (the authors `new`, of which it
@@ -142,11 +153,12 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             return Ok(());
         }
         let change = self.records.unfollow(follower, followee, now_ms()).await?;
-        self.after_edge_change(follower, followee, Edge::Unfollow, change)
-            .await?;
+        let applied = self
+            .after_edge_change(follower, followee, Edge::Unfollow, change)
+            .await;
         self.hint_edge(follower, followee, Edge::Unfollow, false)
             .await;
-        Ok(())
+        applied
     }
 
     /// Mutes (`mute`) or unmutes `target` for `reader` (idempotent).
@@ -166,9 +178,9 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             .set_mute(reader, target, mute, now_ms())
             .await?;
         let edge = if mute { Edge::Mute } else { Edge::Unmute };
-        self.after_edge_change(reader, target, edge, change).await?;
+        let applied = self.after_edge_change(reader, target, edge, change).await;
         self.hint_edge(reader, target, edge, change.shown).await;
-        Ok(())
+        applied
     }
 
     /// `blocker` blocks `target` (idempotent): the follows between them

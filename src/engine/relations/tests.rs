@@ -514,6 +514,11 @@ fn a_follow_the_cache_cannot_take_answers_503_and_a_repeat_finishes_it() {
         );
         assert_eq!(world.deferred.load(Ordering::Relaxed), 1);
         assert!(world.shown(UserId(1)).is_empty());
+        assert_eq!(
+            world.hints(),
+            vec![shown(UserId(1), UserId(2), ShownChange::Followed)],
+            "the streams did not hear of the recorded follow"
+        );
         world.down.store(false, Ordering::Relaxed);
         e.follow(UserId(1), UserId(2)).await.unwrap();
         assert_eq!(world.shown(UserId(1)), BTreeSet::from_iter(ids([2])));
@@ -532,6 +537,11 @@ fn a_repeated_unfollow_touches_the_copy_only_while_it_still_shows_the_author() {
         e.follow(UserId(1), UserId(2)).await.unwrap();
         world.down.store(true, Ordering::Relaxed);
         assert!(e.unfollow(UserId(1), UserId(2)).await.is_err());
+        assert_eq!(
+            world.hints().last(),
+            Some(&shown(UserId(1), UserId(2), ShownChange::Unfollowed)),
+            "the streams did not hear of the recorded unfollow"
+        );
         world.down.store(false, Ordering::Relaxed);
         assert_eq!(
             world.shown(UserId(1)),
