@@ -495,8 +495,10 @@ async fn holder(conn: &mut AsyncPgConnection) -> Option<(Option<i64>, i32)> {
 async fn a_killed_instances_fan_out_is_resumed_by_another_within_2_s() {
     let settings = test_settings();
     let _cleanup = Cleanup::of(&settings);
-    // Leases far longer than the takeover: only the heartbeats can explain it.
-    let mut first = start(&settings, 200, 60).await;
+    // Leases far longer than the takeover: only the heartbeats can explain
+    // it. Small batches: the fan-out outlasts the seconds before the kill
+    // on a fast machine too.
+    let mut first = start(&settings, 25, 60).await;
     let mut conn = AsyncPgConnection::establish(settings.database.url.expose_secret())
         .await
         .unwrap();
