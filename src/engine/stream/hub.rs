@@ -35,6 +35,21 @@ const RELOAD_CHUNK: usize = 64;
 /// Posts heard of read at once; the hints behind them wait, in order.
 const READS_AHEAD: usize = 32;
 
+/// The pause between two waves of streams told of a hint
+/// (`feed.stream_wave`): the streams told wake on the workers that answer
+/// requests; told all at once, thousands of them would queue ahead of
+/// every request that arrives meanwhile, and of each of its steps.
+const WAVE_GAP: Duration = Duration::from_millis(1);
+
+/// How the streams are told of a hint: in waves while nothing else waits
+/// for the hub, at once while hints queue (the streams' mailboxes
+/// coalesce what they cannot send yet, so the hub never falls behind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pace {
+    Waves,
+    AtOnce,
+}
+
 pub(super) struct Hub {
     pub engine: Engine,
     /// Turns to read: at most `feed.stream_reads` stream reads at once.
@@ -393,32 +408,53 @@ impl Hub {
     }
 
     /// Tells every stream whose home shows `author`.
-    fn tell_fans(&self, author: UserId, tell: impl Fn(&Mailbox)) {
-        self.tell_fans_but(author, None, tell);
+    async fn tell_fans(&self, author: UserId, pace: Pace, tell: impl Fn(&Mailbox)) {
+        self.tell_fans_but(author, None, pace, tell).await;
     }
 
     /// Tells every stream whose home shows `author`, but `skipped`'s.
-    fn tell_fans_but(&self, author: UserId, skipped: Option<UserId>, tell: impl Fn(&Mailbox)) {
+    async fn tell_fans_but(
+        &self,
+        author: UserId,
+        skipped: Option<UserId>,
+        pace: Pace,
+        tell: impl Fn(&Mailbox),
+    ) {
+        let mailboxes = self.fans_but(author, skipped);
+        let wave = match pace {
+            Pace::Waves => self.engine.tuning().stream_wave.max(1),
+            Pace::AtOnce => mailboxes.len().max(1),
+        };
+        for (i, wave) in mailboxes.chunks(wave).enumerate() {
+            if i > 0 {
+                tokio::time::sleep(WAVE_GAP).await;
+            }
+            wave.iter().for_each(|m| tell(m));
+        }
+    }
+
+    /// The mailboxes of the streams whose home shows `author`, but
+    /// `skipped`'s.
+    fn fans_but(&self, author: UserId, skipped: Option<UserId>) -> Vec<Arc<Mailbox>> {
         let state = lock(&self.state);
         let Some(fans) = state.fans.get(&author) else {
-            return;
+            return Vec::new();
         };
-        for reader in fans.iter().filter(|r| Some(**r) != skipped) {
-            if let Some(r) = state.readers.get(reader) {
-                for h in &r.streams {
-                    tell(&h.mailbox);
-                }
-            }
-        }
+        fans.iter()
+            .filter(|r| Some(**r) != skipped)
+            .filter_map(|reader| state.readers.get(reader))
+            .flat_map(|r| r.streams.iter().map(|h| h.mailbox.clone()))
+            .collect()
     }
 
     /// Hands a post heard of to every stream whose home shows its author
     /// (its own home only while homes show their own posts).
-    fn tell_news(&self, news: Arc<News>) {
+    async fn tell_news(&self, news: Arc<News>, pace: Pace) {
         let author = news.post.author_id;
         let own = self.engine.settings().home_includes_own_posts;
         let skipped = (!own).then_some(author);
-        self.tell_fans_but(author, skipped, |m| m.heard(news.clone()));
+        self.tell_fans_but(author, skipped, pace, |m| m.heard(news.clone()))
+            .await;
     }
 
     /// Whether a post of `author` needs reading here, and with its
@@ -546,7 +582,8 @@ impl Hub {
                 .iter()
                 .filter_map(|c| author_of_channel(self.engine.redis().keys(), c))
             {
-                self.tell_fans(UserId(author), Mailbox::read);
+                self.tell_fans(UserId(author), Pace::AtOnce, Mailbox::read)
+                    .await;
             }
             self.keeper.notified().await;
         }
@@ -631,7 +668,12 @@ impl Hub {
             tokio::select! {
                 biased;
                 Some((signal, heard)) = reading.next(), if !reading.is_empty() => {
-                    self.tell(signal, heard);
+                    let pace = if reading.is_empty() && hints.is_empty() {
+                        Pace::Waves
+                    } else {
+                        Pace::AtOnce
+                    };
+                    self.tell(signal, heard, pace).await;
                 }
                 hint = hints.recv(), if reading.len() < READS_AHEAD => match hint {
                     None | Some(Hint::Lost) => return,
@@ -657,39 +699,42 @@ impl Hub {
     }
 
     /// Tells the streams what a hint concerns.
-    fn tell(&self, signal: Option<Signal>, heard: Option<Heard>) {
+    async fn tell(&self, signal: Option<Signal>, heard: Option<Heard>, pace: Pace) {
         match signal {
             Some(Signal::Published { author, .. }) => match heard {
-                Some(Heard::News(news)) => self.tell_news(news),
-                Some(Heard::Unread) => self.tell_fans(author, Mailbox::read),
+                Some(Heard::News(news)) => self.tell_news(news, pace).await,
+                Some(Heard::Unread) => self.tell_fans(author, pace, Mailbox::read).await,
                 Some(Heard::Nothing) | None => {}
             },
             Some(Signal::Deleted {
                 author,
                 post,
                 score,
-            }) => self.tell_fans(author, |m| m.deleted(post, score)),
+            }) => {
+                self.tell_fans(author, pace, |m| m.deleted(post, score))
+                    .await
+            }
             Some(Signal::Shown {
                 reader,
                 author,
                 change,
             }) => self.shown(reader, author, change.shows(), change.reason()),
-            Some(Signal::Hidden { account, change }) => self.hidden(account, change),
+            Some(Signal::Hidden { account, change }) => self.hidden(account, change, pace).await,
             None => {}
         }
     }
 
     /// An account's posts left every feed (its own streams end too when
     /// it is deleted), or came back.
-    fn hidden(&self, a: UserId, change: HiddenChange) {
+    async fn hidden(&self, a: UserId, change: HiddenChange, pace: Pace) {
         match change {
-            HiddenChange::Suspended => self.tell_fans(a, |m| m.removed(a, "suspend")),
+            HiddenChange::Suspended => self.tell_fans(a, pace, |m| m.removed(a, "suspend")).await,
             HiddenChange::Deleted => {
                 self.engine.account_gone(a);
-                self.tell_fans(a, |m| m.removed(a, "delete"));
+                self.tell_fans(a, pace, |m| m.removed(a, "delete")).await;
                 self.tell_reader(a, |m| m.close(Closing::AccountGone));
             }
-            HiddenChange::Restored => self.tell_fans(a, Mailbox::read),
+            HiddenChange::Restored => self.tell_fans(a, pace, Mailbox::read).await,
         }
     }
 }
