@@ -185,11 +185,6 @@ pub struct EngineSettings {
     /// the connections a publish needs. Keep it below `database.pool_size`
     /// (`streams_per_instance` takes turns away).
     pub stream_reads: usize,
-    /// Streams one hint wakes at once while the instance keeps up with its
-    /// hints, a millisecond apart: a big-V's post to thousands of streams
-    /// here does not queue ahead of every request that arrives meanwhile.
-    /// Behind, the hub wakes them all at once.
-    pub stream_wave: usize,
     /// Open live streams (of any kind) from one client address on this
     /// instance (its /64 for IPv6, as `limits.trusted_proxy_header`
     /// places it); one more answers 429. 0: no limit.
@@ -562,7 +557,6 @@ impl Settings {
             3600,
         )?;
         within("feed.stream_reads", feed.stream_reads as u64, 1, 1_000_000)?;
-        within("feed.stream_wave", feed.stream_wave as u64, 1, 1_000_000)?;
         let per_address = feed.streams_per_address as u64;
         within("feed.streams_per_address", per_address, 0, 1_000_000)?;
         within("feed.stream_stall_secs", feed.stream_stall_secs, 1, 3600)?;

@@ -2752,8 +2752,6 @@ fn run_the_model() {
     settings.database.pool_size = 4;
     // Streams read one at a time: every read waits its turn.
     settings.feed.stream_reads = 1;
-    // A post wakes the streams two at a time, while the hints keep up.
-    settings.feed.stream_wave = 2;
     // A resume replays at most this many posts: further back, the stream
     // starts below them and says where its gap is.
     settings.feed.stream_replay = STREAM_REPLAY;

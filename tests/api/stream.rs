@@ -401,10 +401,7 @@ async fn streams_woken_together_take_turns_to_read_and_each_gets_every_post() {
 #[tokio::test]
 async fn a_post_reaches_every_stream_of_an_instance_read_once_there_not_once_per_stream() {
     use feed_service::engine::Stats;
-    let mut settings = test_settings();
-    // The 40 streams are woken in waves of 8.
-    settings.feed.stream_wave = 8;
-    let app = spawn_app_with(settings).await;
+    let app = spawn_app_with(test_settings()).await;
     let (star, friend, readers, mut streams) = fans_streaming(&app, 40).await;
     // Each stream has read its home once on opening.
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -35,21 +35,6 @@ const RELOAD_CHUNK: usize = 64;
 /// Posts heard of read at once; the hints behind them wait, in order.
 const READS_AHEAD: usize = 32;
 
-/// The pause between two waves of streams told of a hint
-/// (`feed.stream_wave`): the streams told wake on the workers that answer
-/// requests; told all at once, thousands of them would queue ahead of
-/// every request that arrives meanwhile, and of each of its steps.
-const WAVE_GAP: Duration = Duration::from_millis(1);
-
-/// How the streams are told of a hint: in waves while nothing else waits
-/// for the hub, at once while hints queue (the streams' mailboxes
-/// coalesce what they cannot send yet, so the hub never falls behind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pace {
-    Waves,
-    AtOnce,
-}
-
 pub(super) struct Hub {
     pub engine: Engine,
     /// Turns to read: at most `feed.stream_reads` stream reads at once.
@@ -408,53 +393,32 @@ impl Hub {
     }
 
     /// Tells every stream whose home shows `author`.
-    async fn tell_fans(&self, author: UserId, pace: Pace, tell: impl Fn(&Mailbox)) {
-        self.tell_fans_but(author, None, pace, tell).await;
+    fn tell_fans(&self, author: UserId, tell: impl Fn(&Mailbox)) {
+        self.tell_fans_but(author, None, tell);
     }
 
     /// Tells every stream whose home shows `author`, but `skipped`'s.
-    async fn tell_fans_but(
-        &self,
-        author: UserId,
-        skipped: Option<UserId>,
-        pace: Pace,
-        tell: impl Fn(&Mailbox),
-    ) {
-        let mailboxes = self.fans_but(author, skipped);
-        let wave = match pace {
-            Pace::Waves => self.engine.tuning().stream_wave.max(1),
-            Pace::AtOnce => mailboxes.len().max(1),
-        };
-        for (i, wave) in mailboxes.chunks(wave).enumerate() {
-            if i > 0 {
-                tokio::time::sleep(WAVE_GAP).await;
-            }
-            wave.iter().for_each(|m| tell(m));
-        }
-    }
-
-    /// The mailboxes of the streams whose home shows `author`, but
-    /// `skipped`'s.
-    fn fans_but(&self, author: UserId, skipped: Option<UserId>) -> Vec<Arc<Mailbox>> {
+    fn tell_fans_but(&self, author: UserId, skipped: Option<UserId>, tell: impl Fn(&Mailbox)) {
         let state = lock(&self.state);
         let Some(fans) = state.fans.get(&author) else {
-            return Vec::new();
+            return;
         };
-        fans.iter()
-            .filter(|r| Some(**r) != skipped)
-            .filter_map(|reader| state.readers.get(reader))
-            .flat_map(|r| r.streams.iter().map(|h| h.mailbox.clone()))
-            .collect()
+        for reader in fans.iter().filter(|r| Some(**r) != skipped) {
+            if let Some(r) = state.readers.get(reader) {
+                for h in &r.streams {
+                    tell(&h.mailbox);
+                }
+            }
+        }
     }
 
     /// Hands a post heard of to every stream whose home shows its author
     /// (its own home only while homes show their own posts).
-    async fn tell_news(&self, news: Arc<News>, pace: Pace) {
+    fn tell_news(&self, news: Arc<News>) {
         let author = news.post.author_id;
         let own = self.engine.settings().home_includes_own_posts;
         let skipped = (!own).then_some(author);
-        self.tell_fans_but(author, skipped, pace, |m| m.heard(news.clone()))
-            .await;
+        self.tell_fans_but(author, skipped, |m| m.heard(news.clone()));
     }
 
     /// Whether a post of `author` needs reading here, and with its
@@ -582,8 +546,7 @@ impl Hub {
                 .iter()
                 .filter_map(|c| author_of_channel(self.engine.redis().keys(), c))
             {
-                self.tell_fans(UserId(author), Pace::AtOnce, Mailbox::read)
-                    .await;
+                self.tell_fans(UserId(author), Mailbox::read);
             }
             self.keeper.notified().await;
         }
@@ -668,12 +631,7 @@ impl Hub {
             tokio::select! {
                 biased;
                 Some((signal, heard)) = reading.next(), if !reading.is_empty() => {
-                    let pace = if reading.is_empty() && hints.is_empty() {
-                        Pace::Waves
-                    } else {
-                        Pace::AtOnce
-                    };
-                    self.tell(signal, heard, pace).await;
+                    self.tell(signal, heard);
                 }
                 hint = hints.recv(), if reading.len() < READS_AHEAD => match hint {
                     None | Some(Hint::Lost) => return,
@@ -699,42 +657,39 @@ impl Hub {
     }
 
     /// Tells the streams what a hint concerns.
-    async fn tell(&self, signal: Option<Signal>, heard: Option<Heard>, pace: Pace) {
+    fn tell(&self, signal: Option<Signal>, heard: Option<Heard>) {
         match signal {
             Some(Signal::Published { author, .. }) => match heard {
-                Some(Heard::News(news)) => self.tell_news(news, pace).await,
-                Some(Heard::Unread) => self.tell_fans(author, pace, Mailbox::read).await,
+                Some(Heard::News(news)) => self.tell_news(news),
+                Some(Heard::Unread) => self.tell_fans(author, Mailbox::read),
                 Some(Heard::Nothing) | None => {}
             },
             Some(Signal::Deleted {
                 author,
                 post,
                 score,
-            }) => {
-                self.tell_fans(author, pace, |m| m.deleted(post, score))
-                    .await
-            }
+            }) => self.tell_fans(author, |m| m.deleted(post, score)),
             Some(Signal::Shown {
                 reader,
                 author,
                 change,
             }) => self.shown(reader, author, change.shows(), change.reason()),
-            Some(Signal::Hidden { account, change }) => self.hidden(account, change, pace).await,
+            Some(Signal::Hidden { account, change }) => self.hidden(account, change),
             None => {}
         }
     }
 
     /// An account's posts left every feed (its own streams end too when
     /// it is deleted), or came back.
-    async fn hidden(&self, a: UserId, change: HiddenChange, pace: Pace) {
+    fn hidden(&self, a: UserId, change: HiddenChange) {
         match change {
-            HiddenChange::Suspended => self.tell_fans(a, pace, |m| m.removed(a, "suspend")).await,
+            HiddenChange::Suspended => self.tell_fans(a, |m| m.removed(a, "suspend")),
             HiddenChange::Deleted => {
                 self.engine.account_gone(a);
-                self.tell_fans(a, pace, |m| m.removed(a, "delete")).await;
+                self.tell_fans(a, |m| m.removed(a, "delete"));
                 self.tell_reader(a, |m| m.close(Closing::AccountGone));
             }
-            HiddenChange::Restored => self.tell_fans(a, pace, Mailbox::read).await,
+            HiddenChange::Restored => self.tell_fans(a, Mailbox::read),
         }
     }
 }
