@@ -24,6 +24,7 @@ use std::time::Instant;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
+use actix_web::middleware::NormalizePath;
 use actix_web::web;
 use serde::Deserialize;
 use tracing::Instrument;
@@ -39,8 +40,12 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
     if metrics_here {
         cfg.service(health::metrics);
     }
+    // Under /api/, a path with a trailing slash names what it names
+    // without one, as on Mastodon (Mastodon.py asks for
+    // `/api/v1/instance/`).
     cfg.service(
         scope::scope("/api/v1")
+            .wrap(NormalizePath::trim())
             .service(users::create)
             .service(users::get)
             .service(users::delete)
@@ -89,7 +94,11 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(mastodon::streaming::health)
             .service(mastodon::streaming::websocket),
     );
-    cfg.service(scope::scope("/api/v2").service(mastodon::instance::v2));
+    cfg.service(
+        scope::scope("/api/v2")
+            .wrap(NormalizePath::trim())
+            .service(mastodon::instance::v2),
+    );
 }
 
 /// The documented paths and their methods: what tells a 405 from a 404.

@@ -180,6 +180,14 @@ async fn mastodon_py_scrolls_refreshes_streams_and_relates_exactly_once() {
 }
 
 #[tokio::test]
+async fn mastodon_py_starts_with_the_instance_and_the_version_it_checks() {
+    let python = clients_dir().join("venv/bin/python");
+    let script = root().join("tests/clients/mastodon_py_start.py");
+    let out = session(["erin", "frank", "vip3"], &python, &[script]).await;
+    println!("Mastodon.py: {out}");
+}
+
+#[tokio::test]
 async fn masto_js_scrolls_refreshes_streams_and_relates_exactly_once() {
     let dir = clients_dir();
     // Node resolves `masto` from the script's own directory.

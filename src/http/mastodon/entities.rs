@@ -384,12 +384,18 @@ pub fn instance_v1(origin: &Origin, version: &str, users: i64) -> serde_json::Va
     })
 }
 
+/// The Mastodon API version the routes served follow (`api_versions`):
+/// 1, the API before 4.3's additions (grouped notifications among them),
+/// so that clients do not ask for what is not served.
+pub const MASTODON_API_VERSION: u32 = 1;
+
 /// What Mastodon's `GET /api/v2/instance` answers.
 pub fn instance_v2(origin: &Origin, version: &str) -> serde_json::Value {
     json!({
         "domain": origin.host(),
         "title": "feed-service",
         "version": version,
+        "api_versions": {"mastodon": MASTODON_API_VERSION},
         "source_url": "",
         "description": "A push/pull hybrid home timeline, answering the Mastodon API's timeline subset.",
         "usage": {"users": {"active_month": 0}},
