@@ -73,6 +73,10 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             // The Mastodon API's timeline subset (the literal account
             // paths before `{id}`).
             .service(mastodon::instance::v1)
+            .service(mastodon::defaults::preferences)
+            .service(mastodon::defaults::custom_emojis)
+            .service(mastodon::defaults::announcements)
+            .service(mastodon::defaults::followed_tags)
             .service(mastodon::accounts::verify_credentials)
             .service(mastodon::accounts::lookup)
             .service(mastodon::accounts::relationships)

@@ -22,7 +22,8 @@ use super::errors::{ErrorBody, ErrorCode, ErrorDetail};
 use super::RouteTable;
 
 /// The `/api` routes that need no token (as on Mastodon).
-const PUBLIC: [&str; 3] = [
+const PUBLIC: [&str; 4] = [
+    "/api/v1/custom_emojis",
     "/api/v1/instance",
     "/api/v2/instance",
     "/api/v1/streaming/health",

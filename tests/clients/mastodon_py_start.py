@@ -1,6 +1,7 @@
-"""What Mastodon.py does on an app's start, before its home screen: the
+"""What Mastodon.py does on an app's start and on its home screen: the
 instance (v1, v2 and the latest, which the library picks by the version it
-reads) and the server's version checked strictly. Each answer must parse
+reads), the server's version checked strictly, the caller's account and
+preferences, custom emojis, announcements and followed hashtags. Each answer must parse
 into the library's own entity and agree with the routes the service
 serves.
 
@@ -41,5 +42,13 @@ check(latest.api_versions.mastodon == 1, f"api_versions {latest.api_versions!r}"
 check(latest.configuration.urls.streaming.startswith("ws://"), "streaming URL")
 check(app.instance_v1().uri == HOST, "instance v1 uri")
 check(app.mastodon_api_version == 1, f"the library read API {app.mastodon_api_version}")
+# The home screen's first calls: each parses into the library's entity.
+me = app.account_verify_credentials()
+check(me.username == "erin", f"verify_credentials {me.username!r}")
+prefs = app.preferences()
+check(prefs["posting:default:visibility"] == "public", f"preferences {prefs!r}")
+check(app.custom_emojis() == [], "custom emojis")
+check(app.announcements() == [], "announcements")
+check(app.followed_tags() == [], "followed tags")
 check(app.account_follow(IDS["vip3"]).following, "the follow")
 print(f"ok: version {version}, api {app.mastodon_api_version}")

@@ -9,6 +9,7 @@
 //! keep the service's shape (`{"error": {"code", "message"}}`).
 
 pub mod accounts;
+pub mod defaults;
 pub mod entities;
 pub mod instance;
 pub mod statuses;
