@@ -49,6 +49,30 @@ impl Profiles<'_> {
         self.profile(id).await
     }
 
+    /// Up to `limit` active accounts whose username starts with `prefix`
+    /// (the exact match first, then in the usernames' order), past
+    /// `offset`; with `followed_by`, only accounts that user follows. A
+    /// prefix no username could start with finds none.
+    pub async fn search(
+        self,
+        prefix: &str,
+        followed_by: Option<UserId>,
+        offset: u32,
+        limit: u32,
+    ) -> AppResult<Vec<AccountRow>> {
+        if crate::domain::Username::parse(prefix).is_err() {
+            return Ok(Vec::new());
+        }
+        let ids = self
+            .0
+            .inner
+            .pg
+            .profiles()
+            .accounts_named_from(prefix, followed_by, offset.into(), limit.into())
+            .await?;
+        self.profiles(&ids).await
+    }
+
     /// How `of` stands to each of `others` (at most [`MAX_PROFILES`]).
     pub async fn relationships(
         self,

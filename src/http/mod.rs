@@ -91,6 +91,7 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(mastodon::accounts::following)
             .service(mastodon::timelines::account_statuses)
             .service(mastodon::statuses::create)
+            .service(mastodon::statuses::several)
             .service(mastodon::statuses::get)
             .service(mastodon::statuses::delete)
             .service(mastodon::timelines::home)
@@ -101,7 +102,8 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
     cfg.service(
         scope::scope("/api/v2")
             .wrap(NormalizePath::trim())
-            .service(mastodon::instance::v2),
+            .service(mastodon::instance::v2)
+            .service(mastodon::search::search),
     );
 }
 

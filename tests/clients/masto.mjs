@@ -81,12 +81,20 @@ const vip = client("vip2");
 const me = await carol.v1.accounts.verifyCredentials();
 check(me.username === "carol" && me.id === String(IDS.carol), `verifyCredentials: ${me.id}`);
 check((await carol.v1.accounts.lookup({ acct: "dan" })).id === String(IDS.dan), "lookup dan");
+// Whom to follow, found by name (search v2): the exact match first.
+const found = await carol.v2.search.list({ q: "@DAN", type: "accounts", resolve: true });
+check(found.accounts[0]?.id === String(IDS.dan), `search dan: ${JSON.stringify(found.accounts)}`);
+check(found.statuses.length === 0 && found.hashtags.length === 0, "search: no statuses or hashtags");
+const vips = await carol.v2.search.list({ q: "vip2", following: true });
+check(vips.accounts.length === 0, "search: only followed accounts, none yet");
 for (const name of ["dan", "vip2"]) {
   const rel = await carol.v1.accounts.$select(String(IDS[name])).follow();
   check(rel.following, `following ${name}`);
 }
 const rels = await carol.v1.accounts.relationships.fetch({ id: [String(IDS.dan), String(IDS.vip2)] });
 check(rels.length === 2 && rels.every((r) => r.following), "relationships");
+const followed = await carol.v2.search.list({ q: "vip2", following: true });
+check(followed.accounts[0]?.id === String(IDS.vip2), "search: a followed account");
 
 // A publish retried with one key answers the first status.
 const keyed = { requestInit: { headers: { "Idempotency-Key": "masto-once" } } };
@@ -97,6 +105,9 @@ const posted = [first.id];
 for (let i = 0; i < 30; i++) {
   posted.push((await (i % 3 ? dan : vip).v1.statuses.create({ status: `before ${i}` })).id);
 }
+// Several statuses at once (Mastodon 4.3), in the order asked.
+const several = await carol.v1.statuses.fetch({ id: [posted[2], posted[0], posted[1]] });
+check(several.map((s) => s.id).join() === [posted[2], posted[0], posted[1]].join(), "statuses by ids");
 
 // Scroll to the end with the paginator while posts keep arriving, and vip2
 // is demoted (pushed from then on) and promoted again (pulled) mid-scroll.

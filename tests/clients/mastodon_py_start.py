@@ -5,7 +5,8 @@ preferences, custom emojis, announcements and followed hashtags. Each answer mus
 into the library's own entity and agree with the routes the service
 serves.
 
-Then it follows the harness's big-V, as a new user would. Environment:
+Then it finds the harness's big-V by name (search v2) and follows it, as a
+new user would, and reads its own statuses back several at once. Environment:
 FEED_BASE (the service's URL), FEED_TOKENS and FEED_IDS (JSON: username ->
 bearer token, account id).
 """
@@ -50,5 +51,24 @@ check(prefs["posting:default:visibility"] == "public", f"preferences {prefs!r}")
 check(app.custom_emojis() == [], "custom emojis")
 check(app.announcements() == [], "announcements")
 check(app.followed_tags() == [], "followed tags")
-check(app.account_follow(IDS["vip3"]).following, "the follow")
-print(f"ok: version {version}, api {app.mastodon_api_version}")
+# Following by name goes through search v2, as command-line clients do.
+found = app.search_v2("@VIP3", result_type="accounts")
+names = [a.acct for a in found.accounts]
+check(names == ["vip3", "vip3_fan_a", "vip3_fan_b"], f"search: exact first {names}")
+check(str(found.accounts[0].id) == str(IDS["vip3"]), "the account found")
+check(app.account_follow(found.accounts[0]).following, "the follow")
+everything = app.search_v2(f"vip3@{HOST}", resolve=True)
+check(everything.accounts[0].acct == "vip3", "a full handle: its account first")
+check(everything.statuses == [] and everything.hashtags == [], "no statuses or hashtags")
+check(app.search_v2("nobody_here").accounts == [], "a name nobody has")
+# A page of two, then the next by the library's own offset paging.
+page = app.search_v2("vip", result_type="accounts", limit=2)
+check([a.acct for a in page.accounts] == ["vip3", "vip3_fan_a"], f"page {page!r}")
+rest = app.fetch_next(page)
+check([a.acct for a in rest.accounts] == ["vip3_fan_b"], f"next page {rest!r}")
+# Several statuses at once (4.3), in the order asked.
+first, second = app.status_post("first"), app.status_post("second")
+both = app.statuses([second, first.id])
+check([s.id for s in both] == [second.id, first.id], f"statuses {both!r}")
+check(both[1].content == first.content, "the status read back")
+print(f"ok: version {version}, api {app.mastodon_api_version}, found {found.accounts[0].acct}")

@@ -106,12 +106,9 @@ pub async fn relationships(
     caller: Caller,
     engine: web::Data<Engine>,
 ) -> Result<HttpResponse, AppError> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
-        .map_err(|e| AppError::BadRequest(format!("invalid query string: {e}")))?;
-    let ids = pairs
+    let ids = super::repeated_param(&req, "id")?
         .iter()
-        .filter(|(k, _)| k == "id" || k == "id[]" || (k.starts_with("id[") && k.ends_with(']')))
-        .map(|(_, v)| account_id(v))
+        .map(|v| account_id(v))
         .collect::<Result<Vec<UserId>, AppError>>()?;
     if ids.len() > MAX_PROFILES {
         return Err(AppError::Unprocessable(format!(

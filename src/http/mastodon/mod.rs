@@ -1,6 +1,6 @@
 //! The Mastodon API's home-timeline subset, beside the service's own API
-//! and on the same engine: instance, accounts, relationships, statuses,
-//! the home timeline and its stream, in Mastodon's shapes, status codes
+//! and on the same engine: instance, accounts, relationships, search,
+//! statuses, the home timeline and its stream, in Mastodon's shapes, status codes
 //! and pagination (ids in query parameters, a `Link` header).
 //!
 //! Ids: an account's is its user id; a status's encodes its place in the
@@ -12,6 +12,7 @@ pub mod accounts;
 pub mod defaults;
 pub mod entities;
 pub mod instance;
+pub mod search;
 pub mod statuses;
 pub mod streaming;
 pub mod timelines;
@@ -49,13 +50,7 @@ pub struct IdPaging {
 impl IdPaging {
     /// The limit asked, within 1 to `max` (`default` if none).
     fn limit(&self, default: u32, max: u32) -> Result<u32, AppError> {
-        match self.limit.as_deref() {
-            None | Some("") => Ok(default),
-            Some(v) => v
-                .parse::<i64>()
-                .map(|n| n.clamp(1, i64::from(max)) as u32)
-                .map_err(|_| AppError::BadRequest(format!("limit must be an integer, got {v:?}"))),
-        }
+        limit_param(self.limit.as_deref(), default, max)
     }
 
     /// The status bounds asked.
@@ -83,6 +78,18 @@ impl IdPaging {
             newer_than: min.or(since),
             closest: min.is_some(),
         })
+    }
+}
+
+/// A `limit` parameter as Mastodon reads it: within 1 to `max` (`default`
+/// if none).
+fn limit_param(raw: Option<&str>, default: u32, max: u32) -> Result<u32, AppError> {
+    match raw {
+        None | Some("") => Ok(default),
+        Some(v) => v
+            .parse::<i64>()
+            .map(|n| n.clamp(1, i64::from(max)) as u32)
+            .map_err(|_| AppError::BadRequest(format!("limit must be an integer, got {v:?}"))),
     }
 }
 
@@ -155,6 +162,22 @@ fn link(req: &HttpRequest, origin: &Origin, last: &str, first: &str) -> String {
         url("max_id", last),
         url("min_id", first)
     )
+}
+
+/// The values of a parameter a client may repeat, as Mastodon clients send
+/// it: `name[]`, `name[0]`, or plain `name`.
+fn repeated_param(req: &HttpRequest, name: &str) -> Result<Vec<String>, AppError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
+        .map_err(|e| AppError::BadRequest(format!("invalid query string: {e}")))?;
+    Ok(pairs
+        .into_iter()
+        .filter(|(k, _)| {
+            k.strip_prefix(name).is_some_and(|rest| {
+                rest.is_empty() || (rest.starts_with('[') && rest.ends_with(']'))
+            })
+        })
+        .map(|(_, v)| v)
+        .collect())
 }
 
 /// An account id in a path (a user id).

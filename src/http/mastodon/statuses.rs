@@ -1,5 +1,6 @@
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{delete, get, post, web, HttpRequest, HttpResponse};
+use futures::StreamExt;
 use serde::Deserialize;
 
 use super::entities::{parse_status_id, Origin, Status};
@@ -193,6 +194,52 @@ pub async fn get(
 ) -> Result<HttpResponse, AppError> {
     let post = post_of(&caller, &engine, &path).await?;
     status(&req, &engine, &post).await
+}
+
+/// Statuses one call reads at most (Mastodon's limit).
+pub const MAX_STATUSES: usize = 20;
+
+/// Several statuses (Mastodon 4.3): `id[]` repeated, up to 20, answered in
+/// the order asked (each once); those that do not exist, are deleted or
+/// are hidden from the caller are left out.
+#[utoipa::path(
+    tag = "mastodon",
+    operation_id = "mastodon_get_statuses",
+    params(("id[]" = Vec<String>, Query, description = "Status ids (or post ids)")),
+    responses(
+        (status = 200, description = "The statuses found, in the order asked", body = Vec<Status>),
+        (status = 400, description = "A malformed id", body = ErrorBody),
+        (status = 422, description = "More than 20 ids", body = ErrorBody),
+    )
+)]
+#[get("/statuses")]
+pub async fn several(
+    req: HttpRequest,
+    caller: Caller,
+    engine: web::Data<Engine>,
+) -> Result<HttpResponse, AppError> {
+    let mut ids = super::repeated_param(&req, "id")?;
+    let mut seen = std::collections::HashSet::new();
+    ids.retain(|id| seen.insert(id.clone()));
+    if ids.len() > MAX_STATUSES {
+        return Err(AppError::Unprocessable(format!(
+            "at most {MAX_STATUSES} ids at once"
+        )));
+    }
+    let found = futures::stream::iter(ids.iter().map(|id| post_of(&caller, &engine, id)))
+        .buffered(4)
+        .collect::<Vec<_>>()
+        .await;
+    let mut posts = Vec::with_capacity(found.len());
+    for post in found {
+        match post {
+            Ok(post) => posts.push(post),
+            Err(AppError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let statuses = super::statuses(&engine, &Origin::of(&req), &posts).await?;
+    Ok(HttpResponse::Ok().json(statuses))
 }
 
 /// Deletes a status (Mastodon): the caller's own, or any for an admin. No

@@ -173,6 +173,42 @@ impl ProfileRecords<'_> {
         Ok(ids)
     }
 
+    /// Active accounts whose username starts with `prefix` (of `[a-z0-9_]`,
+    /// as usernames are), in the byte order of their usernames, so an
+    /// exact match comes first; `offset` skipped, `limit` at most; with
+    /// `followed_by`, only those that user follows.
+    pub async fn accounts_named_from(
+        self,
+        prefix: &str,
+        followed_by: Option<UserId>,
+        offset: i64,
+        limit: i64,
+    ) -> AppResult<Vec<UserId>> {
+        let mut conn = self.0.conn().await?;
+        #[derive(QueryableByName)]
+        struct Row {
+            #[diesel(sql_type = BigInt)]
+            id: UserId,
+        }
+        // Every username is of bytes below `~`: [prefix, prefix~) holds
+        // exactly the usernames that start with the prefix.
+        let rows: Vec<Row> = diesel::sql_query(
+            "SELECT u.id FROM users u \
+             WHERE u.status = 'active' AND u.username ~>=~ $1 AND u.username ~<~ $2 \
+             AND ($3 IS NULL OR EXISTS (SELECT 1 FROM follows f \
+                  WHERE f.follower_id = $3 AND f.followee_id = u.id)) \
+             ORDER BY u.username USING ~<~ OFFSET $4 LIMIT $5",
+        )
+        .bind::<Text, _>(prefix)
+        .bind::<Text, _>(format!("{prefix}~"))
+        .bind::<Nullable<BigInt>, _>(followed_by.map(|u| u.0))
+        .bind::<BigInt, _>(offset)
+        .bind::<BigInt, _>(limit)
+        .load(&mut conn)
+        .await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
     /// A post's time, deleted or not (gone once purged).
     pub async fn post_time(self, id: PostId) -> AppResult<Option<i64>> {
         use super::schema::posts;
