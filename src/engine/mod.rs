@@ -22,6 +22,8 @@
 //! - [`fanout`]: the jobs that deliver posts into inboxes;
 //! - `relations`: follows, mutes and blocks;
 //! - `accounts`: suspended and deleted accounts;
+//! - `profiles`, [`markers`]: what clients show of people, and where
+//!   users stopped reading;
 //! - `maintenance`: the heartbeat and its named chores;
 //! - [`stream`]: live streams of homes, and the hints that wake them;
 //! - [`cut`], [`merge`]: pages out of feed streams;
@@ -39,6 +41,7 @@ mod bodies;
 pub mod cut;
 pub mod fanout;
 mod maintenance;
+pub mod markers;
 mod members;
 pub mod merge;
 pub mod policy;
@@ -236,6 +239,11 @@ impl Engine {
     /// The `Profiles` service.
     pub fn profiles(&self) -> profiles::Profiles<'_> {
         profiles::Profiles(self)
+    }
+
+    /// The `Markers` service.
+    pub fn markers(&self) -> markers::Markers<'_> {
+        markers::Markers(self)
     }
 
     /// The `AccountChanges` service.

@@ -77,6 +77,8 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(mastodon::defaults::custom_emojis)
             .service(mastodon::defaults::announcements)
             .service(mastodon::defaults::followed_tags)
+            .service(mastodon::markers::get)
+            .service(mastodon::markers::set)
             .service(mastodon::accounts::verify_credentials)
             .service(mastodon::accounts::lookup)
             .service(mastodon::accounts::relationships)

@@ -191,3 +191,145 @@ async fn several_statuses_answer_in_the_order_asked_without_the_missing_ones() {
         .await;
     assert_eq!(error_code(res).await.0, StatusCode::BAD_REQUEST);
 }
+
+/// The status ids of the caller's home (`GET /api/v1/timelines/home?{query}`).
+async fn home(app: &TestApp, who: &TestUser, query: &str) -> Vec<String> {
+    let path = format!("/api/v1/timelines/home?{query}");
+    let res = app
+        .request(Method::GET, &path, Some(&who.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK, "{path}");
+    let body: Value = res.json().await.unwrap();
+    body.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `POST /api/v1/markers` with a JSON body: its status and body.
+async fn set_markers(app: &TestApp, who: &TestUser, body: Value) -> (StatusCode, Value) {
+    let res = app
+        .request(
+            Method::POST,
+            "/api/v1/markers",
+            Some(&who.token),
+            Some(body),
+        )
+        .await;
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+async fn markers(app: &TestApp, who: &TestUser, query: &str) -> Value {
+    let path = format!("/api/v1/markers?{query}");
+    let res = app
+        .request(Method::GET, &path, Some(&who.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK, "{path}");
+    res.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_home_marker_resumes_any_device_exactly_where_its_reader_stopped() {
+    let app = spawn_app().await;
+    let reader = app.create_user("reader").await;
+    let author = app.create_user("author").await;
+    app.follow(&reader, &author).await;
+    // Two posts share a millisecond: the marker lies between them.
+    let ms = feed_service::engine::now_ms();
+    for (i, at) in [ms - 3, ms - 2, ms - 1, ms - 1].into_iter().enumerate() {
+        app.publish_at(&author, &format!("post {i}"), at).await;
+    }
+    let read = home(&app, &reader, "limit=4").await;
+    assert_eq!(read.len(), 4);
+    assert_eq!(markers(&app, &reader, "timeline[]=home").await, json!({}));
+    // The first device read down to the third newest, and says so (a form,
+    // as most clients send it).
+    let res = app
+        .send(
+            &Method::POST,
+            "/api/v1/markers",
+            app.client
+                .post(app.url("/api/v1/markers"))
+                .bearer_auth(&reader.token)
+                .form(&[("home[last_read_id]", read[1].as_str())]),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let set: Value = res.json().await.unwrap();
+    assert_eq!(set["home"]["last_read_id"], read[1].as_str());
+    assert_eq!(set["home"]["version"], 0);
+    assert!(set["home"]["updated_at"].as_str().unwrap().ends_with('Z'));
+    // Another device reads the marker and pages up from it: the one post
+    // above it (its twin in that millisecond), then what arrives later.
+    let got = markers(&app, &reader, "timeline[]=home&timeline[]=notifications").await;
+    assert_eq!(got, set);
+    let marker = got["home"]["last_read_id"].as_str().unwrap();
+    assert_eq!(
+        home(&app, &reader, &format!("min_id={marker}")).await,
+        [read[0].as_str()]
+    );
+    app.publish(&author, "later").await;
+    let above = home(&app, &reader, &format!("min_id={marker}")).await;
+    assert_eq!(above.len(), 2);
+    assert_eq!(above[1], read[0]);
+    // The same id again changes nothing; a new one raises the version.
+    let (status, same) =
+        set_markers(&app, &reader, json!({"home": {"last_read_id": read[1]}})).await;
+    assert_eq!(
+        (status, &same["home"]["version"]),
+        (StatusCode::OK, &json!(0))
+    );
+    let (status, moved) =
+        set_markers(&app, &reader, json!({"home": {"last_read_id": above[0]}})).await;
+    assert_eq!(
+        (status, &moved["home"]["version"]),
+        (StatusCode::OK, &json!(1))
+    );
+    // A device that read version 0 is told it is stale, and writes
+    // nothing, not even its other marker.
+    let stale = json!({
+        "notifications": {"last_read_id": "7"},
+        "home": {"last_read_id": read[3], "version": 0},
+    });
+    let (status, body) = set_markers(&app, &reader, stale).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let now = markers(&app, &reader, "timeline[]=home&timeline[]=notifications").await;
+    assert_eq!(now["home"]["last_read_id"], above[0].as_str());
+    assert!(now.get("notifications").is_none(), "{now}");
+    let fresh = json!({
+        "notifications": {"last_read_id": "7"},
+        "home": {"last_read_id": read[3], "version": 1},
+    });
+    let (status, body) = set_markers(&app, &reader, fresh).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["home"]["version"], 2);
+    assert_eq!(body["notifications"]["version"], 0);
+    // Markers are each user's own.
+    assert_eq!(markers(&app, &author, "timeline[]=home").await, json!({}));
+    // What a client sends wrong is told, and changes nothing.
+    for bad in [
+        json!({"lists": {"last_read_id": read[0]}}),
+        json!({"home": {}}),
+        json!({"home": {"last_read_id": "123"}}),
+        json!({"home": {"last_read_id": read[0], "version": -1}}),
+        json!({"notifications": {"last_read_id": "seven"}}),
+        json!({"home": read[0]}),
+        json!([]),
+    ] {
+        let (status, _) = set_markers(&app, &reader, bad.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let res = app
+        .request(
+            Method::GET,
+            "/api/v1/markers?timeline[]=public",
+            Some(&reader.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let after = markers(&app, &reader, "timeline[]=home&timeline[]=notifications").await;
+    assert_eq!(after, body);
+}

@@ -108,6 +108,11 @@ for (let i = 0; i < 30; i++) {
 // Several statuses at once (Mastodon 4.3), in the order asked.
 const several = await carol.v1.statuses.fetch({ id: [posted[2], posted[0], posted[1]] });
 check(several.map((s) => s.id).join() === [posted[2], posted[0], posted[1]].join(), "statuses by ids");
+// The home marker: set on one device, read on another.
+const marked = await carol.v1.markers.create({ home: { lastReadId: posted[1] } });
+check(marked.home.lastReadId === posted[1] && marked.home.version === 0, "markers.create");
+const read = await client("carol").v1.markers.fetch({ timeline: ["home", "notifications"] });
+check(read.home.lastReadId === posted[1] && read.notifications === undefined, "markers.fetch");
 
 // Scroll to the end with the paginator while posts keep arriving, and vip2
 // is demoted (pushed from then on) and promoted again (pulled) mid-scroll.

@@ -6,7 +6,8 @@ into the library's own entity and agree with the routes the service
 serves.
 
 Then it finds the harness's big-V by name (search v2) and follows it, as a
-new user would, and reads its own statuses back several at once. Environment:
+new user would, reads its own statuses back several at once, and sets its
+home marker, which another device reads and pages on from. Environment:
 FEED_BASE (the service's URL), FEED_TOKENS and FEED_IDS (JSON: username ->
 bearer token, account id).
 """
@@ -71,4 +72,16 @@ first, second = app.status_post("first"), app.status_post("second")
 both = app.statuses([second, first.id])
 check([s.id for s in both] == [second.id, first.id], f"statuses {both!r}")
 check(both[1].content == first.content, "the status read back")
+# The reading position, shared by devices: the home marker, then a page
+# on from it.
+check(app.markers_get(["home", "notifications"]) == {}, "no markers yet")
+set_ = app.markers_set("home", first)
+check(set_.home.last_read_id == first.id and set_.home.version == 0, f"markers_set {set_!r}")
+other_device = Mastodon(access_token=TOKENS["erin"], api_base_url=BASE, request_timeout=30)
+marker = other_device.markers_get("home").home
+check(marker.last_read_id == first.id, f"markers_get {marker!r}")
+above = other_device.timeline_home(min_id=marker.last_read_id)
+check([s.id for s in above] == [second.id], f"the page above the marker {above!r}")
+moved = app.markers_set(["home", "notifications"], [second.id, "1"])
+check(moved.home.version == 1 and moved.notifications.version == 0, f"moved {moved!r}")
 print(f"ok: version {version}, api {app.mastodon_api_version}, found {found.accounts[0].acct}")

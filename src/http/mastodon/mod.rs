@@ -1,6 +1,6 @@
 //! The Mastodon API's home-timeline subset, beside the service's own API
 //! and on the same engine: instance, accounts, relationships, search,
-//! statuses, the home timeline and its stream, in Mastodon's shapes, status codes
+//! markers, statuses, the home timeline and its stream, in Mastodon's shapes, status codes
 //! and pagination (ids in query parameters, a `Link` header).
 //!
 //! Ids: an account's is its user id; a status's encodes its place in the
@@ -12,6 +12,7 @@ pub mod accounts;
 pub mod defaults;
 pub mod entities;
 pub mod instance;
+pub mod markers;
 pub mod search;
 pub mod statuses;
 pub mod streaming;

@@ -367,8 +367,8 @@ impl AccountRecords<'_> {
         )
     }
 
-    /// The end of a purge: the account's row (its mutes, blocks and keys
-    /// with it) and every other job about it go, and its task is done.
+    /// The end of a purge: the account's row (its mutes, blocks, keys and
+    /// markers with it) and every other job about it go, and its task is done.
     pub async fn finish_purge(
         self,
         account: UserId,

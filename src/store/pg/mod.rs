@@ -7,7 +7,8 @@
 //! - `accounts` ([`AccountRecords`]): suspended and deleted accounts,
 //!   their purge, tasks;
 //! - `profiles` ([`ProfileRecords`]): accounts with their counts,
-//!   relationships, follow lists.
+//!   relationships, follow lists;
+//! - `markers` ([`MarkerRecords`]): where users stopped reading.
 //!
 //! Each of those types is reached from [`PgStore`] (`pg.users()`, …).
 //!
@@ -21,6 +22,8 @@ mod accounts;
 mod feed;
 mod jobs;
 pub use jobs::{HEARTBEAT, QUIET_INSTANCE};
+mod markers;
+pub use markers::{MarkerChange, MarkerRecords, MarkerRow};
 pub mod models;
 mod pool;
 mod prepared;
@@ -98,6 +101,11 @@ impl PgStore {
     /// The [`ProfileRecords`] part of the records.
     pub fn profiles(&self) -> ProfileRecords<'_> {
         ProfileRecords(self)
+    }
+
+    /// The [`MarkerRecords`] part of the records.
+    pub fn markers(&self) -> MarkerRecords<'_> {
+        MarkerRecords(self)
     }
 
     /// This instance's id, as its heartbeats and leases name it.
