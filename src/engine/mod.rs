@@ -22,8 +22,8 @@
 //! - [`fanout`]: the jobs that deliver posts into inboxes;
 //! - `relations`: follows, mutes and blocks;
 //! - `accounts`: suspended and deleted accounts;
-//! - `profiles`, [`markers`]: what clients show of people, and where
-//!   users stopped reading;
+//! - `profiles`, [`markers`], [`notifications`]: what clients show of
+//!   people, where users stopped reading, what they are told of;
 //! - `maintenance`: the heartbeat and its named chores;
 //! - [`stream`]: live streams of homes, and the hints that wake them;
 //! - [`cut`], [`merge`]: pages out of feed streams;
@@ -44,6 +44,7 @@ mod maintenance;
 pub mod markers;
 mod members;
 pub mod merge;
+pub mod notifications;
 pub mod policy;
 mod posts;
 mod profiles;
@@ -244,6 +245,11 @@ impl Engine {
     /// The `Markers` service.
     pub fn markers(&self) -> markers::Markers<'_> {
         markers::Markers(self)
+    }
+
+    /// The `Notifications` service.
+    pub fn notifications(&self) -> notifications::Notifications<'_> {
+        notifications::Notifications(self)
     }
 
     /// The `AccountChanges` service.

@@ -79,6 +79,11 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(mastodon::defaults::followed_tags)
             .service(mastodon::markers::get)
             .service(mastodon::markers::set)
+            .service(mastodon::notifications::list)
+            .service(mastodon::notifications::unread_count)
+            .service(mastodon::notifications::clear)
+            .service(mastodon::notifications::get)
+            .service(mastodon::notifications::dismiss)
             .service(mastodon::accounts::verify_credentials)
             .service(mastodon::accounts::lookup)
             .service(mastodon::accounts::relationships)
@@ -129,7 +134,8 @@ impl RouteTable {
     /// The methods served at `path` (upper case), none if no route has it.
     pub fn methods_for(&self, path: &str) -> Vec<String> {
         let segments: Vec<&str> = path.split('/').collect();
-        self.paths
+        let matching: Vec<&(Vec<String>, Vec<String>)> = self
+            .paths
             .iter()
             .filter(|(template, _)| {
                 template.len() == segments.len()
@@ -137,6 +143,17 @@ impl RouteTable {
                         (t.starts_with('{') && t.ends_with('}') && !s.is_empty()) || t == s
                     })
             })
+            .collect();
+        // A literal path is its own route (`/notifications/clear` is not
+        // the notification `{id}` named "clear").
+        let exact: Vec<_> = matching
+            .iter()
+            .filter(|(template, _)| template.iter().zip(&segments).all(|(t, s)| t == s))
+            .copied()
+            .collect();
+        let matching = if exact.is_empty() { matching } else { exact };
+        matching
+            .into_iter()
             .flat_map(|(_, methods)| methods.iter().cloned())
             .fold(Vec::new(), |mut all, m| {
                 // A literal path may also match a template (`/accounts/lookup`

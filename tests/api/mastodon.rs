@@ -333,3 +333,174 @@ async fn the_home_marker_resumes_any_device_exactly_where_its_reader_stopped() {
     let after = markers(&app, &reader, "timeline[]=home&timeline[]=notifications").await;
     assert_eq!(after, body);
 }
+
+/// The caller's notifications (`GET /api/v1/notifications?{query}`): each
+/// one's id and account's username, and the `Link` header.
+async fn notifications(
+    app: &TestApp,
+    who: &TestUser,
+    query: &str,
+) -> (Vec<(String, String)>, Option<String>) {
+    let path = format!("/api/v1/notifications?{query}");
+    let res = app
+        .request(Method::GET, &path, Some(&who.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK, "{path}");
+    let link = res
+        .headers()
+        .get("link")
+        .map(|l| l.to_str().unwrap().to_string());
+    let body: Value = res.json().await.unwrap();
+    let told = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            assert_eq!(n["type"], "follow");
+            let id = n["id"].as_str().unwrap().to_string();
+            assert_eq!(n["group_key"], format!("ungrouped-{id}"));
+            (id, n["account"]["username"].as_str().unwrap().to_string())
+        })
+        .collect();
+    (told, link)
+}
+
+async fn unread(app: &TestApp, who: &TestUser) -> i64 {
+    let path = "/api/v1/notifications/unread_count";
+    let res = app.request(Method::GET, path, Some(&who.token), None).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    res.json::<Value>().await.unwrap()["count"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn new_followers_are_told_paged_counted_from_the_marker_and_dismissed() {
+    let app = spawn_app().await;
+    let me = app.create_user("me").await;
+    let names = ["ann", "bob", "cat"];
+    let mut fans = Vec::new();
+    for name in names {
+        let fan = app.create_user(name).await;
+        app.follow(&fan, &me).await;
+        fans.push(fan);
+    }
+    // Following back tells them, not me.
+    app.follow(&me, &fans[0]).await;
+    let (all, link) = notifications(&app, &me, "").await;
+    let who: Vec<&str> = all.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(who, ["cat", "bob", "ann"]);
+    assert!(link.unwrap().contains(&format!("max_id={}", all[2].0)));
+    let ids: Vec<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
+    // Paged by id, both ways.
+    let (first, _) = notifications(&app, &me, "limit=2").await;
+    assert_eq!(first, all[..2]);
+    let (rest, _) = notifications(&app, &me, &format!("max_id={}", ids[1])).await;
+    assert_eq!(rest, all[2..]);
+    let (above, _) = notifications(&app, &me, &format!("min_id={}&limit=1", ids[2])).await;
+    assert_eq!(above, all[1..2]);
+    // Filters: kinds and an account.
+    assert!(notifications(&app, &me, "types[]=mention")
+        .await
+        .0
+        .is_empty());
+    assert!(notifications(&app, &me, "exclude_types[]=follow")
+        .await
+        .0
+        .is_empty());
+    assert_eq!(notifications(&app, &me, "types[]=follow").await.0, all);
+    let of_ann = format!("account_id={}", fans[0].id);
+    assert_eq!(notifications(&app, &me, &of_ann).await.0, all[2..]);
+    // Unread: above the notifications marker.
+    assert_eq!(unread(&app, &me).await, 3);
+    let (status, _) = set_markers(
+        &app,
+        &me,
+        json!({"notifications": {"last_read_id": ids[1]}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(unread(&app, &me).await, 1);
+    let path = "/api/v1/notifications/unread_count?types[]=mention";
+    let res = app.request(Method::GET, path, Some(&me.token), None).await;
+    assert_eq!(res.json::<Value>().await.unwrap()["count"], 0);
+    // One blocked is not shown, nor counted.
+    let res = app
+        .request(
+            Method::POST,
+            &format!("/api/v1/accounts/{}/block", fans[2].id),
+            Some(&me.token),
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(notifications(&app, &me, "").await.0, all[1..]);
+    assert_eq!(unread(&app, &me).await, 0);
+    // One by id; dismissed; cleared.
+    let one = format!("/api/v1/notifications/{}", ids[1]);
+    let res = app.request(Method::GET, &one, Some(&me.token), None).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = app
+        .request(Method::GET, &one, Some(&fans[0].token), None)
+        .await;
+    assert_eq!(error_code(res).await.0, StatusCode::NOT_FOUND);
+    let dismiss = format!("{one}/dismiss");
+    let res = app
+        .request(Method::POST, &dismiss, Some(&me.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = app
+        .request(Method::POST, &dismiss, Some(&me.token), None)
+        .await;
+    assert_eq!(error_code(res).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(notifications(&app, &me, "").await.0, all[2..]);
+    let clear = "/api/v1/notifications/clear";
+    let res = app
+        .request(Method::POST, clear, Some(&me.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(notifications(&app, &me, "").await.0.is_empty());
+    assert_eq!(notifications(&app, &fans[0], "").await.0.len(), 1);
+    for bad in ["types[]=poke", "max_id=x", "account_id=x", "limit=many"] {
+        let path = format!("/api/v1/notifications?{bad}");
+        let res = app.request(Method::GET, &path, Some(&me.token), None).await;
+        assert_eq!(error_code(res).await.0, StatusCode::BAD_REQUEST, "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn a_user_keeps_its_newest_thousand_notifications() {
+    let app = spawn_app().await;
+    let me = app.create_user("me").await;
+    let old = app.create_user("old").await;
+    let new = app.create_user("new").await;
+    let mut pg = <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(
+        app.database_url(),
+    )
+    .await
+    .unwrap();
+    let many = format!(
+        "INSERT INTO notifications (user_id, kind, account_id, created_at_ms) \
+         SELECT {}, 'follow', {}, 0 FROM generate_series(1, 1500)",
+        me.id, old.id
+    );
+    diesel_async::RunQueryDsl::execute(diesel::sql_query(many), &mut pg)
+        .await
+        .unwrap();
+    app.follow(&new, &me).await;
+    #[derive(diesel::QueryableByName)]
+    struct N {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let kept = format!(
+        "SELECT count(*) AS n FROM notifications WHERE user_id = {}",
+        me.id
+    );
+    let kept: N = diesel_async::RunQueryDsl::get_result(diesel::sql_query(kept), &mut pg)
+        .await
+        .unwrap();
+    assert_eq!(kept.n, 1000);
+    let (newest, _) = notifications(&app, &me, "limit=1").await;
+    assert_eq!(newest[0].1, "new");
+}

@@ -113,6 +113,12 @@ const marked = await carol.v1.markers.create({ home: { lastReadId: posted[1] } }
 check(marked.home.lastReadId === posted[1] && marked.home.version === 0, "markers.create");
 const read = await client("carol").v1.markers.fetch({ timeline: ["home", "notifications"] });
 check(read.home.lastReadId === posted[1] && read.notifications === undefined, "markers.fetch");
+// dan is told carol follows it.
+const told = await dan.v1.notifications.list({ types: ["follow"] });
+check(told[0]?.type === "follow" && told[0].account.id === String(IDS.carol), "notifications.list");
+check((await dan.v1.notifications.unreadCount.fetch()).count === told.length, "unreadCount");
+await dan.v1.notifications.$select(told[0].id).dismiss();
+check((await dan.v1.notifications.list()).every((n) => n.id !== told[0].id), "dismiss");
 
 // Scroll to the end with the paginator while posts keep arriving, and vip2
 // is demoted (pushed from then on) and promoted again (pulled) mid-scroll.

@@ -7,7 +7,8 @@ serves.
 
 Then it finds the harness's big-V by name (search v2) and follows it, as a
 new user would, reads its own statuses back several at once, and sets its
-home marker, which another device reads and pages on from. Environment:
+home marker, which another device reads and pages on from; the big-V
+reads, counts and dismisses its new-follower notifications. Environment:
 FEED_BASE (the service's URL), FEED_TOKENS and FEED_IDS (JSON: username ->
 bearer token, account id).
 """
@@ -84,4 +85,16 @@ above = other_device.timeline_home(min_id=marker.last_read_id)
 check([s.id for s in above] == [second.id], f"the page above the marker {above!r}")
 moved = app.markers_set(["home", "notifications"], [second.id, "1"])
 check(moved.home.version == 1 and moved.notifications.version == 0, f"moved {moved!r}")
+# The big-V is told of its new follower; reads, counts and dismisses.
+vip = Mastodon(access_token=TOKENS["vip3"], api_base_url=BASE, request_timeout=30)
+told = vip.notifications(types=["follow"])
+check(told[0].type == "follow" and told[0].account.acct == "erin", f"notifications {told!r}")
+check(vip.notifications_unread_count().count == len(told), "unread count")
+vip.markers_set("notifications", told[0])
+check(vip.notifications_unread_count().count == 0, "unread after the marker")
+check(vip.notifications(id=told[0].id).account.acct == "erin", "one notification")
+vip.notifications_dismiss(told[0])
+check(all(n.id != told[0].id for n in vip.notifications()), "dismissed")
+vip.notifications_clear()
+check(vip.notifications() == [], "cleared")
 print(f"ok: version {version}, api {app.mastodon_api_version}, found {found.accounts[0].acct}")

@@ -7,7 +7,7 @@ use crate::engine::{Engine, MAX_PROFILES};
 use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::ErrorBody;
-use crate::store::pg::{FollowList, IdRange};
+use crate::store::pg::FollowList;
 use crate::types::UserId;
 
 /// Accounts a list page holds by default, and at most.
@@ -257,32 +257,16 @@ async fn follow_list(
 ) -> Result<HttpResponse, AppError> {
     let owner = account_id(path)?;
     let limit = query.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
-    let bound = |name: &str, raw: &Option<String>| -> Result<Option<i64>, AppError> {
-        raw.as_deref()
-            .filter(|v| !v.is_empty())
-            .map(|v| crate::domain::parse_id(v, name).map_err(AppError::BadRequest))
-            .transpose()
-    };
-    let min = bound("min_id", &query.min_id)?;
-    let range = IdRange {
-        below: bound("max_id", &query.max_id)?,
-        above: min.or(bound("since_id", &query.since_id)?),
-        closest: min.is_some(),
-    };
+    let range = query.id_range("an account id")?;
     let rows = engine
         .profiles()
         .follow_list(owner, list, range, limit)
         .await?;
     let origin = Origin::of(req);
     let accounts: Vec<Account> = rows.iter().map(|r| Account::new(r, &origin)).collect();
-    let mut res = HttpResponse::Ok();
-    if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
-        res.insert_header((
-            "Link",
-            super::link(req, &origin, &last.id.to_string(), &first.id.to_string()),
-        ));
-    }
-    Ok(res.json(accounts))
+    let ends = rows.first().zip(rows.last());
+    let ends = ends.map(|(first, last)| (first.id.to_string(), last.id.to_string()));
+    Ok(super::paged(req, &origin, ends, accounts))
 }
 
 /// An account's followers (Mastodon), highest account id first.

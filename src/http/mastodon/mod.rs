@@ -1,6 +1,6 @@
 //! The Mastodon API's home-timeline subset, beside the service's own API
 //! and on the same engine: instance, accounts, relationships, search,
-//! markers, statuses, the home timeline and its stream, in Mastodon's shapes, status codes
+//! markers, notifications, statuses, the home timeline and its stream, in Mastodon's shapes, status codes
 //! and pagination (ids in query parameters, a `Link` header).
 //!
 //! Ids: an account's is its user id; a status's encodes its place in the
@@ -13,6 +13,7 @@ pub mod defaults;
 pub mod entities;
 pub mod instance;
 pub mod markers;
+pub mod notifications;
 pub mod search;
 pub mod statuses;
 pub mod streaming;
@@ -25,7 +26,7 @@ use serde::Deserialize;
 
 use crate::engine::{Bounds, Engine};
 use crate::error::AppError;
-use crate::store::pg::AccountRow;
+use crate::store::pg::{AccountRow, IdRange};
 use crate::types::{Post, UserId};
 use entities::{parse_status_id, post_status_id, Origin, Status};
 
@@ -52,6 +53,26 @@ impl IdPaging {
     /// The limit asked, within 1 to `max` (`default` if none).
     fn limit(&self, default: u32, max: u32) -> Result<u32, AppError> {
         limit_param(self.limit.as_deref(), default, max)
+    }
+
+    /// The bounds asked, as ids of a list paged by number (accounts,
+    /// notifications); `what` names them in errors.
+    fn id_range(&self, what: &str) -> Result<IdRange, AppError> {
+        let bound = |name: &str, raw: &Option<String>| -> Result<Option<i64>, AppError> {
+            raw.as_deref()
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    crate::domain::parse_id(v, &format!("{name} ({what})"))
+                        .map_err(AppError::BadRequest)
+                })
+                .transpose()
+        };
+        let min = bound("min_id", &self.min_id)?;
+        Ok(IdRange {
+            below: bound("max_id", &self.max_id)?,
+            above: min.or(bound("since_id", &self.since_id)?),
+            closest: min.is_some(),
+        })
     }
 
     /// The status bounds asked.
@@ -104,14 +125,24 @@ async fn status_list(
 ) -> Result<HttpResponse, AppError> {
     let origin = Origin::of(req);
     let statuses = statuses(engine, &origin, &posts).await?;
+    let ends = posts.first().zip(posts.last());
+    let ends = ends.map(|(first, last)| (post_status_id(first), post_status_id(last)));
+    Ok(paged(req, &origin, ends, statuses))
+}
+
+/// A list's answer, with a `Link` header when it has `ends` (the ids of
+/// its first and last items).
+fn paged(
+    req: &HttpRequest,
+    origin: &Origin,
+    ends: Option<(String, String)>,
+    body: impl serde::Serialize,
+) -> HttpResponse {
     let mut res = HttpResponse::Ok();
-    if let (Some(first), Some(last)) = (posts.first(), posts.last()) {
-        res.insert_header((
-            "Link",
-            link(req, &origin, &post_status_id(last), &post_status_id(first)),
-        ));
+    if let Some((first, last)) = ends {
+        res.insert_header(("Link", link(req, origin, &last, &first)));
     }
-    Ok(res.json(statuses))
+    res.json(body)
 }
 
 /// Posts as statuses, their authors' profiles read at once (a post whose

@@ -8,7 +8,8 @@
 //!   their purge, tasks;
 //! - `profiles` ([`ProfileRecords`]): accounts with their counts,
 //!   relationships, follow lists;
-//! - `markers` ([`MarkerRecords`]): where users stopped reading.
+//! - `markers` ([`MarkerRecords`]): where users stopped reading;
+//! - `notifications` ([`NotificationRecords`]): new followers, told.
 //!
 //! Each of those types is reached from [`PgStore`] (`pg.users()`, …).
 //!
@@ -24,6 +25,10 @@ mod jobs;
 pub use jobs::{HEARTBEAT, QUIET_INSTANCE};
 mod markers;
 pub use markers::{MarkerChange, MarkerRecords, MarkerRow};
+mod notifications;
+pub use notifications::{
+    NotificationFilter, NotificationRecords, NotificationRow, KEPT as NOTIFICATIONS_KEPT,
+};
 pub mod models;
 mod pool;
 mod prepared;
@@ -106,6 +111,11 @@ impl PgStore {
     /// The [`MarkerRecords`] part of the records.
     pub fn markers(&self) -> MarkerRecords<'_> {
         MarkerRecords(self)
+    }
+
+    /// The [`NotificationRecords`] part of the records.
+    pub fn notifications(&self) -> NotificationRecords<'_> {
+        NotificationRecords(self)
     }
 
     /// This instance's id, as its heartbeats and leases name it.

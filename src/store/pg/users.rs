@@ -229,6 +229,7 @@ impl UserRecords<'_> {
                 .values(edges)
                 .execute(conn)
                 .await?;
+            super::notifications::followed(conn, &out.new, follower, now_ms).await?;
             out.seq = diesel::update(users::table.find(follower))
                 .set((
                     users::following_count.eq(users::following_count + out.new.len() as i64),
@@ -600,6 +601,9 @@ async fn change_edge(
             promoted: None,
             shown,
         });
+    }
+    if follow {
+        super::notifications::followed(conn, &[followee], follower, now_ms).await?;
     }
     let delta = if follow { 1 } else { -1 };
     let (count, big_v, (seq, following)) = bump_counts(conn, follower, followee, delta).await?;
