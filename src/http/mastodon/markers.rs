@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use serde::Serialize;
 use serde_json::Value;
@@ -173,11 +172,7 @@ fn check_id(timeline: Timeline, id: &str) -> Result<(), AppError> {
 type Fields = BTreeMap<String, (Option<String>, Option<String>)>;
 
 fn fields(req: &HttpRequest, body: &[u8]) -> Result<Fields, AppError> {
-    let json = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+    let json = super::is_json(req);
     let mut fields = Fields::new();
     if json {
         let value: Value = serde_json::from_slice(body)

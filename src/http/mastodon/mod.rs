@@ -212,6 +212,14 @@ fn repeated_param(req: &HttpRequest, name: &str) -> Result<Vec<String>, AppError
         .collect())
 }
 
+/// Whether a request's body is JSON (else a form, as Mastodon takes both).
+fn is_json(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
 /// An account id in a path (a user id).
 fn account_id(raw: &str) -> Result<UserId, AppError> {
     crate::domain::parse_id(raw, "account id")

@@ -1,4 +1,3 @@
-use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{delete, get, post, web, HttpRequest, HttpResponse};
 use futures::StreamExt;
 use serde::Deserialize;
@@ -71,11 +70,7 @@ impl NewStatus {
 
 /// The new status of a request body: JSON, or a form.
 fn new_status(req: &HttpRequest, body: &[u8]) -> Result<NewStatus, AppError> {
-    let json = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+    let json = super::is_json(req);
     if json {
         match serde_json::from_slice::<serde_json::Value>(body) {
             Ok(v @ serde_json::Value::Object(_)) => serde_json::from_value(v)
