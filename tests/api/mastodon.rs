@@ -1,5 +1,6 @@
-//! The Mastodon API's discovery calls, through the API: account search
-//! (v2) and several statuses at once.
+//! The Mastodon API's start-up and home-screen calls, through the API:
+//! account search (v2), several statuses at once, markers and
+//! notifications.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
