@@ -110,7 +110,12 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
         scope::scope("/api/v2")
             .wrap(NormalizePath::trim())
             .service(mastodon::instance::v2)
-            .service(mastodon::search::search),
+            .service(mastodon::search::search)
+            .service(mastodon::notification_groups::list)
+            .service(mastodon::notification_groups::unread_count)
+            .service(mastodon::notification_groups::get)
+            .service(mastodon::notification_groups::group_accounts)
+            .service(mastodon::notification_groups::dismiss),
     );
 }
 

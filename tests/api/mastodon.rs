@@ -1,6 +1,6 @@
 //! The Mastodon API's start-up and home-screen calls, through the API:
 //! account search (v2), several statuses at once, markers and
-//! notifications.
+//! notifications (one by one and grouped).
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -359,7 +359,7 @@ async fn notifications(
         .map(|n| {
             assert_eq!(n["type"], "follow");
             let id = n["id"].as_str().unwrap().to_string();
-            assert_eq!(n["group_key"], format!("ungrouped-{id}"));
+            assert!(n["group_key"].as_str().unwrap().starts_with("follow-"));
             (id, n["account"]["username"].as_str().unwrap().to_string())
         })
         .collect();
@@ -481,8 +481,8 @@ async fn a_user_keeps_its_newest_thousand_notifications() {
     .await
     .unwrap();
     let many = format!(
-        "INSERT INTO notifications (user_id, kind, account_id, created_at_ms) \
-         SELECT {}, 'follow', {}, 0 FROM generate_series(1, 1500)",
+        "INSERT INTO notifications (user_id, kind, account_id, created_at_ms, group_key) \
+         SELECT {}, 'follow', {}, 0, 'follow-0' FROM generate_series(1, 1500)",
         me.id, old.id
     );
     diesel_async::RunQueryDsl::execute(diesel::sql_query(many), &mut pg)
@@ -504,4 +504,219 @@ async fn a_user_keeps_its_newest_thousand_notifications() {
     assert_eq!(kept.n, 1000);
     let (newest, _) = notifications(&app, &me, "limit=1").await;
     assert_eq!(newest[0].1, "new");
+}
+
+/// `GET {path}` as `who`: the body, after checking it answered 200.
+async fn get_json(app: &TestApp, who: &TestUser, path: &str) -> (Value, Option<String>) {
+    let res = app.request(Method::GET, path, Some(&who.token), None).await;
+    assert_eq!(res.status(), StatusCode::OK, "{path}");
+    let link = res
+        .headers()
+        .get("link")
+        .map(|l| l.to_str().unwrap().to_string());
+    (res.json().await.unwrap(), link)
+}
+
+/// A grouped page's groups: (key, count, sample usernames), after
+/// checking that every sampled account is in `accounts`.
+fn groups(page: &Value) -> Vec<(String, i64, Vec<String>)> {
+    assert_eq!(page["statuses"], json!([]));
+    let accounts: std::collections::HashMap<&str, &str> = page["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["id"].as_str().unwrap(), a["username"].as_str().unwrap()))
+        .collect();
+    page["notification_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            assert_eq!(g["type"], "follow");
+            let sample = g["sample_account_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|id| accounts[id.as_str().unwrap()].to_string())
+                .collect();
+            let key = g["group_key"].as_str().unwrap().to_string();
+            (key, g["notifications_count"].as_i64().unwrap(), sample)
+        })
+        .collect()
+}
+
+/// Runs `sql` on the test's database.
+async fn run_sql(app: &TestApp, sql: String) {
+    let mut pg = <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(
+        app.database_url(),
+    )
+    .await
+    .unwrap();
+    diesel_async::RunQueryDsl::execute(diesel::sql_query(sql), &mut pg)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn new_followers_come_in_groups_paged_counted_read_and_dismissed_whole() {
+    let app = spawn_app().await;
+    let (instance, _) = get_json(&app, &app.create_user("anyone").await, "/api/v2/instance").await;
+    assert_eq!(instance["api_versions"]["mastodon"], 2);
+    let me = app.create_user("me").await;
+    let mut names = Vec::new();
+    for i in 0..10 {
+        let fan = app.create_user(&format!("fan{i}")).await;
+        app.follow(&fan, &me).await;
+        names.push(format!("fan{i}"));
+    }
+    let (page, link) = get_json(&app, &me, "/api/v2/notifications").await;
+    let all = groups(&page);
+    assert_eq!(all.len(), 1, "{page}");
+    let (key, count, sample) = &all[0];
+    assert!(key.starts_with("follow-"));
+    assert_eq!(*count, 10);
+    let newest: Vec<String> = names.iter().rev().take(8).cloned().collect();
+    assert_eq!(sample, &newest, "the eight newest followers");
+    let group = &page["notification_groups"][0];
+    let (v1, _) = notifications(&app, &me, "").await;
+    assert_eq!(group["most_recent_notification_id"], v1[0].0);
+    assert_eq!(group["page_max_id"], v1[0].0);
+    assert_eq!(group["page_min_id"], v1[9].0);
+    assert!(link.unwrap().contains(&format!("max_id={}", v1[9].0)));
+    // Not grouped: each its own; `limit` counts groups.
+    let (page, link) = get_json(
+        &app,
+        &me,
+        "/api/v2/notifications?grouped_types[]=mention&limit=3",
+    )
+    .await;
+    let keys: Vec<String> = groups(&page).into_iter().map(|g| g.0).collect();
+    let want: Vec<String> = v1[..3]
+        .iter()
+        .map(|(id, _)| format!("ungrouped-{id}"))
+        .collect();
+    assert_eq!(keys, want);
+    assert!(link.unwrap().contains(&format!("max_id={}", v1[2].0)));
+    // Unread: groups above the marker.
+    let count = |q: &'static str| {
+        let me = &me;
+        let app = &app;
+        async move {
+            let path = format!("/api/v2/notifications/unread_count{q}");
+            get_json(app, me, &path).await.0["count"].as_i64().unwrap()
+        }
+    };
+    assert_eq!(count("").await, 1);
+    assert_eq!(count("?grouped_types[]=mention").await, 10);
+    assert_eq!(unread(&app, &me).await, 10);
+    // A group by its key: all of it, and its accounts newest first.
+    let (one, _) = get_json(&app, &me, &format!("/api/v2/notifications/{key}")).await;
+    assert_eq!(groups(&one)[0].1, 10);
+    assert!(one["notification_groups"][0].get("page_min_id").is_none());
+    let (accounts, _) = get_json(&app, &me, &format!("/api/v2/notifications/{key}/accounts")).await;
+    let usernames: Vec<&str> = accounts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["username"].as_str().unwrap())
+        .collect();
+    let want: Vec<&str> = names.iter().rev().map(String::as_str).collect();
+    assert_eq!(usernames, want);
+    let single = format!("/api/v2/notifications/ungrouped-{}", v1[4].0);
+    assert_eq!(groups(&get_json(&app, &me, &single).await.0)[0].1, 1);
+    // Another user's group, or none, is not found.
+    let other = app.create_user("other").await;
+    for path in [
+        format!("/api/v2/notifications/{key}"),
+        "/api/v2/notifications/follow-1".into(),
+        "/api/v2/notifications/ungrouped-x".into(),
+        "/api/v2/notifications/follow-1%00".into(),
+    ] {
+        let res = app
+            .request(Method::GET, &path, Some(&other.token), None)
+            .await;
+        assert_eq!(error_code(res).await.0, StatusCode::NOT_FOUND, "{path}");
+    }
+    for bad in [
+        "grouped_types[]=poke",
+        "expand_accounts=some",
+        "types[]=poke",
+        "max_id=x",
+    ] {
+        let path = format!("/api/v2/notifications?{bad}");
+        let res = app.request(Method::GET, &path, Some(&me.token), None).await;
+        assert_eq!(error_code(res).await.0, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    // Dismissed whole: the group's every notification goes.
+    let dismiss = format!("/api/v2/notifications/{key}/dismiss");
+    let res = app
+        .request(Method::POST, &dismiss, Some(&me.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(notifications(&app, &me, "").await.0.is_empty());
+    let res = app
+        .request(Method::POST, &dismiss, Some(&me.token), None)
+        .await;
+    assert_eq!(error_code(res).await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_group_takes_new_followers_for_twelve_hours_from_its_first() {
+    let app = spawn_app().await;
+    let hour = chrono_hour();
+    let (fresh, stale) = (
+        app.create_user("fresh").await,
+        app.create_user("stale").await,
+    );
+    let old = app.create_user("old").await;
+    // A group begun five hours ago, and one begun thirteen hours ago.
+    for (who, began) in [(&fresh, hour - 5), (&stale, hour - 13)] {
+        run_sql(
+            &app,
+            format!(
+                "INSERT INTO notifications (user_id, kind, account_id, created_at_ms, group_key) \
+             VALUES ({}, 'follow', {}, {}, 'follow-{began}')",
+                who.id,
+                old.id,
+                began * 3_600_000
+            ),
+        )
+        .await;
+    }
+    let new = app.create_user("new").await;
+    app.follow(&new, &fresh).await;
+    app.follow(&new, &stale).await;
+    let (page, _) = get_json(&app, &fresh, "/api/v2/notifications").await;
+    let got = groups(&page);
+    assert_eq!(
+        got,
+        vec![(
+            format!("follow-{}", hour - 5),
+            2,
+            vec!["new".into(), "old".into()]
+        )]
+    );
+    // Two groups: a page of one holds the newest; the next page the other.
+    let (page, link) = get_json(&app, &stale, "/api/v2/notifications?limit=1").await;
+    let (key, count, sample) = groups(&page).remove(0);
+    // (Begun this hour: the hour the test began, or the next.)
+    let began = key.strip_prefix("follow-").unwrap().parse::<i64>().unwrap();
+    assert!(began == hour || began == chrono_hour(), "{key}");
+    assert_eq!((count, sample), (1, vec!["new".to_string()]));
+    let link = link.unwrap();
+    let next = link.split('<').nth(1).unwrap().split('>').next().unwrap();
+    let next = &next[next.find("/api/").unwrap()..];
+    let (page, _) = get_json(&app, &stale, next).await;
+    assert_eq!(
+        groups(&page),
+        vec![(format!("follow-{}", hour - 13), 1, vec!["old".into()])]
+    );
+}
+
+/// The hour since the epoch now.
+fn chrono_hour() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    now.as_millis() as i64 / 3_600_000
 }

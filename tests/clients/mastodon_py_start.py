@@ -8,7 +8,8 @@ serves.
 Then it finds the harness's big-V by name (search v2) and follows it, as a
 new user would, reads its own statuses back several at once, and sets its
 home marker, which another device reads and pages on from; the big-V
-reads, counts and dismisses its new-follower notifications. Environment:
+reads, counts and dismisses its new-follower notifications, one by one and
+grouped. Environment:
 FEED_BASE (the service's URL), FEED_TOKENS and FEED_IDS (JSON: username ->
 bearer token, account id).
 """
@@ -41,10 +42,10 @@ check(app.verify_minimum_version("4.0.0", cached=True), "not at least 4.0.0")
 
 latest = app.instance()
 check(latest.domain == HOST, f"instance v2 domain {latest.domain!r}")
-check(latest.api_versions.mastodon == 1, f"api_versions {latest.api_versions!r}")
+check(latest.api_versions.mastodon == 2, f"api_versions {latest.api_versions!r}")
 check(latest.configuration.urls.streaming.startswith("ws://"), "streaming URL")
 check(app.instance_v1().uri == HOST, "instance v1 uri")
-check(app.mastodon_api_version == 1, f"the library read API {app.mastodon_api_version}")
+check(app.mastodon_api_version == 2, f"the library read API {app.mastodon_api_version}")
 # The home screen's first calls: each parses into the library's entity.
 me = app.account_verify_credentials()
 check(me.username == "erin", f"verify_credentials {me.username!r}")
@@ -93,8 +94,28 @@ check(vip.notifications_unread_count().count == len(told), "unread count")
 vip.markers_set("notifications", told[0])
 check(vip.notifications_unread_count().count == 0, "unread after the marker")
 check(vip.notifications(id=told[0].id).account.acct == "erin", "one notification")
+# The same in groups (4.3's v2, which the library asks for at API 2).
+grouped = vip.grouped_notifications()
+group = grouped.notification_groups[0]
+check(len(grouped.notification_groups) == 1 and group.type == "follow", f"grouped {grouped!r}")
+check(group.notifications_count == len(told), f"a group of every follow {group!r}")
+sampled = {str(a.id): a.acct for a in grouped.accounts}
+check(sampled[str(group.sample_account_ids[0])] == "erin", f"the newest sampled first {grouped!r}")
+whole = vip.grouped_notification(group.group_key)
+check(whole.notification_groups[0].notifications_count == len(told), f"by its key {whole!r}")
+fans = vip.grouped_notification_accounts(group.group_key)
+check([a.acct for a in fans] == [n.account.acct for n in told], f"the group's accounts {fans!r}")
+check(vip.unread_grouped_notifications_count() == 0, "no unread group after the marker")
+single = vip.grouped_notifications(grouped_types=["mention"], limit=1)
+check(single.notification_groups[0].group_key == f"ungrouped-{told[0].id}", f"ungrouped {single!r}")
+if len(told) > 1:
+    following = vip.fetch_next(single)
+    key = following.notification_groups[0].group_key
+    check(key == f"ungrouped-{told[1].id}", f"the next page {following!r}")
 vip.notifications_dismiss(told[0])
 check(all(n.id != told[0].id for n in vip.notifications()), "dismissed")
+vip.dismiss_grouped_notification(group.group_key)
+check(vip.notifications() == [], "the group dismissed whole")
 vip.notifications_clear()
 check(vip.notifications() == [], "cleared")
 print(f"ok: version {version}, api {app.mastodon_api_version}, found {found.accounts[0].acct}")

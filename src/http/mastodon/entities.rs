@@ -385,9 +385,9 @@ pub fn instance_v1(origin: &Origin, version: &str, users: i64) -> serde_json::Va
 }
 
 /// The Mastodon API version the routes served follow (`api_versions`):
-/// 1, the API before 4.3's additions (grouped notifications among them),
-/// so that clients do not ask for what is not served.
-pub const MASTODON_API_VERSION: u32 = 1;
+/// 2, Mastodon 4.3's, whose mark is grouped notifications (served), so
+/// that clients ask for those.
+const MASTODON_API_VERSION: u32 = 2;
 
 /// What Mastodon's `GET /api/v2/instance` answers.
 pub fn instance_v2(origin: &Origin, version: &str) -> serde_json::Value {

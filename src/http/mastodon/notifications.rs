@@ -18,12 +18,12 @@ use crate::http::errors::ErrorBody;
 use crate::store::pg::NotificationFilter;
 
 /// Notifications a page holds by default, and at most.
-const DEFAULT_LIMIT: u32 = 40;
-const MAX_LIMIT: u32 = 80;
+pub(super) const DEFAULT_LIMIT: u32 = 40;
+pub(super) const MAX_LIMIT: u32 = 80;
 
 /// The unread count counts to this by default, and at most to
 /// [`crate::store::pg::NOTIFICATIONS_KEPT`].
-const DEFAULT_COUNT_LIMIT: u32 = 100;
+pub(super) const DEFAULT_COUNT_LIMIT: u32 = 100;
 
 /// Mastodon's kinds of notification: a filter may name any of them.
 const MASTODON_KINDS: [&str; 14] = [
@@ -51,7 +51,8 @@ pub struct Notification {
     /// `follow`.
     #[serde(rename = "type")]
     kind: String,
-    /// `ungrouped-{id}`: each notification is a group of its own.
+    /// The group it belongs to (`follow-<hour>`: new followers within
+    /// twelve hours of the group's first).
     group_key: String,
     created_at: String,
     /// Whose act it tells of.
@@ -59,11 +60,11 @@ pub struct Notification {
 }
 
 impl Notification {
-    fn new((row, account): &Told, origin: &Origin) -> Self {
+    pub(super) fn new((row, account): &Told, origin: &Origin) -> Self {
         Notification {
             id: row.id.to_string(),
             kind: row.kind.clone(),
-            group_key: format!("ungrouped-{}", row.id),
+            group_key: row.group_key.clone(),
             created_at: iso8601(row.created_at_ms),
             account: Account::new(account, origin),
         }
@@ -75,21 +76,24 @@ fn notification_id(name: &str, raw: &str) -> Result<i64, AppError> {
     crate::domain::parse_id(raw, name).map_err(AppError::BadRequest)
 }
 
+/// The kinds a repeated parameter names, each one of Mastodon's.
+pub(super) fn known_kinds(req: &HttpRequest, name: &str) -> Result<Vec<String>, AppError> {
+    let names = super::repeated_param(req, name)?;
+    for name in &names {
+        if !MASTODON_KINDS.contains(&name.as_str()) {
+            return Err(AppError::BadRequest(format!(
+                "{name:?} is not a kind of notification"
+            )));
+        }
+    }
+    Ok(names)
+}
+
 /// The kinds a page asks for: `types[]` (all if none) less
 /// `exclude_types[]`, of those the service has.
-fn kinds(req: &HttpRequest) -> Result<Option<Vec<String>>, AppError> {
-    let known = |names: Vec<String>| -> Result<Vec<String>, AppError> {
-        for name in &names {
-            if !MASTODON_KINDS.contains(&name.as_str()) {
-                return Err(AppError::BadRequest(format!(
-                    "{name:?} is not a kind of notification"
-                )));
-            }
-        }
-        Ok(names)
-    };
-    let types = known(super::repeated_param(req, "types")?)?;
-    let excluded = known(super::repeated_param(req, "exclude_types")?)?;
+pub(super) fn kinds(req: &HttpRequest) -> Result<Option<Vec<String>>, AppError> {
+    let types = known_kinds(req, "types")?;
+    let excluded = known_kinds(req, "exclude_types")?;
     if types.is_empty() && excluded.is_empty() {
         return Ok(None);
     }
@@ -103,7 +107,7 @@ fn kinds(req: &HttpRequest) -> Result<Option<Vec<String>>, AppError> {
 }
 
 /// The `types[]`, `exclude_types[]` and `account_id` of a request.
-fn filter(req: &HttpRequest) -> Result<NotificationFilter, AppError> {
+pub(super) fn filter(req: &HttpRequest) -> Result<NotificationFilter, AppError> {
     let account = super::repeated_param(req, "account_id")?
         .first()
         .map(|v| super::account_id(v))
@@ -180,7 +184,7 @@ pub async fn unread_count(
     let filter = filter(&req)?;
     let count = engine
         .notifications()
-        .unread(caller.id, &filter, limit)
+        .unread(caller.id, &filter, false, limit)
         .await?;
     Ok(HttpResponse::Ok().json(json!({ "count": count })))
 }

@@ -1,7 +1,9 @@
 //! Notifications: what happened to a user that it is told of (a new
 //! follower), the newest [`KEPT`] per user. Written inside the transaction
-//! of what they tell of; read without those from accounts the user cannot
-//! see (suspended, blocked either way, muted).
+//! of what they tell of, each in a group (new followers within
+//! [`GROUP_SPAN_HOURS`] of a group's first hour share its key); read
+//! without those from accounts the user cannot see (suspended, blocked
+//! either way, muted).
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Nullable, Text};
@@ -13,6 +15,13 @@ use crate::types::UserId;
 
 /// Notifications kept per user at most: older ones go as new ones come.
 pub const KEPT: i64 = 1000;
+
+/// How many hours after a group's first hour a new follower still joins
+/// it (Mastodon's span).
+pub const GROUP_SPAN_HOURS: i64 = 12;
+
+/// The columns a [`NotificationRow`] is read from.
+const COLUMNS: &str = "n.id, n.kind, n.account_id, n.created_at_ms, n.group_key";
 
 /// Notifications ([`PgStore::notifications`]).
 #[derive(Clone, Copy)]
@@ -31,6 +40,16 @@ pub struct NotificationRow {
     pub account_id: UserId,
     #[diesel(sql_type = BigInt)]
     pub created_at_ms: i64,
+    /// The group it belongs to (`follow-<hour>`).
+    #[diesel(sql_type = Text)]
+    pub group_key: String,
+}
+
+/// A count or a maximum, as PostgreSQL answers it.
+#[derive(QueryableByName)]
+struct MaybeCount {
+    #[diesel(sql_type = Nullable<BigInt>)]
+    n: Option<i64>,
 }
 
 /// Which of a user's notifications a read wants.
@@ -55,7 +74,9 @@ const SHOWN: &str = "JOIN users a ON a.id = n.account_id AND a.status = 'active'
 const NARROWED: &str = "AND ($4::text[] IS NULL OR n.kind = ANY($4)) \
      AND ($5::bigint IS NULL OR n.account_id = $5)";
 
-/// Tells each of `followees` that `follower` follows it now; trims each
+/// Tells each of `followees` that `follower` follows it now, in the group
+/// of its newest new follower if that group began less than
+/// [`GROUP_SPAN_HOURS`] ago, else in a group of this hour; trims each
 /// one's notifications to the newest [`KEPT`]. Inside the follow's
 /// transaction.
 pub(super) async fn followed(
@@ -65,12 +86,19 @@ pub(super) async fn followed(
     now_ms: i64,
 ) -> AppResult<()> {
     diesel::sql_query(
-        "INSERT INTO notifications (user_id, kind, account_id, created_at_ms) \
-         SELECT u, 'follow', $2, $3 FROM unnest($1::bigint[]) u",
+        "INSERT INTO notifications (user_id, kind, account_id, created_at_ms, group_key) \
+         SELECT u, 'follow', $2, $3, 'follow-' || coalesce( \
+             (SELECT last.hour FROM ( \
+                 SELECT split_part(x.group_key, '-', 2)::bigint AS hour FROM notifications x \
+                 WHERE x.user_id = u AND x.kind = 'follow' ORDER BY x.id DESC LIMIT 1) last \
+              WHERE last.hour + $4 > $3 / 3600000), \
+             $3 / 3600000) \
+         FROM unnest($1::bigint[]) u",
     )
     .bind::<Array<BigInt>, _>(followees)
     .bind::<BigInt, _>(follower)
     .bind::<BigInt, _>(now_ms)
+    .bind::<BigInt, _>(GROUP_SPAN_HOURS)
     .execute(conn)
     .await?;
     diesel::sql_query(format!(
@@ -99,8 +127,7 @@ impl NotificationRecords<'_> {
         let order = if range.closest { "ASC" } else { "DESC" };
         let mut conn = self.0.conn().await?;
         let mut rows: Vec<NotificationRow> = diesel::sql_query(format!(
-            "SELECT n.id, n.kind, n.account_id, n.created_at_ms FROM notifications n {SHOWN} \
-             AND n.id < $2 AND n.id > $3 {NARROWED} ORDER BY n.id {order} LIMIT $6"
+            "SELECT {COLUMNS} FROM notifications n {SHOWN} AND n.id < $2 AND n.id > $3 {NARROWED} ORDER BY n.id {order} LIMIT $6"
         ))
         .bind::<BigInt, _>(user)
         .bind::<BigInt, _>(range.below.unwrap_or(i64::MAX))
@@ -120,8 +147,7 @@ impl NotificationRecords<'_> {
     pub async fn one(self, user: UserId, id: i64) -> AppResult<Option<NotificationRow>> {
         let mut conn = self.0.conn().await?;
         Ok(diesel::sql_query(format!(
-            "SELECT n.id, n.kind, n.account_id, n.created_at_ms FROM notifications n {SHOWN} \
-             AND n.id = $2"
+            "SELECT {COLUMNS} FROM notifications n {SHOWN} AND n.id = $2"
         ))
         .bind::<BigInt, _>(user)
         .bind::<BigInt, _>(id)
@@ -130,33 +156,70 @@ impl NotificationRecords<'_> {
         .optional()?)
     }
 
+    /// The shown notifications of one of `user`'s groups, newest first.
+    pub async fn group(self, user: UserId, key: &str) -> AppResult<Vec<NotificationRow>> {
+        let mut conn = self.0.conn().await?;
+        Ok(diesel::sql_query(format!(
+            "SELECT {COLUMNS} FROM notifications n {SHOWN} AND n.group_key = $2 \
+             ORDER BY n.id DESC LIMIT {KEPT}"
+        ))
+        .bind::<BigInt, _>(user)
+        .bind::<Text, _>(key)
+        .load(&mut conn)
+        .await?)
+    }
+
+    /// The id of `user`'s newest notification (0 without one).
+    pub async fn newest_id(self, user: UserId) -> AppResult<i64> {
+        let mut conn = self.0.conn().await?;
+        let newest: Option<i64> =
+            diesel::sql_query("SELECT max(id) AS n FROM notifications WHERE user_id = $1")
+                .bind::<BigInt, _>(user)
+                .get_result::<MaybeCount>(&mut conn)
+                .await?
+                .n;
+        Ok(newest.unwrap_or(0))
+    }
+
     /// How many of `user`'s shown notifications that pass `filter` are
-    /// above `after`, up to `limit`.
+    /// above `after`, up to `limit`; with `grouped`, how many groups they
+    /// make.
     pub async fn count_above(
         self,
         user: UserId,
         after: i64,
         filter: &NotificationFilter,
+        grouped: bool,
         limit: i64,
     ) -> AppResult<i64> {
-        #[derive(QueryableByName)]
-        struct Count {
-            #[diesel(sql_type = BigInt)]
-            n: i64,
-        }
         let mut conn = self.0.conn().await?;
-        let count: Count = diesel::sql_query(format!(
-            "SELECT count(*) AS n FROM (SELECT 1 FROM notifications n {SHOWN} \
-             AND n.id > $2 {NARROWED} LIMIT $3) shown"
+        let count: MaybeCount = diesel::sql_query(format!(
+            "SELECT count(*) AS n FROM (SELECT DISTINCT \
+                 CASE WHEN $6 THEN n.group_key ELSE n.id::text END \
+             FROM notifications n {SHOWN} AND n.id > $2 {NARROWED} LIMIT $3) shown"
         ))
         .bind::<BigInt, _>(user)
         .bind::<BigInt, _>(after)
         .bind::<BigInt, _>(limit)
         .bind::<Nullable<Array<Text>>, _>(filter.kinds.as_deref())
         .bind::<Nullable<BigInt>, _>(filter.account.map(|a| a.0))
+        .bind::<diesel::sql_types::Bool, _>(grouped)
         .get_result(&mut conn)
         .await?;
-        Ok(count.n)
+        Ok(count.n.unwrap_or(0))
+    }
+
+    /// Removes every notification of one of `user`'s groups; how many
+    /// went.
+    pub async fn dismiss_group(self, user: UserId, key: &str) -> AppResult<usize> {
+        let mut conn = self.0.conn().await?;
+        Ok(
+            diesel::sql_query("DELETE FROM notifications WHERE user_id = $1 AND group_key = $2")
+                .bind::<BigInt, _>(user)
+                .bind::<Text, _>(key)
+                .execute(&mut conn)
+                .await?,
+        )
     }
 
     /// Removes one of `user`'s notifications (`None`: all of them); how
