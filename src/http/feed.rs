@@ -73,6 +73,7 @@ pub async fn stream(
         from: last_event_id(&req)?,
         address: client_address(&req),
         profiles: false,
+        notifications: false,
     };
     let events = streams.follow(opening, cut_of(&req)).await?;
     Ok(event_stream(futures::stream::unfold(
@@ -166,6 +167,8 @@ fn sse(event: &Event) -> String {
             "event: remove\ndata: {}\n\n",
             serde_json::json!({"author_id": author, "reason": reason})
         ),
+        // (This stream does not ask for notifications.)
+        Event::Notification(_) => String::new(),
         Event::Heartbeat => ": heartbeat\n\n".to_string(),
     }
 }

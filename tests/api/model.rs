@@ -274,6 +274,11 @@ enum Op {
     Listen {
         reader: u8,
     },
+    /// `who` follows the reader of the live stream (if one is open): a
+    /// notification it may send.
+    FollowListened {
+        who: u8,
+    },
     /// The live stream drops and reconnects, on the other instance, with
     /// the id of an event it got: the last (`back` 0), or the one `back`
     /// events before it, as a client that lost what it got after that one
@@ -313,7 +318,7 @@ impl Op {
             Op::Suspend { .. } => 1 << 20,
             Op::Remove { .. } => 1 << 21,
             Op::FollowMany { .. } | Op::CopyLimit(_) => 1 << 22,
-            Op::Listen { .. } | Op::Reconnect { .. } => 1 << 23,
+            Op::Listen { .. } | Op::Reconnect { .. } | Op::FollowListened { .. } => 1 << 23,
             Op::Between { .. } => 1 << 24,
             Op::Late { .. } => 1 << 25,
             Op::Delete { .. } => 1,
@@ -430,6 +435,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(who, whom)| Op::FollowMany { who, whom }),
         2 => (0..COPY_LIMITS.len() as u8).prop_map(Op::CopyLimit),
         3 => user().prop_map(|reader| Op::Listen { reader }),
+        3 => user().prop_map(|who| Op::FollowListened { who }),
         3 => prop_oneof![Just(0u8), 1u8..30].prop_map(|back| Op::Reconnect { back }),
         5 => (user(), any::<u16>(), 0u8..3, 0..SIZES.len() as u8)
             .prop_map(|(reader, pick, how, size)| Op::Between { reader, pick, how, size }),
@@ -904,6 +910,13 @@ struct Listener {
     /// above it then if the model knew them (no Redis update deferred), to
     /// check that a gap is announced only past [`STREAM_REPLAY`].
     resumed: Vec<(Prev, Option<usize>)>,
+    /// The notifications sent (id, the account it is from), in order.
+    told: Vec<(i64, i64)>,
+    /// Who began to follow the reader since the stream last opened: each
+    /// is told, unless hidden from the reader by then.
+    followers: Vec<usize>,
+    /// Who began to follow the reader while a stream of it was open.
+    ever: BTreeSet<usize>,
 }
 
 /// Whether entry `a` (score, id) is newer than `b` in the feed order.
@@ -959,16 +972,19 @@ impl Listener {
                 self.last = Some(id);
                 self.history.push((id, Some(post.id.0)));
             }
+            Event::Notification(told) => self.told.push((told.0.id, told.1.id.0)),
             Event::Delete { .. } | Event::Remove { .. } | Event::Heartbeat => {}
         }
     }
 }
 
 /// A stream of the user with index `index` (its id `reader`): every other
-/// user's streams send their posts' authors' profiles.
+/// user's streams send their posts' authors' profiles and its
+/// notifications, as Mastodon's do.
 fn opening_of(reader: UserId, index: usize) -> Opening {
     Opening {
         profiles: index % 2 == 1,
+        notifications: index % 2 == 1,
         ..Opening::of(reader)
     }
 }
@@ -981,6 +997,9 @@ static GAPS: AtomicUsize = AtomicUsize::new(0);
 
 /// Live streams checked against the model, over all cases.
 static STREAMS: AtomicUsize = AtomicUsize::new(0);
+
+/// Notifications the checked streams sent, over all cases.
+static TOLD: AtomicUsize = AtomicUsize::new(0);
 
 /// Pages checked against the model, over all cases.
 static PAGES: AtomicUsize = AtomicUsize::new(0);
@@ -1390,6 +1409,11 @@ impl World {
             }
             Op::Suspend { who, on } => self.suspend(who, on).await?,
             Op::Listen { reader } => self.listen(reader as usize % USERS).await?,
+            Op::FollowListened { who } => {
+                if let Some(reader) = self.listener.as_ref().map(|l| l.reader) {
+                    self.follow(who, reader as u8).await?;
+                }
+            }
             Op::Reconnect { back } => self.reconnect(back as usize).await?,
             Op::Between {
                 reader,
@@ -1620,6 +1644,7 @@ impl World {
         }
         committed(result).map_err(|e| format!("follow: {}", e.chain()))?;
         if self.model.follows.insert((a, b)) {
+            self.note_follower(a, b);
             let scores = self.model.scores_of(b);
             self.model.disturb(a, &scores);
             self.model.rule(b);
@@ -1777,6 +1802,9 @@ impl World {
             floor: None,
             opens: Vec::new(),
             resumed: Vec::new(),
+            told: Vec::new(),
+            followers: Vec::new(),
+            ever: BTreeSet::new(),
         });
         Ok(())
     }
@@ -1811,12 +1839,71 @@ impl World {
                 l.events = events;
                 l.instance = instance;
                 l.resumed.push((last, known));
+                // (Notifications are live only: a resumed stream tells
+                // those written from now.)
+                l.followers.clear();
             }
             Err(AppError::Unavailable { .. } | AppError::TimedOut { .. }) => {}
             Err(AppError::NotFound(_)) => self.listener = None,
             Err(e) => return Err(format!("reconnect: {}", e.chain())),
         }
         Ok(())
+    }
+
+    /// Checks the notifications a stream sent, once every stream has read
+    /// again: only on a stream that asked for them, in order, each once,
+    /// each of a follow made while a stream was open; and every follow
+    /// since it last opened, unless the reader is hidden from its
+    /// follower by then (suspended, deleted, blocked either way, muted).
+    fn check_told(&self, l: &Listener) -> Outcome {
+        let r = l.reader;
+        let wants = opening_of(self.model.ids[r], r).notifications;
+        if !wants && !l.told.is_empty() {
+            return Err(format!("stream of {r}: notifications it did not ask for"));
+        }
+        if l.told.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(format!(
+                "stream of {r}: notifications out of order or twice: {:?}",
+                l.told
+            ));
+        }
+        TOLD.fetch_add(l.told.len(), Ordering::Relaxed);
+        let index_of = |account: i64| self.model.ids.iter().position(|id| id.0 == account);
+        let told: BTreeSet<usize> = l.told.iter().filter_map(|t| index_of(t.1)).collect();
+        if told.len() != l.told.iter().map(|t| t.1).collect::<BTreeSet<_>>().len()
+            || !told.is_subset(&l.ever)
+        {
+            return Err(format!(
+                "stream of {r}: notifications from {:?}, followed only by {:?}",
+                l.told, l.ever
+            ));
+        }
+        let m = &self.model;
+        let hidden = |a: usize| {
+            m.suspended.contains(&r)
+                || m.gone.contains(&a)
+                || m.suspended.contains(&a)
+                || m.blocks.contains(&(a, r))
+                || m.blocks.contains(&(r, a))
+                || m.mutes.contains(&(r, a))
+        };
+        for &a in l.followers.iter().filter(|a| wants && !hidden(**a)) {
+            if !told.contains(&a) {
+                return Err(format!(
+                    "stream of {r}: user {a} followed it and was never told (told {:?})",
+                    l.told
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes that `a` began to follow `b`: a new notification of `b`.
+    fn note_follower(&mut self, a: usize, b: usize) {
+        if let Some(l) = self.listener.as_mut().filter(|l| l.reader == b) {
+            l.followers.push(a);
+            l.ever.insert(a);
+        }
     }
 
     /// Notes the authors whose posts joined or left the open stream's home
@@ -1892,6 +1979,7 @@ impl World {
                 ));
             }
         }
+        self.check_told(&l)?;
         // A gap only where the client was more than the replay behind (the
         // home then held more posts above its position; the posts of the
         // position's own millisecond are all counted, so that a gap the
@@ -2010,6 +2098,7 @@ impl World {
         }
         for b in new {
             self.model.follows.insert((a, b));
+            self.note_follower(a, b);
             let scores = self.model.scores_of(b);
             self.model.disturb(a, &scores);
             self.model.rule(b);
@@ -2776,11 +2865,12 @@ fn run_the_model() {
             }
             eprintln!(
                 "model soak: {rounds} rounds of 16 cases, {} pages and {} live streams checked \
-                 ({} resumes past the replay), {} jobs taken over from a quiet instance, no \
+                 ({} resumes past the replay, {} notifications), {} jobs taken over from a quiet instance, no \
                  departure ({} cluster calls resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&STREAMS, Ordering::Relaxed),
                 AtomicUsize::load(&GAPS, Ordering::Relaxed),
+                AtomicUsize::load(&TOLD, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 feed_service::metrics::REDIS_RESENT.get()
             );
@@ -2792,11 +2882,12 @@ fn run_the_model() {
             explore(&rt, &settings, seed, cases);
             eprintln!(
                 "model: {cases} cases from seed {seed}, {} pages and {} live streams checked ({} \
-                 resumes past the replay), {} jobs taken over from a quiet instance, {:.1} s ({} \
+                 resumes past the replay, {} notifications), {} jobs taken over from a quiet instance, {:.1} s ({} \
                  cluster calls resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&STREAMS, Ordering::Relaxed),
                 AtomicUsize::load(&GAPS, Ordering::Relaxed),
+                AtomicUsize::load(&TOLD, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 started.elapsed().as_secs_f64(),
                 feed_service::metrics::REDIS_RESENT.get()

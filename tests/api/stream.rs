@@ -9,7 +9,7 @@ use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app_with, test_settings, TestApp, TestUser};
+use crate::helpers::{spawn_app, spawn_app_with, test_settings, TestApp, TestUser};
 
 /// One Server-Sent Event.
 #[derive(Debug, Clone, PartialEq)]
@@ -509,6 +509,56 @@ async fn a_mastodon_stream_holds_an_update_until_its_author_can_be_read() {
     assert_eq!(update.data["account"]["id"], writer.id.to_string());
     let _ = post;
     handle.stop(false).await;
+}
+
+#[tokio::test]
+async fn a_mastodon_stream_tells_each_new_follower_once_in_order() {
+    let app = spawn_app().await;
+    let me = app.create_user("me").await;
+    let (ann, bob) = (app.create_user("ann").await, app.create_user("bob").await);
+    app.follow(&ann, &me).await;
+    let (status, events) =
+        Events::open_at(&app.address, "/api/v1/streaming/user", &me.token, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut events = events.unwrap();
+    // Followed before it opened: not told here.
+    app.follow(&bob, &me).await;
+    app.unfollow(&ann, &me).await;
+    app.follow(&ann, &me).await;
+    let mut told = Vec::new();
+    while let Some(event) = events.next(Duration::from_secs(2)).await {
+        if event.event == "notification" {
+            assert_eq!(event.data["type"], "follow");
+            let id = event.data["id"].as_str().unwrap().parse::<i64>().unwrap();
+            told.push((
+                id,
+                event.data["account"]["username"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            ));
+        }
+        if told.len() == 2 {
+            break;
+        }
+    }
+    let who: Vec<&str> = told.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(who, ["bob", "ann"]);
+    assert!(told[0].0 < told[1].0);
+    // Following back tells them, not me; the home's own stream tells none.
+    let (_, native) = Events::open(&app.address, &me.token, None).await;
+    let mut native = native.unwrap();
+    app.follow(&me, &bob).await;
+    let carl = app.create_user("carl").await;
+    app.follow(&carl, &me).await;
+    let next = events.next(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        (next.event.as_str(), &next.data["account"]["username"]),
+        ("notification", &json!("carl"))
+    );
+    while let Some(event) = native.quiet(Duration::from_secs(1)).await {
+        assert_ne!(event.event, "notification");
+    }
 }
 
 #[tokio::test]

@@ -2,8 +2,9 @@
 // Mastodon would: the same session as the Mastodon.py one (credentials,
 // follows, a retried publish, a scroll with the paginator while posts
 // arrive and a followed big-V is demoted and promoted again, a refresh,
-// the streaming WebSocket across a reconnect and an instance restart,
-// delete, mute, block). Every status must appear exactly once, in order.
+// the streaming WebSocket across a reconnect and an instance restart, a
+// new follower told on it, notifications one by one and grouped, delete,
+// mute, block). Every status must appear exactly once, in order.
 //
 // Environment: FEED_BASE, FEED_TOKENS, FEED_IDS, FEED_ADMIN (as for
 // mastodon_py.py; here the users are carol, dan and vip2, vip2 a big-V).
@@ -117,6 +118,19 @@ check(read.home.lastReadId === posted[1] && read.notifications === undefined, "m
 const told = await dan.v1.notifications.list({ types: ["follow"] });
 check(told[0]?.type === "follow" && told[0].account.id === String(IDS.carol), "notifications.list");
 check((await dan.v1.notifications.unreadCount.fetch()).count === told.length, "unreadCount");
+// The same in groups (4.3's v2): every new follower of today in one.
+const grouped = await dan.v2.notifications.list();
+const group = grouped.notificationGroups[0];
+check(
+  grouped.notificationGroups.length === 1 && group.type === "follow" && group.notificationsCount === told.length,
+  `v2 notifications.list ${JSON.stringify(grouped)}`,
+);
+check(group.sampleAccountIds.includes(String(IDS.carol)) && grouped.accounts.some((a) => a.id === String(IDS.carol)), "the group's sample");
+const whole = await dan.v2.notifications.$select(group.groupKey).fetch();
+check(whole.notificationGroups[0].notificationsCount === told.length, "a group by its key");
+const fans = await dan.v2.notifications.$select(group.groupKey).accounts.fetch();
+check(fans.map((a) => a.id).join() === told.map((n) => n.account.id).join(), `the group's accounts ${fans.map((a) => a.id)}`);
+check((await dan.v2.notifications.unreadCount.fetch()).count === 1, "unread groups");
 await dan.v1.notifications.$select(told[0].id).dismiss();
 check((await dan.v1.notifications.list()).every((n) => n.id !== told[0].id), "dismiss");
 
@@ -160,12 +174,13 @@ const listen = (retry = false) => {
     retry,
     log: process.env.MASTO_LOG ?? "warn",
   });
-  const got = { updates: [], deletes: [] };
+  const got = { updates: [], deletes: [], notifications: [] };
   (async () => {
     try {
       for await (const event of streaming.user.subscribe()) {
         if (event.event === "update") got.updates.push(event.payload);
         if (event.event === "delete") got.deletes.push(event.payload);
+        if (event.event === "notification") got.notifications.push(event.payload);
       }
     } catch (e) {
       got.error = e;
@@ -197,6 +212,12 @@ const live = [
   (await vip.v1.statuses.create({ status: "live 2" })).id,
 ];
 await wait(() => got.updates.length >= first1.from + 2, `two updates: ${got.updates.map((s) => s.id)} ${got.error}`);
+// A new follower is told on the same stream, as the library's entity.
+await vip.v1.accounts.$select(String(IDS.carol)).follow();
+await wait(() => got.notifications.length >= 1, `a notification event: ${got.error}`);
+const heard = got.notifications[0];
+check(heard.type === "follow" && heard.account.id === String(IDS.vip2) && heard.groupKey.startsWith("follow-"), `the notification event ${JSON.stringify(heard)}`);
+await vip.v1.accounts.$select(String(IDS.carol)).unfollow();
 streaming.close();
 const lastSeen = got.updates[got.updates.length - 1].id;
 const away = [

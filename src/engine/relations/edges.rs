@@ -15,6 +15,9 @@ use crate::types::{
     feed_order, AccountStatus, Edge, EntriesOf, Entry, FeedSettings, JobId, User, UserId,
 };
 
+/// Hints a bulk follow sends at once (one per followee).
+const HINTS_AT_ONCE: usize = 32;
+
 /// One call's changes of edges: the stores, and what of this instance it
 /// uses.
 pub struct Edges<'a, R, C> {
@@ -51,6 +54,9 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
         // Recorded: the streams hear of it even while its job is owed.
         self.hint_edge(follower, followee, Edge::Follow, change.shown)
             .await;
+        if change.changed {
+            self.hint_notified(follower, &[followee]).await;
+        }
         applied
     }
 
@@ -71,6 +77,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
         for author in done.new.iter().filter(|a| !done.muted.contains(a)) {
             self.hint_edge(follower, *author, Edge::Follow, true).await;
         }
+        self.hint_notified(follower, &done.new).await;
         applied.map(|()| done)
     }
 
@@ -90,6 +97,7 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
             .follow_many(follower, targets, fit, now_ms())
             .await?;
         self.after_follows(follower, &done).await?;
+        self.hint_notified(follower, &done.new).await;
         Ok(done)
     }
 
@@ -327,6 +335,21 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
                 reader: follower,
                 author,
                 change,
+            })
+            .await;
+    }
+
+    /// Tells every instance's streams of `followees` that `follower`
+    /// follows them now (their notification is written), a few hints at
+    /// a time.
+    async fn hint_notified(&self, follower: UserId, followees: &[UserId]) {
+        use futures::StreamExt;
+        futures::stream::iter(followees)
+            .for_each_concurrent(HINTS_AT_ONCE, |&user| {
+                self.cache.hint(Signal::Notified {
+                    user,
+                    account: follower,
+                })
             })
             .await;
     }

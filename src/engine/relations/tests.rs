@@ -462,6 +462,10 @@ fn edges(world: &World) -> Edges<'_, World, World> {
     }
 }
 
+fn notified(user: UserId, account: UserId) -> Signal {
+    Signal::Notified { user, account }
+}
+
 fn shown(reader: UserId, author: UserId, change: ShownChange) -> Signal {
     Signal::Shown {
         reader,
@@ -490,7 +494,11 @@ fn a_follow_shows_the_authors_newest_posts_once_it_returns() {
         );
         assert_eq!(
             world.hints(),
-            vec![shown(UserId(1), UserId(2), ShownChange::Followed)]
+            vec![
+                shown(UserId(1), UserId(2), ShownChange::Followed),
+                notified(UserId(2), UserId(1))
+            ],
+            "the reader's streams and the followee's"
         );
     });
 }
@@ -516,7 +524,10 @@ fn a_follow_the_cache_cannot_take_answers_503_and_a_repeat_finishes_it() {
         assert!(world.shown(UserId(1)).is_empty());
         assert_eq!(
             world.hints(),
-            vec![shown(UserId(1), UserId(2), ShownChange::Followed)],
+            vec![
+                shown(UserId(1), UserId(2), ShownChange::Followed),
+                notified(UserId(2), UserId(1))
+            ],
             "the streams did not hear of the recorded follow"
         );
         world.down.store(false, Ordering::Relaxed);
@@ -526,6 +537,11 @@ fn a_follow_the_cache_cannot_take_answers_503_and_a_repeat_finishes_it() {
             world.inbox_authors(UserId(1)),
             BTreeSet::from_iter(ids([2]))
         );
+        let told = world
+            .hints()
+            .into_iter()
+            .filter(|h| matches!(h, Signal::Notified { .. }));
+        assert_eq!(told.count(), 1, "the repeat told the followee again");
     });
 }
 
@@ -609,7 +625,7 @@ fn a_mute_hides_the_author_and_keeps_its_posts_for_the_unmute() {
         assert_eq!(world.shown(UserId(1)), BTreeSet::from_iter(ids([2])));
         let hints = world.hints();
         assert_eq!(
-            hints[1..],
+            hints[2..],
             [
                 shown(UserId(1), UserId(2), ShownChange::Muted),
                 shown(UserId(1), UserId(2), ShownChange::Followed)

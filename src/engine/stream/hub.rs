@@ -374,8 +374,12 @@ impl Hub {
         }
     }
 
+    /// Every stream reads its feed and its notifications again.
     pub fn read_all(&self) {
-        self.tell_all(Mailbox::read);
+        self.tell_all(|m| {
+            m.read();
+            m.notified();
+        });
     }
 
     pub fn close_all(&self) {
@@ -674,6 +678,7 @@ impl Hub {
                 author,
                 change,
             }) => self.shown(reader, author, change.shows(), change.reason()),
+            Some(Signal::Notified { user, .. }) => self.tell_reader(user, Mailbox::notified),
             Some(Signal::Hidden { account, change }) => self.hidden(account, change),
             None => {}
         }

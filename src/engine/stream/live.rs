@@ -15,11 +15,14 @@ use super::news::{tied, News};
 use super::Event;
 use crate::engine::{Engine, Stats};
 use crate::error::AppError;
-use crate::store::pg::AccountRow;
+use crate::store::pg::{AccountRow, IdRange, NotificationFilter};
 use crate::types::{End, PageRequest, PostId, Prev, UserId};
 
 /// Entries a stream reads per refresh page.
 pub(super) const REFRESH_PAGE: u32 = 100;
+
+/// Notifications a stream reads at a time.
+const NOTICES_PAGE: u32 = 40;
 
 /// How soon a stream whose read failed reads again; each failure in a row
 /// doubles it, up to [`RETRY_MAX`], and each reader waits its own share of
@@ -87,6 +90,9 @@ pub(super) struct Live {
     /// Whether everything above the position as of the last read was sent
     /// (only then is a post heard of sent without a read).
     pub caught_up: bool,
+    /// The id of the newest notification sent, or of the newest there was
+    /// when the stream opened; `None` when the stream sends none.
+    pub notices: Option<i64>,
 }
 
 impl Live {
@@ -149,6 +155,9 @@ impl Live {
                 reason,
             })
             .await?;
+        }
+        if pending.notified {
+            self.notify().await?;
         }
         if pending.read || !self.untimed.is_empty() || (!news.is_empty() && !self.caught_up) {
             self.catch_up().await?;
@@ -255,6 +264,50 @@ impl Live {
                 return Ok(());
             }
         }
+    }
+
+    /// Sends the reader's notifications newer than the newest sent, oldest
+    /// first. One that cannot be read now is left to the next hint (or to
+    /// the client's read of its notifications).
+    async fn notify(&mut self) -> Result<(), End> {
+        while let Some(above) = self.notices {
+            let range = IdRange {
+                below: None,
+                above: Some(above),
+                closest: true,
+            };
+            let reads = self.reads.clone();
+            let turn = reads.acquire().await.map_err(|_| End::Refused)?;
+            let read = self
+                .engine
+                .notifications()
+                .page(
+                    self.reader,
+                    range,
+                    &NotificationFilter::default(),
+                    NOTICES_PAGE,
+                )
+                .await;
+            drop(turn);
+            let told = match read {
+                Ok(told) => told,
+                Err(e) => {
+                    tracing::debug!(error = %e.chain(), reader = %self.reader, "a stream could not read notifications");
+                    return Ok(());
+                }
+            };
+            let full = told.len() == NOTICES_PAGE as usize;
+            // (A page comes newest first.)
+            for t in told.into_iter().rev() {
+                let id = t.0.id;
+                self.send(Event::Notification(Arc::new(t))).await?;
+                self.notices = Some(id);
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// One page up from the position, with the profiles its posts need and

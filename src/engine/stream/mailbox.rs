@@ -1,5 +1,6 @@
 //! What the hub has told one stream and the stream has not yet acted on,
-//! coalesced: any number of hints that something is new are one read;
+//! coalesced: any number of hints that something is new are one read
+//! (of the feed, or of the notifications);
 //! posts heard of, deletions and removals wait by id, at most
 //! [`MAX_WAITING`] of each (more posts are one read instead). Telling
 //! never blocks the hub, whatever the stream is doing.
@@ -28,6 +29,8 @@ pub struct Pending {
     pub deleted: BTreeMap<PostId, Option<i64>>,
     /// Authors whose posts left the home, with why.
     pub removed: BTreeMap<i64, &'static str>,
+    /// The reader has new notifications.
+    pub notified: bool,
     /// More deletions and removals came than wait at most.
     pub overflowed: bool,
     pub closing: Option<Closing>,
@@ -39,6 +42,7 @@ impl Pending {
             && self.news.is_empty()
             && self.deleted.is_empty()
             && self.removed.is_empty()
+            && !self.notified
             && !self.overflowed
             && self.closing.is_none()
     }
@@ -103,6 +107,11 @@ impl Mailbox {
                 p.removed.insert(author.0, reason);
             }
         });
+    }
+
+    /// The reader has new notifications.
+    pub fn notified(&self) {
+        self.with(|p| p.notified = true);
     }
 
     pub fn close(&self, why: Closing) {

@@ -15,6 +15,10 @@
 //! and nothing twice, up to the newest [`crate::settings::EngineSettings::stream_replay`]
 //! entries (an older position is told where the replay starts instead).
 //!
+//! A stream that asks for them sends the reader's new notifications too,
+//! read from PostgreSQL when a hint says one was written (and whenever
+//! hints may have been lost), each once and in order.
+//!
 //! Hints travel over Redis pub/sub ([`crate::store::redis::pubsub`]): an
 //! author's channel carries its posts and deletions (one message per post,
 //! whoever follows it, a big-V's too), a reader's channel the changes of
@@ -48,6 +52,7 @@ pub use crate::types::End;
 pub use buffer::{Events, BYTES as BUFFER_BYTES, EVENTS as BUFFER_EVENTS};
 pub use mailbox::MAX_WAITING;
 
+use super::notifications::Told;
 use super::Engine;
 use crate::error::AppResult;
 use crate::store::pg::AccountRow;
@@ -80,6 +85,9 @@ pub enum Event {
         author: UserId,
         reason: &'static str,
     },
+    /// A new notification of the reader (on a stream that asked for
+    /// them), with the account it is from.
+    Notification(Arc<Told>),
     /// Nothing new; the stream is alive.
     Heartbeat,
 }
@@ -99,6 +107,7 @@ impl Event {
                         .as_ref()
                         .map_or(0, |a| BASE * 2 + a.username.len() * 2)
             }
+            Event::Notification(told) => BASE * 4 + told.1.username.len() * 2,
             _ => BASE,
         };
         u32::try_from(bytes).unwrap_or(u32::MAX)
@@ -116,6 +125,10 @@ pub struct Opening {
     /// Whether posts come with their authors' profiles (and deletions with
     /// their time), read under the stream's turn like its page.
     pub profiles: bool,
+    /// Whether the reader's new notifications come too (those written
+    /// after the stream opened, each once, in order; live only: a client
+    /// reads what it missed from its notifications).
+    pub notifications: bool,
 }
 
 impl Opening {
@@ -126,6 +139,7 @@ impl Opening {
             from: None,
             address: None,
             profiles: false,
+            notifications: false,
         }
     }
 }
@@ -177,6 +191,10 @@ impl Streams {
         let (slot, mailbox) = hub.reserve(reader, opening.address, opening.profiles)?;
         hub.engine.user(reader).await?;
         hub.load(reader).await?;
+        let notices = match opening.notifications {
+            true => Some(hub.engine.notifications().newest_id(reader).await?),
+            false => None,
+        };
         let (at, gap) = self.start(reader, opening.from).await?;
         let tuning = hub.engine.tuning();
         let heartbeat = Duration::from_secs(tuning.stream_heartbeat_secs);
@@ -194,6 +212,7 @@ impl Streams {
             profiles: opening.profiles.then(Profiles::default),
             untimed: Vec::new(),
             caught_up: false,
+            notices,
         };
         tokio::spawn(async move {
             let end = live.run(heartbeat, gap).await;

@@ -11,6 +11,7 @@ use actix_web::{get, web, HttpRequest, HttpResponse};
 use serde_json::json;
 
 use super::entities::{status_id, Origin, Status};
+use super::notifications::Notification;
 use crate::engine::stream::{Event, Events, Opening, Streams};
 use crate::engine::Engine;
 use crate::error::AppError;
@@ -36,7 +37,9 @@ pub async fn health() -> HttpResponse {
 
 /// The caller's home, live (Mastodon's user stream, Server-Sent Events):
 /// `update` with each new status of the home (pushed or pulled), `delete`
-/// with a deleted status's id, a comment as heartbeat. The token comes as
+/// with a deleted status's id, `notification` with each new notification
+/// (live only: missed ones are read from the notifications), a comment as
+/// heartbeat. The token comes as
 /// a bearer token or as `access_token` in the query. Each `update` carries
 /// its position as its id: reconnecting with `Last-Event-ID` replays what
 /// was missed, from the feed itself. Same limits as `GET /api/v1/feed/stream`.
@@ -64,6 +67,7 @@ pub async fn user(req: HttpRequest, streams: web::Data<Streams>) -> Result<HttpR
         from: last_event_id(&req)?,
         address: client_address(&req),
         profiles: true,
+        notifications: true,
     };
     let events = streams.follow(opening, cut_of(&req)).await?;
     let live = Live::new(events, Origin::of(&req));
@@ -78,7 +82,7 @@ pub async fn user(req: HttpRequest, streams: web::Data<Streams>) -> Result<HttpR
 
 /// Mastodon's streaming WebSocket: after `{"type": "subscribe", "stream":
 /// "user"}`, each event of the home as `{"stream": ["user"], "event":
-/// "update" | "delete", "payload": "…"}` (the payload a JSON text, as
+/// "update" | "delete" | "notification", "payload": "…"}` (the payload a JSON text, as
 /// Mastodon sends it); `unsubscribe` stops it. The token comes as the
 /// `Sec-WebSocket-Protocol` (echoed back), a bearer token, or
 /// `access_token`. Only the user stream exists here: other streams answer
@@ -153,6 +157,7 @@ pub async fn websocket(
             from: None,
             address: client_address(&req),
             profiles: true,
+            notifications: true,
         },
         origin: Origin::of(&req),
         req: req.clone(),
@@ -356,6 +361,7 @@ enum Said {
         id: String,
     },
     Delete(String),
+    Notification(Box<Notification>),
 }
 
 impl Said {
@@ -369,6 +375,10 @@ impl Said {
                 serde_json::to_string(status).unwrap_or_default()
             ),
             Said::Delete(id) => format!("event: delete\ndata: {id}\n\n"),
+            Said::Notification(n) => format!(
+                "event: notification\ndata: {}\n\n",
+                serde_json::to_string(n).unwrap_or_default()
+            ),
         }
     }
 
@@ -378,6 +388,7 @@ impl Said {
             Said::Hello | Said::Heartbeat => return None,
             Said::Update { status, .. } => ("update", serde_json::to_string(status).ok()?),
             Said::Delete(id) => ("delete", id.clone()),
+            Said::Notification(n) => ("notification", serde_json::to_string(n).ok()?),
         };
         Some(json!({"stream": [USER_STREAM], "event": event, "payload": payload}).to_string())
     }
@@ -429,6 +440,10 @@ impl Live {
             // Mastodon's stream has no event for an author's posts leaving
             // the home: a client's next read shows it.
             Event::Remove { .. } => None,
+            Event::Notification(told) => Some(Said::Notification(Box::new(Notification::new(
+                told,
+                &self.origin,
+            )))),
         }
     }
 }

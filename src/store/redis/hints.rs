@@ -29,6 +29,9 @@ pub enum Signal {
         author: UserId,
         change: ShownChange,
     },
+    /// A user has a new notification, of `account`'s act (`n`, with the
+    /// account, on the user's channel).
+    Notified { user: UserId, account: UserId },
     /// An account's posts left every feed or came back (`h`, `x`, `s`,
     /// with the account, on the hidden accounts' channel).
     Hidden {
@@ -105,6 +108,7 @@ impl Signal {
                 keys.author_channel(author)
             }
             Signal::Shown { reader, .. } => keys.reader_channel(reader),
+            Signal::Notified { user, .. } => keys.reader_channel(user),
             Signal::Hidden { .. } => keys.hidden_channel(),
         }
     }
@@ -122,6 +126,7 @@ impl Signal {
             Signal::Shown { author, change, .. } => {
                 format!("{}:{author}", code_of(&ShownChange::CODES, change))
             }
+            Signal::Notified { account, .. } => format!("n:{account}"),
             Signal::Hidden { account, change } => {
                 format!("{}:{account}", code_of(&HiddenChange::CODES, change))
             }
@@ -146,9 +151,16 @@ impl Signal {
             });
         }
         if let Some(reader) = name.strip_prefix("{r").and_then(|r| r.split_once('}')) {
+            let reader = UserId(reader.1.parse().ok()?);
+            if op == "n" {
+                return Some(Signal::Notified {
+                    user: reader,
+                    account: UserId(first),
+                });
+            }
             let change = named(&ShownChange::CODES, op)?;
             return Some(Signal::Shown {
-                reader: reader.1.parse().ok()?,
+                reader,
                 author: UserId(first),
                 change,
             });
@@ -214,6 +226,10 @@ mod tests {
                 change,
             });
         }
+        all.push(Signal::Notified {
+            user: UserId(5_000),
+            account: UserId(3),
+        });
         for (change, _) in HiddenChange::CODES {
             all.push(Signal::Hidden {
                 account: UserId(9),
