@@ -22,8 +22,9 @@
 //! - [`fanout`]: the jobs that deliver posts into inboxes;
 //! - `relations`: follows, mutes and blocks;
 //! - `accounts`: suspended and deleted accounts;
-//! - `profiles`, [`markers`], [`notifications`]: what clients show of
-//!   people, where users stopped reading, what they are told of;
+//! - `profiles`, [`markers`], [`notifications`], [`filters`]: what
+//!   clients show of people, where users stopped reading, what they are
+//!   told of, what they filter out;
 //! - `maintenance`: the heartbeat and its named chores;
 //! - [`stream`]: live streams of homes, and the hints that wake them;
 //! - [`cut`], [`merge`]: pages out of feed streams;
@@ -40,6 +41,7 @@ mod between;
 mod bodies;
 pub mod cut;
 pub mod fanout;
+pub mod filters;
 mod maintenance;
 pub mod markers;
 mod members;
@@ -240,6 +242,11 @@ impl Engine {
     /// The `Profiles` service.
     pub fn profiles(&self) -> profiles::Profiles<'_> {
         profiles::Profiles(self)
+    }
+
+    /// The `Filters` service.
+    pub fn filters(&self) -> filters::Filters<'_> {
+        filters::Filters(self)
     }
 
     /// The `Markers` service.

@@ -115,7 +115,17 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(mastodon::notification_groups::unread_count)
             .service(mastodon::notification_groups::get)
             .service(mastodon::notification_groups::group_accounts)
-            .service(mastodon::notification_groups::dismiss),
+            .service(mastodon::notification_groups::dismiss)
+            .service(mastodon::filters::get_keyword)
+            .service(mastodon::filters::update_keyword)
+            .service(mastodon::filters::remove_keyword)
+            .service(mastodon::filters::list)
+            .service(mastodon::filters::create)
+            .service(mastodon::filters::get)
+            .service(mastodon::filters::update)
+            .service(mastodon::filters::remove)
+            .service(mastodon::filters::list_keywords)
+            .service(mastodon::filters::add_keyword),
     );
 }
 

@@ -720,3 +720,263 @@ fn chrono_hour() -> i64 {
         .unwrap();
     now.as_millis() as i64 / 3_600_000
 }
+
+/// `{method} {path}` as `who` with a JSON body: the status and the body.
+async fn send_json(
+    app: &TestApp,
+    who: &TestUser,
+    method: Method,
+    path: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    let res = app
+        .request(method, path, Some(&who.token), Some(body))
+        .await;
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+/// Scrolls the home with `limit` by its `Link` header to the end: each
+/// page's texts, and each status's matched filters' titles.
+async fn scroll_home(app: &TestApp, who: &TestUser, limit: u32) -> Vec<Vec<(String, Vec<String>)>> {
+    let mut pages = Vec::new();
+    let mut path = format!("/api/v1/timelines/home?limit={limit}");
+    loop {
+        let (body, link) = get_json(app, who, &path).await;
+        let page: Vec<(String, Vec<String>)> = body
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let titles = s["filtered"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["filter"]["title"].as_str().unwrap().to_string())
+                    .collect();
+                (s["text"].as_str().unwrap().to_string(), titles)
+            })
+            .collect();
+        if page.is_empty() {
+            return pages;
+        }
+        pages.push(page);
+        let link = link.unwrap();
+        let next = link.split('<').nth(1).unwrap().split('>').next().unwrap();
+        path = next[next.find("/api/").unwrap()..].to_string();
+    }
+}
+
+#[tokio::test]
+async fn filters_mark_or_hide_what_they_match_and_a_filtered_home_keeps_full_pages() {
+    let app = spawn_app().await;
+    let reader = app.create_user("reader").await;
+    let author = app.create_user("author").await;
+    app.follow(&reader, &author).await;
+    let mut plain = Vec::new();
+    for i in 0..25 {
+        let text = if i % 3 == 0 {
+            format!("Spoiler: episode {i}")
+        } else {
+            format!("plain {i}")
+        };
+        app.publish(&author, &text).await;
+        if i % 3 != 0 {
+            plain.push(text);
+        }
+    }
+    plain.reverse();
+    let (status, filter) = send_json(
+        &app,
+        &reader,
+        Method::POST,
+        "/api/v2/filters",
+        json!({"title": "No spoilers", "context": ["home", "thread"], "filter_action": "hide",
+               "keywords_attributes": [{"keyword": "spoiler", "whole_word": true}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{filter}");
+    assert_eq!(filter["keywords"][0]["keyword"], "spoiler");
+    assert_eq!(filter["context"], json!(["home", "thread"]));
+    assert_eq!(filter["expires_at"], Value::Null);
+    let id = filter["id"].as_str().unwrap().to_string();
+    // Hidden: every page full but the last, every other post once, in order.
+    let pages = scroll_home(&app, &reader, 5).await;
+    let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
+    assert!(
+        sizes[..sizes.len() - 1].iter().all(|n| *n == 5),
+        "{sizes:?}"
+    );
+    let texts: Vec<String> = pages.concat().into_iter().map(|(t, _)| t).collect();
+    assert_eq!(texts, plain);
+    // Warned: every post, the matched ones marked with the filter.
+    let path = format!("/api/v2/filters/{id}");
+    let (status, _) = send_json(
+        &app,
+        &reader,
+        Method::PUT,
+        &path,
+        json!({"filter_action": "warn"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let all = scroll_home(&app, &reader, 7).await.concat();
+    assert_eq!(all.len(), 25);
+    for (text, titles) in &all {
+        let want: Vec<String> = if text.starts_with("Spoiler") {
+            vec!["No spoilers".into()]
+        } else {
+            vec![]
+        };
+        assert_eq!(titles, &want, "{text}");
+    }
+    // Whole words only: `spoil` matches nothing until it may be inside one.
+    let body = json!({"keywords_attributes": [
+        {"id": filter["keywords"][0]["id"], "_destroy": true},
+        {"keyword": "spoil", "whole_word": true}]});
+    let (_, changed) = send_json(&app, &reader, Method::PUT, &path, body).await;
+    let spoil = changed["keywords"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        changed["keywords"].as_array().unwrap().len(),
+        1,
+        "{changed}"
+    );
+    let marked = |pages: Vec<Vec<(String, Vec<String>)>>| {
+        pages
+            .concat()
+            .into_iter()
+            .filter(|(_, t)| !t.is_empty())
+            .count()
+    };
+    assert_eq!(marked(scroll_home(&app, &reader, 40).await), 0);
+    let keyword = format!("/api/v2/filters/keywords/{spoil}");
+    let (status, _) = send_json(
+        &app,
+        &reader,
+        Method::PUT,
+        &keyword,
+        json!({"whole_word": false}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(marked(scroll_home(&app, &reader, 40).await), 9);
+    // Another context only: the home is not filtered.
+    let (status, _) = send_json(
+        &app,
+        &reader,
+        Method::PUT,
+        &path,
+        json!({"context": ["account"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(marked(scroll_home(&app, &reader, 40).await), 0);
+    let statuses = format!("/api/v1/accounts/{}/statuses?limit=40", author.id);
+    let (body, _) = get_json(&app, &reader, &statuses).await;
+    let flagged = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["filtered"] != json!([]))
+        .count();
+    assert_eq!(flagged, 9, "the account context marks");
+    // Expired: no longer applies.
+    let (_, home_again) = send_json(
+        &app,
+        &reader,
+        Method::PUT,
+        &path,
+        json!({"context": ["home"], "expires_in": 1}),
+    )
+    .await;
+    assert!(home_again["expires_at"].is_string());
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(marked(scroll_home(&app, &reader, 40).await), 0);
+    // Keywords one by one; a form body; another user's filter is not found.
+    let keywords = format!("{path}/keywords");
+    let (status, added) = send_json(
+        &app,
+        &reader,
+        Method::POST,
+        &keywords,
+        json!({"keyword": "episode"}),
+    )
+    .await;
+    assert_eq!(
+        (status, &added["whole_word"]),
+        (StatusCode::OK, &json!(true))
+    );
+    let (listed, _) = get_json(&app, &reader, &keywords).await;
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    let res = app
+        .client
+        .post(app.url("/api/v2/filters"))
+        .bearer_auth(&reader.token)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("title=Formed&context[]=home&keywords_attributes[0][keyword]=a%20b&keywords_attributes[0][whole_word]=false")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let formed: Value = res.json().await.unwrap();
+    assert_eq!(
+        formed["keywords"][0],
+        json!({"id": formed["keywords"][0]["id"], "keyword": "a b", "whole_word": false})
+    );
+    assert_eq!(formed["filter_action"], "warn");
+    let (all, _) = get_json(&app, &reader, "/api/v2/filters").await;
+    assert_eq!(all.as_array().unwrap().len(), 2);
+    for path in [path.clone(), keyword.clone()] {
+        let res = app
+            .request(Method::GET, &path, Some(&author.token), None)
+            .await;
+        assert_eq!(error_code(res).await.0, StatusCode::NOT_FOUND, "{path}");
+    }
+    // What a client sends wrong is told, and changes nothing.
+    for bad in [
+        json!({"title": "x", "context": ["nowhere"]}),
+        json!({"title": "x", "context": ["home"], "filter_action": "nuke"}),
+        json!({"title": "x", "context": ["home"], "expires_in": -5}),
+        json!({"title": "", "context": ["home"]}),
+        json!({"context": ["home"]}),
+        json!({"title": "x", "context": ["home"], "keywords_attributes": [{"keyword": "k".repeat(101)}]}),
+        json!({"title": "x", "context": ["home"], "keywords_attributes": [{"whole_word": true}]}),
+    ] {
+        let (status, _) =
+            send_json(&app, &reader, Method::POST, "/api/v2/filters", bad.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let (all, _) = get_json(&app, &reader, "/api/v2/filters").await;
+    assert_eq!(all.as_array().unwrap().len(), 2);
+    // Deleted, with its keywords.
+    let res = app
+        .request(Method::DELETE, &path, Some(&reader.token), None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = app
+        .request(Method::GET, &keyword, Some(&reader.token), None)
+        .await;
+    assert_eq!(error_code(res).await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_user_keeps_at_most_a_hundred_filters_of_a_hundred_keywords() {
+    let app = spawn_app().await;
+    let me = app.create_user("me").await;
+    let many: Vec<Value> = (0..101)
+        .map(|i| json!({"keyword": format!("k{i}")}))
+        .collect();
+    let body = json!({"title": "big", "context": ["home"], "keywords_attributes": many});
+    let (status, _) = send_json(&app, &me, Method::POST, "/api/v2/filters", body).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    for i in 0..100 {
+        let body = json!({"title": format!("f{i}"), "context": ["home"]});
+        let (status, _) = send_json(&app, &me, Method::POST, "/api/v2/filters", body).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let body = json!({"title": "one more", "context": ["home"]});
+    let (status, _) = send_json(&app, &me, Method::POST, "/api/v2/filters", body).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (all, _) = get_json(&app, &me, "/api/v2/filters").await;
+    assert_eq!(all.as_array().unwrap().len(), 100);
+}

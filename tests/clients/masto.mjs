@@ -3,8 +3,8 @@
 // follows, a retried publish, a scroll with the paginator while posts
 // arrive and a followed big-V is demoted and promoted again, a refresh,
 // the streaming WebSocket across a reconnect and an instance restart, a
-// new follower told on it, notifications one by one and grouped, delete,
-// mute, block). Every status must appear exactly once, in order.
+// new follower told on it, notifications one by one and grouped, a home
+// scrolled through a hide filter, delete, mute, block). Every status must appear exactly once, in order.
 //
 // Environment: FEED_BASE, FEED_TOKENS, FEED_IDS, FEED_ADMIN (as for
 // mastodon_py.py; here the users are carol, dan and vip2, vip2 a big-V).
@@ -152,6 +152,42 @@ check(
   ids.length === posted.length && posted.every((id) => ids.includes(id)),
   `the scroll holds exactly what was posted before it: ${ids.length} of ${posted.length}`,
 );
+
+// A filtered home (filters v2): a hide filter leaves out what it matches,
+// pages stay full and every other status comes once; warn marks instead.
+const scrollAll = async (limit) => {
+  const got = [];
+  const sizes = [];
+  for await (const page of carol.v1.timelines.home.list({ limit })) {
+    if (page.length === 0) break;
+    got.push(...page);
+    sizes.push(page.length);
+  }
+  return { got, sizes };
+};
+const unfiltered = (await scrollAll(40)).got;
+const hide = await carol.v2.filters.create({
+  title: "No during",
+  context: ["home"],
+  filterAction: "hide",
+  keywordsAttributes: [{ keyword: "during", wholeWord: true }],
+});
+check(hide.filterAction === "hide" && hide.keywords[0].keyword === "during", `filters.create ${JSON.stringify(hide)}`);
+const { got: kept, sizes } = await scrollAll(7);
+const unhidden = unfiltered.filter((s) => !/\bduring\b/.test(s.content)).map((s) => s.id);
+check(unhidden.length < unfiltered.length, "the filter has something to hide");
+check(inOrder(kept, "the filtered scroll").join() === unhidden.join(), `the filtered scroll: ${kept.length} of ${unhidden.length}`);
+check(sizes.slice(0, -1).every((n) => n === 7), `filtered pages are full: ${sizes}`);
+await carol.v2.filters.$select(hide.id).update({ filterAction: "warn" });
+const warned = (await scrollAll(40)).got.filter((s) => s.filtered?.length);
+check(
+  warned.length === unfiltered.length - unhidden.length &&
+    warned.every((s) => s.filtered[0].filter.title === "No during" && s.filtered[0].keywordMatches[0] === "during"),
+  `warned ${warned.length}`,
+);
+check((await carol.v2.filters.list()).some((f) => f.id === hide.id), "filters.list");
+await carol.v2.filters.$select(hide.id).remove();
+check((await carol.v2.filters.list()).length === 0, "filters.remove");
 
 // Refresh: min_id, paging up (rel="prev"), the closest first.
 const fresh = [];

@@ -4,8 +4,9 @@ scroll the home timeline to its end with fetch_next while posts keep
 arriving and a followed big-V is demoted and promoted again, refresh with
 min_id, stream the home across a reconnect and an instance restart (the
 harness restarts the service when this prints `restart`, and answers
-`restarted` on standard input), mute, block and delete. Every status must
-appear exactly once, in order.
+`restarted` on standard input), scroll it through a hide filter (filters
+v2), mute, block and delete. Every status must appear exactly once, in
+order.
 
 Environment: FEED_BASE (the service's URL), FEED_TOKENS (JSON: username ->
 bearer token of alice, bob, vip), FEED_IDS (JSON: username -> account id),
@@ -130,6 +131,39 @@ check(
     f"the scroll holds exactly what was posted before it: {len(ids)} of {len(posted)}",
 )
 check(pages >= 5, f"the scroll took {pages} pages")
+
+# A filtered home (filters v2): a hide filter on `before` leaves those out,
+# pages stay full and every other status comes once; warn marks them.
+def scroll_all(limit):
+    got, sizes = [], []
+    page = alice.timeline_home(limit=limit)
+    while page:
+        got.extend(page)
+        sizes.append(len(page))
+        page = alice.fetch_next(page)
+    return got, sizes
+
+
+unfiltered, _ = scroll_all(40)
+hide = alice.create_filter_v2(
+    "No befores", ["home"], "hide", keywords_attributes=[{"keyword": "before", "whole_word": True}]
+)
+check(hide.filter_action == "hide" and hide.keywords[0].keyword == "before", f"create_filter_v2 {hide!r}")
+kept, sizes = scroll_all(7)
+want = [str(s.id) for s in unfiltered if "before" not in s.content]
+check(in_order(kept, "the filtered scroll") == want, f"the filtered scroll: {len(kept)} of {len(want)}")
+check(all(n == 7 for n in sizes[:-1]), f"filtered pages are full: {sizes}")
+alice.update_filter_v2(hide, filter_action="warn")
+warned = [s for s in scroll_all(40)[0] if s.filtered]
+check(len(warned) == len(unfiltered) - len(want), f"warned {len(warned)}")
+check(all(w.filtered[0].filter.title == "No befores" and w.filtered[0].keyword_matches == ["before"] for w in warned), "the matches")
+check([str(f.id) for f in alice.filters_v2()] == [str(hide.id)], "filters_v2")
+keyword = alice.add_filter_keyword_v2(hide, "never-said", whole_word=False)
+check(len(alice.filter_keywords_v2(hide)) == 2, "a keyword added")
+alice.delete_filter_keyword_v2(keyword)
+check([k.keyword for k in alice.filter_v2(hide).keywords] == ["before"], "a keyword removed")
+alice.delete_filter_v2(hide)
+check(alice.filters_v2() == [], "the filter deleted")
 
 # Refresh: min_id pages up from the top, the closest first; nothing missed.
 fresh = []

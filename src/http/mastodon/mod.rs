@@ -1,6 +1,6 @@
 //! The Mastodon API's home-timeline subset, beside the service's own API
 //! and on the same engine: instance, accounts, relationships, search,
-//! markers, notifications (one by one and grouped), statuses, the home timeline and its stream, in Mastodon's shapes, status codes
+//! markers, notifications (one by one and grouped), filters, statuses, the home timeline and its stream, in Mastodon's shapes, status codes
 //! and pagination (ids in query parameters, a `Link` header).
 //!
 //! Ids: an account's is its user id; a status's encodes its place in the
@@ -11,6 +11,7 @@
 pub mod accounts;
 pub mod defaults;
 pub mod entities;
+pub mod filters;
 pub mod instance;
 pub mod markers;
 pub mod notification_groups;
@@ -27,7 +28,7 @@ use serde::Deserialize;
 
 use crate::engine::{Bounds, Engine};
 use crate::error::AppError;
-use crate::store::pg::{AccountRow, IdRange};
+use crate::store::pg::{AccountRow, FilterWithKeywords, IdRange};
 use crate::types::{Post, UserId};
 use entities::{parse_status_id, post_status_id, Origin, Status};
 
@@ -117,15 +118,18 @@ fn limit_param(raw: Option<&str>, default: u32, max: u32) -> Result<u32, AppErro
 }
 
 /// Statuses of `posts` (newest first) as a Mastodon list answers them:
-/// their authors read once each, and a `Link` header to the next page
-/// (older: `max_id`) and the previous one (newer: `min_id`).
+/// their authors read once each, what `filters` match marked, and a
+/// `Link` header to the next page (older: `max_id`) and the previous one
+/// (newer: `min_id`).
 async fn status_list(
     req: &HttpRequest,
     engine: &Engine,
     posts: Vec<Post>,
+    filters: &[FilterWithKeywords],
 ) -> Result<HttpResponse, AppError> {
     let origin = Origin::of(req);
     let statuses = statuses(engine, &origin, &posts).await?;
+    let statuses = filters::filtered(filters, &posts, statuses, false);
     let ends = posts.first().zip(posts.last());
     let ends = ends.map(|(first, last)| (post_status_id(first), post_status_id(last)));
     Ok(paged(req, &origin, ends, statuses))

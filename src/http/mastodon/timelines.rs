@@ -1,18 +1,24 @@
 use actix_web::{get, web, HttpRequest, HttpResponse};
 
-use super::entities::Status;
+use super::entities::{post_status_id, Origin, Status};
+use super::filters::filtered;
 use super::{account_id, status_list, IdPaging};
-use crate::engine::{Engine, Feed};
+use crate::engine::filters::matches;
+use crate::engine::{Bounds, Engine, Feed};
 use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::ErrorBody;
+use crate::store::pg::FilterWithKeywords;
+use crate::types::{Entry, Post};
 
 /// Statuses a timeline page holds by default, and at most.
 const DEFAULT_LIMIT: u32 = 20;
 const MAX_LIMIT: u32 = 40;
 
 /// The caller's home timeline (Mastodon): the same feed as
-/// `GET /api/v1/feed`, paged by status ids. `max_id`: older than it;
+/// `GET /api/v1/feed`, paged by status ids; each status carries what the
+/// caller's `home` filters matched in it, and those a `hide` filter
+/// matched are left out (the page read on to stay full). `max_id`: older than it;
 /// `since_id`: the newest newer than it; `min_id`: the ones immediately
 /// newer than it (to fill a gap or refresh with no gap). The `Link` header
 /// names the next (`max_id`) and previous (`min_id`) pages.
@@ -38,15 +44,82 @@ pub async fn home(
         query.limit(DEFAULT_LIMIT, MAX_LIMIT)?,
     );
     engine.user(caller.id).await?;
-    let posts = engine
-        .reads()
-        .page_between(Feed::Home(caller.id), bounds, limit)
-        .await?;
-    status_list(&req, &engine, posts).await
+    let filters = engine.filters().applying(caller.id, "home").await?;
+    let feed = Feed::Home(caller.id);
+    if filters.is_empty() {
+        let posts = engine.reads().page_between(feed, bounds, limit).await?;
+        return status_list(&req, &engine, posts, &[]).await;
+    }
+    filtered_page(&req, &engine, feed, bounds, limit, &filters).await
+}
+
+/// Pages read on past the statuses `hide` filters leave out, at most
+/// (each of [`MAX_LIMIT`] statuses).
+const EXTRA_READS: usize = 4;
+
+/// A page of `feed` in which `filters` mark what they match and leave out
+/// what a `hide` filter matches: read on (up to [`EXTRA_READS`] more
+/// pages of [`MAX_LIMIT`]) until `limit` statuses are left, the `Link` header naming the
+/// last status looked at, shown or not, so that paging on skips none and
+/// repeats none.
+async fn filtered_page(
+    req: &HttpRequest,
+    engine: &Engine,
+    feed: Feed,
+    mut bounds: Bounds,
+    limit: u32,
+    filters: &[FilterWithKeywords],
+) -> Result<HttpResponse, AppError> {
+    let hidden = |p: &Post| {
+        matches(filters, &p.body)
+            .iter()
+            .any(|(f, _)| f.0.action == "hide")
+    };
+    // In the order the page is read: older and older, or (`min_id`)
+    // newer and newer.
+    let mut looked: Vec<Post> = Vec::new();
+    let mut shown = 0;
+    let mut asked = limit;
+    for _ in 0..=EXTRA_READS {
+        let mut posts = engine.reads().page_between(feed, bounds, asked).await?;
+        let full = posts.len() == asked as usize;
+        if bounds.closest {
+            posts.reverse();
+        }
+        for post in posts {
+            shown += usize::from(!hidden(&post));
+            looked.push(post);
+            if shown == limit as usize {
+                break;
+            }
+        }
+        let Some(last) = looked.last() else { break };
+        if shown == limit as usize || !full {
+            break;
+        }
+        let last = Entry::new(last.created_at_ms, last.id);
+        asked = MAX_LIMIT;
+        if bounds.closest {
+            bounds.newer_than = Some(last);
+        } else {
+            bounds.older_than = Some(last);
+        }
+    }
+    if bounds.closest {
+        looked.reverse();
+    }
+    let origin = Origin::of(req);
+    let ends = looked.first().zip(looked.last());
+    let ends = ends.map(|(first, last)| (post_status_id(first), post_status_id(last)));
+    let statuses = super::statuses(engine, &origin, &looked).await?;
+    let statuses = filtered(filters, &looked, statuses, true);
+    Ok(super::paged(req, &origin, ends, statuses))
 }
 
 /// An account's statuses (Mastodon), newest first, paged as the home
-/// timeline; none while it and the caller block one another.
+/// timeline; none while it and the caller block one another. Each carries
+/// what the caller's `account` filters matched in it (none is left out:
+/// the client decides, as Mastodon's do).
 #[utoipa::path(
     tag = "mastodon",
     operation_id = "mastodon_account_statuses",
@@ -76,5 +149,6 @@ pub async fn account_statuses(
         author,
     };
     let posts = engine.reads().page_between(feed, bounds, limit).await?;
-    status_list(&req, &engine, posts).await
+    let filters = engine.filters().applying(caller.id, "account").await?;
+    status_list(&req, &engine, posts, &filters).await
 }

@@ -8,6 +8,7 @@
 //!   their purge, tasks;
 //! - `profiles` ([`ProfileRecords`]): accounts with their counts,
 //!   relationships, follow lists;
+//! - `filters` ([`FilterRecords`]): users' keyword filters;
 //! - `markers` ([`MarkerRecords`]): where users stopped reading;
 //! - `notifications` ([`NotificationRecords`]): new followers, told.
 //!
@@ -23,6 +24,10 @@ mod accounts;
 mod feed;
 mod jobs;
 pub use jobs::{HEARTBEAT, QUIET_INSTANCE};
+mod filters;
+pub use filters::{
+    FilterFields, FilterRecords, FilterRow, FilterWithKeywords, KeywordOp, KeywordRow, Refused,
+};
 mod markers;
 pub use markers::{MarkerChange, MarkerRecords, MarkerRow};
 mod notifications;
@@ -106,6 +111,11 @@ impl PgStore {
     /// The [`ProfileRecords`] part of the records.
     pub fn profiles(&self) -> ProfileRecords<'_> {
         ProfileRecords(self)
+    }
+
+    /// The [`FilterRecords`] part of the records.
+    pub fn filters(&self) -> FilterRecords<'_> {
+        FilterRecords(self)
     }
 
     /// The [`MarkerRecords`] part of the records.

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS filter_keywords;
+DROP TABLE IF EXISTS filters;
