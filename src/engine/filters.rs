@@ -1,11 +1,13 @@
 //! Users' keyword filters (Mastodon's filters v2), kept in PostgreSQL and
-//! matched when statuses are read: a change applies to the next read.
+//! matched when statuses are read: a change applies to the next read, and
+//! the user's open streams are told of it.
 //! A keyword matches a post's text ignoring case, as a whole word (not
 //! inside a longer word) when the keyword asks for it.
 
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{FilterFields, FilterWithKeywords, KeywordOp, Refused};
+use crate::store::redis::hints::Signal;
 use crate::types::UserId;
 
 /// The contexts a filter may apply in.
@@ -173,7 +175,10 @@ impl Filters<'_> {
             .create(user, &fields, keywords, caps, now)
             .await?;
         match made {
-            Ok(id) => self.one(user, id).await,
+            Ok(id) => {
+                self.changed(user).await;
+                self.one(user, id).await
+            }
             Err(_) => Err(AppError::Unprocessable(format!(
                 "a user keeps at most {MAX_FILTERS} filters"
             ))),
@@ -197,7 +202,10 @@ impl Filters<'_> {
             .update(user, id, &fields, keywords, MAX_KEYWORDS)
             .await?
         {
-            Ok(()) => self.one(user, id).await,
+            Ok(()) => {
+                self.changed(user).await;
+                self.one(user, id).await
+            }
             Err(Refused::Missing | Refused::Full) => Err(missing(id)),
         }
     }
@@ -206,9 +214,17 @@ impl Filters<'_> {
     pub async fn delete(self, user: UserId, id: i64) -> AppResult<()> {
         self.0.accounts().active_user(user).await?;
         match self.0.inner.pg.filters().delete(user, id).await? {
-            true => Ok(()),
+            true => {
+                self.changed(user).await;
+                Ok(())
+            }
             false => Err(missing(id)),
         }
+    }
+
+    /// Tells every instance's streams of `user` that its filters changed.
+    async fn changed(self, user: UserId) {
+        self.0.hint(Signal::FiltersChanged { user }).await;
     }
 
     /// The filter of one of `user`'s keywords (404 if it has none of that
@@ -236,12 +252,14 @@ impl Filters<'_> {
     }
 }
 
-/// The filters of `filters` that match `text`, each with the keywords
-/// found in it.
+/// The filters of `filters` that match `text` (those not expired), each
+/// with the keywords found in it.
 pub fn matches<'f>(filters: &'f [FilterWithKeywords], text: &str) -> Vec<Matched<'f>> {
     let lower = text.to_lowercase();
+    let now = now_ms();
     filters
         .iter()
+        .filter(|(f, _)| f.expires_at_ms.is_none_or(|at| at > now))
         .filter_map(|filter| {
             let found: Vec<String> = filter
                 .1

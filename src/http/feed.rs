@@ -73,7 +73,7 @@ pub async fn stream(
         from: last_event_id(&req)?,
         address: client_address(&req),
         profiles: false,
-        notifications: false,
+        own_events: false,
     };
     let events = streams.follow(opening, cut_of(&req)).await?;
     Ok(event_stream(futures::stream::unfold(
@@ -167,8 +167,8 @@ fn sse(event: &Event) -> String {
             "event: remove\ndata: {}\n\n",
             serde_json::json!({"author_id": author, "reason": reason})
         ),
-        // (This stream does not ask for notifications.)
-        Event::Notification(_) => String::new(),
+        // (This stream does not ask for its reader's own events.)
+        Event::Notification(_) | Event::FiltersChanged => String::new(),
         Event::Heartbeat => ": heartbeat\n\n".to_string(),
     }
 }

@@ -279,6 +279,11 @@ enum Op {
     FollowListened {
         who: u8,
     },
+    /// The reader of the live stream (if one is open) adds a filter, or
+    /// removes its filters: the stream tells its client.
+    FilterListened {
+        add: bool,
+    },
     /// The live stream drops and reconnects, on the other instance, with
     /// the id of an event it got: the last (`back` 0), or the one `back`
     /// events before it, as a client that lost what it got after that one
@@ -318,7 +323,10 @@ impl Op {
             Op::Suspend { .. } => 1 << 20,
             Op::Remove { .. } => 1 << 21,
             Op::FollowMany { .. } | Op::CopyLimit(_) => 1 << 22,
-            Op::Listen { .. } | Op::Reconnect { .. } | Op::FollowListened { .. } => 1 << 23,
+            Op::Listen { .. }
+            | Op::Reconnect { .. }
+            | Op::FollowListened { .. }
+            | Op::FilterListened { .. } => 1 << 23,
             Op::Between { .. } => 1 << 24,
             Op::Late { .. } => 1 << 25,
             Op::Delete { .. } => 1,
@@ -436,6 +444,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..COPY_LIMITS.len() as u8).prop_map(Op::CopyLimit),
         3 => user().prop_map(|reader| Op::Listen { reader }),
         3 => user().prop_map(|who| Op::FollowListened { who }),
+        2 => any::<bool>().prop_map(|add| Op::FilterListened { add }),
         3 => prop_oneof![Just(0u8), 1u8..30].prop_map(|back| Op::Reconnect { back }),
         5 => (user(), any::<u16>(), 0u8..3, 0..SIZES.len() as u8)
             .prop_map(|(reader, pick, how, size)| Op::Between { reader, pick, how, size }),
@@ -917,6 +926,10 @@ struct Listener {
     followers: Vec<usize>,
     /// Who began to follow the reader while a stream of it was open.
     ever: BTreeSet<usize>,
+    /// The reader's filters changed since the stream last opened.
+    filters_changed: bool,
+    /// The stream said the filters changed since it last opened.
+    filters_told: usize,
 }
 
 /// Whether entry `a` (score, id) is newer than `b` in the feed order.
@@ -973,6 +986,7 @@ impl Listener {
                 self.history.push((id, Some(post.id.0)));
             }
             Event::Notification(told) => self.told.push((told.0.id, told.1.id.0)),
+            Event::FiltersChanged => self.filters_told += 1,
             Event::Delete { .. } | Event::Remove { .. } | Event::Heartbeat => {}
         }
     }
@@ -984,7 +998,7 @@ impl Listener {
 fn opening_of(reader: UserId, index: usize) -> Opening {
     Opening {
         profiles: index % 2 == 1,
-        notifications: index % 2 == 1,
+        own_events: index % 2 == 1,
         ..Opening::of(reader)
     }
 }
@@ -1414,6 +1428,7 @@ impl World {
                     self.follow(who, reader as u8).await?;
                 }
             }
+            Op::FilterListened { add } => self.filter_listened(add).await?,
             Op::Reconnect { back } => self.reconnect(back as usize).await?,
             Op::Between {
                 reader,
@@ -1805,6 +1820,8 @@ impl World {
             told: Vec::new(),
             followers: Vec::new(),
             ever: BTreeSet::new(),
+            filters_changed: false,
+            filters_told: 0,
         });
         Ok(())
     }
@@ -1840,8 +1857,9 @@ impl World {
                 l.instance = instance;
                 l.resumed.push((last, known));
                 // (Notifications are live only: a resumed stream tells
-                // those written from now.)
+                // those written from now; so are filter changes.)
                 l.followers.clear();
+                (l.filters_changed, l.filters_told) = (false, 0);
             }
             Err(AppError::Unavailable { .. } | AppError::TimedOut { .. }) => {}
             Err(AppError::NotFound(_)) => self.listener = None,
@@ -1855,11 +1873,19 @@ impl World {
     /// each of a follow made while a stream was open; and every follow
     /// since it last opened, unless the reader is hidden from its
     /// follower by then (suspended, deleted, blocked either way, muted).
-    fn check_told(&self, l: &Listener) -> Outcome {
+    fn check_told(&self, l: &Listener, filters_told: usize) -> Outcome {
         let r = l.reader;
-        let wants = opening_of(self.model.ids[r], r).notifications;
+        let wants = opening_of(self.model.ids[r], r).own_events;
         if !wants && !l.told.is_empty() {
             return Err(format!("stream of {r}: notifications it did not ask for"));
+        }
+        if !wants && l.filters_told > 0 {
+            return Err(format!("stream of {r}: filter changes it did not ask for"));
+        }
+        if wants && l.filters_changed && filters_told == 0 && !self.model.suspended.contains(&r) {
+            return Err(format!(
+                "stream of {r}: its filters changed and it never said so"
+            ));
         }
         if l.told.windows(2).any(|w| w[0].0 >= w[1].0) {
             return Err(format!(
@@ -1894,6 +1920,47 @@ impl World {
                     l.told
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// The listened reader adds a filter, or removes every filter of its.
+    async fn filter_listened(&mut self, add: bool) -> Outcome {
+        let Some(r) = self.listener.as_ref().map(|l| l.reader) else {
+            return Ok(());
+        };
+        let user = self.model.ids[r];
+        // (Its hint may be lost to a fault: then only a later read tells.)
+        let faulty = self.engine().redis().faults().armed();
+        let filters = self.engine().filters();
+        let changed = if add {
+            let input = feed_service::engine::filters::FilterInput {
+                title: Some("model".into()),
+                contexts: Some(vec!["home".into()]),
+                ..Default::default()
+            };
+            let word = feed_service::store::pg::KeywordOp::Add {
+                keyword: "never-posted".into(),
+                whole_word: true,
+            };
+            match filters.create(user, &input, &[word]).await {
+                Ok(_) => true,
+                Err(AppError::NotFound(_) | AppError::Forbidden(_)) => false,
+                Err(e) => return Err(format!("a filter: {}", e.chain())),
+            }
+        } else {
+            let all = match filters.all(user).await {
+                Ok(all) => all,
+                Err(AppError::NotFound(_) | AppError::Forbidden(_)) => return Ok(()),
+                Err(e) => return Err(format!("the filters: {}", e.chain())),
+            };
+            for (f, _) in &all {
+                filters.delete(user, f.id).await.map_err(|e| e.chain())?;
+            }
+            !all.is_empty()
+        };
+        if let Some(l) = self.listener.as_mut() {
+            l.filters_changed |= changed && !faulty;
         }
         Ok(())
     }
@@ -1942,6 +2009,16 @@ impl World {
         for e in &self.engines {
             e.redis().faults().disarm();
         }
+        // A filter change is told by its hint alone (the reads below tell
+        // every stream): what is under way arrives first.
+        if l.filters_changed && l.filters_told == 0 {
+            while let Ok(Some(event)) =
+                tokio::time::timeout(Duration::from_millis(500), l.events.recv()).await
+            {
+                l.take(event);
+            }
+        }
+        let told_by_hint = l.filters_told;
         self.hubs[l.instance].refresh_all();
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
@@ -1979,7 +2056,7 @@ impl World {
                 ));
             }
         }
-        self.check_told(&l)?;
+        self.check_told(&l, told_by_hint)?;
         // A gap only where the client was more than the replay behind (the
         // home then held more posts above its position; the posts of the
         // position's own millisecond are all counted, so that a gap the

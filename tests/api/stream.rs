@@ -82,7 +82,11 @@ impl Events {
                 if event.is_empty() {
                     continue; // a heartbeat, or the retry line
                 }
-                let data = serde_json::from_str(&data).expect("an event's data is JSON");
+                let data = match event.as_str() {
+                    // (No payload: Mastodon writes `undefined`.)
+                    "filters_changed" => Value::String(data),
+                    _ => serde_json::from_str(&data).expect("an event's data is JSON"),
+                };
                 return Some(Sse { event, id, data });
             }
             let chunk = tokio::time::timeout_at(deadline, self.body.next())
@@ -559,6 +563,73 @@ async fn a_mastodon_stream_tells_each_new_follower_once_in_order() {
     while let Some(event) = native.quiet(Duration::from_secs(1)).await {
         assert_ne!(event.event, "notification");
     }
+}
+
+/// The next `update` or `filters_changed` of a stream.
+async fn next_update(events: &mut Events) -> Sse {
+    loop {
+        let e = events.next(Duration::from_secs(5)).await.expect("an event");
+        if e.event == "update" || e.event == "filters_changed" {
+            return e;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_mastodon_stream_says_when_filters_change_and_applies_them_at_once() {
+    let app = spawn_app().await;
+    let (reader, author) = (
+        app.create_user("reader").await,
+        app.create_user("author").await,
+    );
+    app.follow(&reader, &author).await;
+    let filter = json!({"title": "Secrets", "context": ["home"], "filter_action": "warn",
+        "keywords_attributes": [{"keyword": "secret"}]});
+    let res = app
+        .request(
+            Method::POST,
+            "/api/v2/filters",
+            Some(&reader.token),
+            Some(filter),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let id = res.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, events) =
+        Events::open_at(&app.address, "/api/v1/streaming/user", &reader.token, None).await;
+    let mut events = events.unwrap();
+    app.publish(&author, "a secret plan").await;
+    let warned = next_update(&mut events).await;
+    assert_eq!(warned.data["filtered"][0]["filter"]["title"], "Secrets");
+    assert_eq!(
+        warned.data["filtered"][0]["keyword_matches"],
+        json!(["secret"])
+    );
+    let path = format!("/api/v2/filters/{id}");
+    let res = app
+        .request(
+            Method::PUT,
+            &path,
+            Some(&reader.token),
+            Some(json!({"filter_action": "hide"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let changed = next_update(&mut events).await;
+    assert_eq!(
+        (changed.event.as_str(), &changed.data),
+        ("filters_changed", &json!("undefined"))
+    );
+    app.publish(&author, "another secret").await;
+    app.publish(&author, "nothing to hide").await;
+    let next = next_update(&mut events).await;
+    assert_eq!(
+        (next.event.as_str(), &next.data["text"]),
+        ("update", &json!("nothing to hide"))
+    );
 }
 
 #[tokio::test]

@@ -210,13 +210,14 @@ const listen = (retry = false) => {
     retry,
     log: process.env.MASTO_LOG ?? "warn",
   });
-  const got = { updates: [], deletes: [], notifications: [] };
+  const got = { updates: [], deletes: [], notifications: [], filtersChanged: 0 };
   (async () => {
     try {
       for await (const event of streaming.user.subscribe()) {
         if (event.event === "update") got.updates.push(event.payload);
         if (event.event === "delete") got.deletes.push(event.payload);
         if (event.event === "notification") got.notifications.push(event.payload);
+        if (event.event === "filters_changed") got.filtersChanged += 1;
       }
     } catch (e) {
       got.error = e;
@@ -254,6 +255,10 @@ await wait(() => got.notifications.length >= 1, `a notification event: ${got.err
 const heard = got.notifications[0];
 check(heard.type === "follow" && heard.account.id === String(IDS.vip2) && heard.groupKey.startsWith("follow-"), `the notification event ${JSON.stringify(heard)}`);
 await vip.v1.accounts.$select(String(IDS.carol)).unfollow();
+// A filter changed elsewhere: the stream says so.
+const streamed = await carol.v2.filters.create({ title: "Streamed", context: ["home"], keywordsAttributes: [{ keyword: "never-said" }] });
+await wait(() => got.filtersChanged >= 1, `a filters_changed event: ${got.error}`);
+await carol.v2.filters.$select(streamed.id).remove();
 streaming.close();
 const lastSeen = got.updates[got.updates.length - 1].id;
 const away = [

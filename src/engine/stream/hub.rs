@@ -374,11 +374,14 @@ impl Hub {
         }
     }
 
-    /// Every stream reads its feed and its notifications again.
+    /// Every stream reads its feed and its notifications again, and tells
+    /// its client to read its filters again (their hints may have been
+    /// lost too).
     pub fn read_all(&self) {
         self.tell_all(|m| {
             m.read();
             m.notified();
+            m.filters_changed();
         });
     }
 
@@ -679,6 +682,9 @@ impl Hub {
                 change,
             }) => self.shown(reader, author, change.shows(), change.reason()),
             Some(Signal::Notified { user, .. }) => self.tell_reader(user, Mailbox::notified),
+            Some(Signal::FiltersChanged { user }) => {
+                self.tell_reader(user, Mailbox::filters_changed)
+            }
             Some(Signal::Hidden { account, change }) => self.hidden(account, change),
             None => {}
         }

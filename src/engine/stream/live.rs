@@ -156,6 +156,9 @@ impl Live {
             })
             .await?;
         }
+        if pending.filters_changed && self.notices.is_some() {
+            self.send(Event::FiltersChanged).await?;
+        }
         if pending.notified {
             self.notify().await?;
         }

@@ -31,6 +31,8 @@ pub struct Pending {
     pub removed: BTreeMap<i64, &'static str>,
     /// The reader has new notifications.
     pub notified: bool,
+    /// The reader's filters changed.
+    pub filters_changed: bool,
     /// More deletions and removals came than wait at most.
     pub overflowed: bool,
     pub closing: Option<Closing>,
@@ -43,6 +45,7 @@ impl Pending {
             && self.deleted.is_empty()
             && self.removed.is_empty()
             && !self.notified
+            && !self.filters_changed
             && !self.overflowed
             && self.closing.is_none()
     }
@@ -112,6 +115,11 @@ impl Mailbox {
     /// The reader has new notifications.
     pub fn notified(&self) {
         self.with(|p| p.notified = true);
+    }
+
+    /// The reader's filters changed.
+    pub fn filters_changed(&self) {
+        self.with(|p| p.filters_changed = true);
     }
 
     pub fn close(&self, why: Closing) {

@@ -85,9 +85,12 @@ pub enum Event {
         author: UserId,
         reason: &'static str,
     },
-    /// A new notification of the reader (on a stream that asked for
-    /// them), with the account it is from.
+    /// A new notification of the reader (on a stream that asked for its
+    /// own events), with the account it is from.
     Notification(Arc<Told>),
+    /// The reader's filters changed (on a stream that asked for its own
+    /// events): what comes next is matched against the new ones.
+    FiltersChanged,
     /// Nothing new; the stream is alive.
     Heartbeat,
 }
@@ -125,10 +128,11 @@ pub struct Opening {
     /// Whether posts come with their authors' profiles (and deletions with
     /// their time), read under the stream's turn like its page.
     pub profiles: bool,
-    /// Whether the reader's new notifications come too (those written
-    /// after the stream opened, each once, in order; live only: a client
-    /// reads what it missed from its notifications).
-    pub notifications: bool,
+    /// Whether the reader's own events come too, as on Mastodon's user
+    /// stream: its new notifications (those written after the stream
+    /// opened, each once, in order; live only: a client reads what it
+    /// missed from its notifications) and its filters changing.
+    pub own_events: bool,
 }
 
 impl Opening {
@@ -139,7 +143,7 @@ impl Opening {
             from: None,
             address: None,
             profiles: false,
-            notifications: false,
+            own_events: false,
         }
     }
 }
@@ -191,7 +195,7 @@ impl Streams {
         let (slot, mailbox) = hub.reserve(reader, opening.address, opening.profiles)?;
         hub.engine.user(reader).await?;
         hub.load(reader).await?;
-        let notices = match opening.notifications {
+        let notices = match opening.own_events {
             true => Some(hub.engine.notifications().newest_id(reader).await?),
             false => None,
         };

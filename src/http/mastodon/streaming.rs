@@ -11,6 +11,7 @@ use actix_web::{get, web, HttpRequest, HttpResponse};
 use serde_json::json;
 
 use super::entities::{status_id, Origin, Status};
+use super::filters::filtered;
 use super::notifications::Notification;
 use crate::engine::stream::{Event, Events, Opening, Streams};
 use crate::engine::Engine;
@@ -20,6 +21,7 @@ use crate::http::errors::ErrorBody;
 use crate::http::feed::{event_id, event_stream, last_event_id};
 use crate::http::limits::{charge_read, client_address};
 use crate::http::socket::cut_of;
+use crate::store::pg::FilterWithKeywords;
 use crate::types::{Entry, UserId};
 /// The one stream a WebSocket subscribes to here.
 const USER_STREAM: &str = "user";
@@ -60,17 +62,21 @@ pub async fn health() -> HttpResponse {
     )
 )]
 #[get("/streaming/user")]
-pub async fn user(req: HttpRequest, streams: web::Data<Streams>) -> Result<HttpResponse, AppError> {
+pub async fn user(
+    req: HttpRequest,
+    engine: web::Data<Engine>,
+    streams: web::Data<Streams>,
+) -> Result<HttpResponse, AppError> {
     let caller = streaming_caller(&req)?;
     let opening = Opening {
         reader: caller.id,
         from: last_event_id(&req)?,
         address: client_address(&req),
         profiles: true,
-        notifications: true,
+        own_events: true,
     };
     let events = streams.follow(opening, cut_of(&req)).await?;
-    let live = Live::new(events, Origin::of(&req));
+    let live = Live::new(events, Origin::of(&req), &engine, caller.id).await?;
     Ok(event_stream(futures::stream::unfold(
         live,
         |mut live| async move {
@@ -151,13 +157,14 @@ pub async fn websocket(
     let tuning = engine.tuning();
     let socket = Socket {
         session,
+        engine: engine.get_ref().clone(),
         streams: streams.get_ref().clone(),
         opening: Opening {
             reader: caller.id,
             from: None,
             address: client_address(&req),
             profiles: true,
-            notifications: true,
+            own_events: true,
         },
         origin: Origin::of(&req),
         req: req.clone(),
@@ -237,6 +244,7 @@ impl Drop for Held {
 /// read).
 struct Socket {
     session: actix_ws::Session,
+    engine: Engine,
     streams: Streams,
     opening: Opening,
     origin: Origin,
@@ -324,9 +332,20 @@ impl Socket {
 
     /// Opens the user stream and starts sending it.
     async fn subscribe(&mut self) -> Option<tokio::task::JoinHandle<()>> {
-        match self.streams.follow(self.opening, cut_of(&self.req)).await {
+        let opened = match self.streams.follow(self.opening, cut_of(&self.req)).await {
             Ok(events) => {
-                let mut live = Live::new(events, self.origin.clone());
+                Live::new(
+                    events,
+                    self.origin.clone(),
+                    &self.engine,
+                    self.opening.reader,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        match opened {
+            Ok(mut live) => {
                 let mut session = self.session.clone();
                 Some(actix_web::rt::spawn(async move {
                     while let Some(said) = live.next().await {
@@ -362,6 +381,7 @@ enum Said {
     },
     Delete(String),
     Notification(Box<Notification>),
+    FiltersChanged,
 }
 
 impl Said {
@@ -379,6 +399,8 @@ impl Said {
                 "event: notification\ndata: {}\n\n",
                 serde_json::to_string(n).unwrap_or_default()
             ),
+            // (No payload: Mastodon writes `undefined`.)
+            Said::FiltersChanged => "event: filters_changed\ndata: undefined\n\n".to_string(),
         }
     }
 
@@ -389,6 +411,11 @@ impl Said {
             Said::Update { status, .. } => ("update", serde_json::to_string(status).ok()?),
             Said::Delete(id) => ("delete", id.clone()),
             Said::Notification(n) => ("notification", serde_json::to_string(n).ok()?),
+            Said::FiltersChanged => {
+                return Some(
+                    json!({"stream": [USER_STREAM], "event": "filters_changed"}).to_string(),
+                )
+            }
         };
         Some(json!({"stream": [USER_STREAM], "event": event, "payload": payload}).to_string())
     }
@@ -396,21 +423,46 @@ impl Said {
 
 /// One open user stream, in Mastodon's terms: the engine's stream brings
 /// each post's author and each deletion's time (read under the stream's
-/// turn, and read again when that fails), so nothing is looked up here.
+/// turn, and read again when that fails). The reader's `home` filters,
+/// read when it opens and again when they change, mark each update with
+/// what they match and keep back what a `hide` filter matches.
 struct Live {
     events: Events,
     origin: Origin,
+    engine: Engine,
+    reader: UserId,
+    filters: Vec<FilterWithKeywords>,
 }
 
 impl Live {
-    fn new(events: Events, origin: Origin) -> Self {
-        Live { events, origin }
+    async fn new(
+        events: Events,
+        origin: Origin,
+        engine: &Engine,
+        reader: UserId,
+    ) -> Result<Self, AppError> {
+        let filters = engine.filters().applying(reader, "home").await?;
+        Ok(Live {
+            events,
+            origin,
+            engine: engine.clone(),
+            reader,
+            filters,
+        })
     }
 
     /// The next thing to say (none once the stream ended).
     async fn next(&mut self) -> Option<Said> {
         loop {
             let event = self.events.recv().await?;
+            if let Event::FiltersChanged = event {
+                // (Kept as they were if they cannot be read now.)
+                match self.engine.filters().applying(self.reader, "home").await {
+                    Ok(filters) => self.filters = filters,
+                    Err(e) => tracing::debug!(error = %e.chain(), "a stream kept its filters"),
+                }
+                return Some(Said::FiltersChanged);
+            }
             if let Some(said) = self.said(&event) {
                 return Some(said);
             }
@@ -426,10 +478,20 @@ impl Live {
                 post,
                 id,
                 author: Some(author),
-            } => Some(Said::Update {
-                status: Box::new(Status::new(post, author, &self.origin)),
-                id: event_id(id),
-            }),
+            } => {
+                let status = Status::new(post, author, &self.origin);
+                let status = filtered(
+                    &self.filters,
+                    std::slice::from_ref(post),
+                    vec![status],
+                    true,
+                );
+                let status = status.into_iter().next()?;
+                Some(Said::Update {
+                    status: Box::new(status),
+                    id: event_id(id),
+                })
+            }
             // (A stream asked for profiles: every post has its author.)
             Event::Post { author: None, .. } => None,
             Event::Delete { id, at: Some(at) } => {
@@ -444,6 +506,8 @@ impl Live {
                 told,
                 &self.origin,
             )))),
+            // (Taken by `next`.)
+            Event::FiltersChanged => None,
         }
     }
 }

@@ -34,6 +34,11 @@ impl Faults {
         self.armed.store(0, Ordering::SeqCst);
     }
 
+    /// Whether calls are to fail still.
+    pub fn armed(&self) -> bool {
+        self.armed.load(Ordering::SeqCst) > 0
+    }
+
     /// The fault for this call, if one is armed.
     pub(super) fn take(&self) -> Option<Fault> {
         if self.armed.load(Ordering::Relaxed) == 0 {

@@ -32,6 +32,8 @@ pub enum Signal {
     /// A user has a new notification, of `account`'s act (`n`, with the
     /// account, on the user's channel).
     Notified { user: UserId, account: UserId },
+    /// A user's filters changed (`c`, with the user, on its channel).
+    FiltersChanged { user: UserId },
     /// An account's posts left every feed or came back (`h`, `x`, `s`,
     /// with the account, on the hidden accounts' channel).
     Hidden {
@@ -108,7 +110,9 @@ impl Signal {
                 keys.author_channel(author)
             }
             Signal::Shown { reader, .. } => keys.reader_channel(reader),
-            Signal::Notified { user, .. } => keys.reader_channel(user),
+            Signal::Notified { user, .. } | Signal::FiltersChanged { user } => {
+                keys.reader_channel(user)
+            }
             Signal::Hidden { .. } => keys.hidden_channel(),
         }
     }
@@ -127,6 +131,7 @@ impl Signal {
                 format!("{}:{author}", code_of(&ShownChange::CODES, change))
             }
             Signal::Notified { account, .. } => format!("n:{account}"),
+            Signal::FiltersChanged { user } => format!("c:{user}"),
             Signal::Hidden { account, change } => {
                 format!("{}:{account}", code_of(&HiddenChange::CODES, change))
             }
@@ -152,11 +157,15 @@ impl Signal {
         }
         if let Some(reader) = name.strip_prefix("{r").and_then(|r| r.split_once('}')) {
             let reader = UserId(reader.1.parse().ok()?);
-            if op == "n" {
-                return Some(Signal::Notified {
-                    user: reader,
-                    account: UserId(first),
-                });
+            match op {
+                "n" => {
+                    return Some(Signal::Notified {
+                        user: reader,
+                        account: UserId(first),
+                    })
+                }
+                "c" => return Some(Signal::FiltersChanged { user: reader }),
+                _ => {}
             }
             let change = named(&ShownChange::CODES, op)?;
             return Some(Signal::Shown {
@@ -229,6 +238,9 @@ mod tests {
         all.push(Signal::Notified {
             user: UserId(5_000),
             account: UserId(3),
+        });
+        all.push(Signal::FiltersChanged {
+            user: UserId(5_000),
         });
         for (change, _) in HiddenChange::CODES {
             all.push(Signal::Hidden {
