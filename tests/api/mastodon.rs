@@ -800,6 +800,22 @@ async fn filters_mark_or_hide_what_they_match_and_a_filtered_home_keeps_full_pag
     assert_eq!(filter["context"], json!(["home", "thread"]));
     assert_eq!(filter["expires_at"], Value::Null);
     let id = filter["id"].as_str().unwrap().to_string();
+    // A status read by itself is in the `thread` context: marked, not left out.
+    let newest = format!("/api/v1/accounts/{}/statuses?limit=1", author.id);
+    let (newest, _) = get_json(&app, &reader, &newest).await;
+    assert_eq!(newest[0]["text"], "Spoiler: episode 24");
+    let one = format!("/api/v1/statuses/{}", newest[0]["id"].as_str().unwrap());
+    let (one, _) = get_json(&app, &reader, &one).await;
+    assert_eq!(one["filtered"][0]["filter"]["title"], "No spoilers");
+    let several = format!(
+        "/api/v1/statuses?id[]={}",
+        newest[0]["id"].as_str().unwrap()
+    );
+    let (several, _) = get_json(&app, &reader, &several).await;
+    assert_eq!(
+        several[0]["filtered"][0]["keyword_matches"],
+        json!(["spoiler"])
+    );
     // Hidden: every page full but the last, every other post once, in order.
     let pages = scroll_home(&app, &reader, 5).await;
     let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();

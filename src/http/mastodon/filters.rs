@@ -15,7 +15,6 @@ use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::ErrorBody;
 use crate::store::pg::{FilterWithKeywords, KeywordOp, KeywordRow};
-use crate::types::Post;
 
 /// A filter's keyword, as Mastodon's FilterKeyword.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -225,23 +224,16 @@ fn filter_id(raw: &str) -> Result<i64, AppError> {
     crate::domain::parse_id(raw, "filter id").map_err(AppError::BadRequest)
 }
 
-/// `filtered` of `statuses` (of `posts`, in the same order): what each
-/// of `filters` matched in it. With `hide`, the statuses a `hide` filter
-/// matched are left out.
-pub fn filtered(
-    filters: &[FilterWithKeywords],
-    posts: &[Post],
-    statuses: Vec<Status>,
-    hide: bool,
-) -> Vec<Status> {
+/// `filtered` of `statuses`: what each of `filters` matched in its text.
+/// With `hide`, the statuses a `hide` filter matched are left out.
+pub fn filtered(filters: &[FilterWithKeywords], statuses: Vec<Status>, hide: bool) -> Vec<Status> {
     if filters.is_empty() {
         return statuses;
     }
     statuses
         .into_iter()
-        .zip(posts)
-        .filter_map(|(mut status, post)| {
-            let found = matches(filters, &post.body);
+        .filter_map(|mut status| {
+            let found = matches(filters, &status.text);
             if hide && found.iter().any(|(f, _)| f.0.action == "hide") {
                 return None;
             }

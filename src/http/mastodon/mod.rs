@@ -129,7 +129,7 @@ async fn status_list(
 ) -> Result<HttpResponse, AppError> {
     let origin = Origin::of(req);
     let statuses = statuses(engine, &origin, &posts).await?;
-    let statuses = filters::filtered(filters, &posts, statuses, false);
+    let statuses = filters::filtered(filters, statuses, false);
     let ends = posts.first().zip(posts.last());
     let ends = ends.map(|(first, last)| (post_status_id(first), post_status_id(last)));
     Ok(paged(req, &origin, ends, statuses))

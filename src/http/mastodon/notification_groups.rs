@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::entities::{iso8601, Account, Origin};
-use super::notifications::{filter, known_kinds, DEFAULT_COUNT_LIMIT, DEFAULT_LIMIT, MAX_LIMIT};
+use super::notifications::{filter, known_kinds, unread, DEFAULT_LIMIT, MAX_LIMIT};
 use super::IdPaging;
 use crate::engine::notifications::{groups_of, Group};
 use crate::engine::Engine;
@@ -185,15 +185,8 @@ pub async fn unread_count(
     engine: web::Data<Engine>,
     query: web::Query<IdPaging>,
 ) -> Result<HttpResponse, AppError> {
-    let most = crate::store::pg::NOTIFICATIONS_KEPT as u32;
-    let limit = query.limit(DEFAULT_COUNT_LIMIT, most)?;
-    let filter = filter(&req)?;
     let grouped = follows_grouped(&req)?;
-    let count = engine
-        .notifications()
-        .unread(caller.id, &filter, grouped, limit)
-        .await?;
-    Ok(HttpResponse::Ok().json(json!({ "count": count })))
+    unread(&req, &caller, &engine, &query, grouped).await
 }
 
 /// One of the caller's groups, all of it (Mastodon v2).

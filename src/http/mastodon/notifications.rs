@@ -23,7 +23,7 @@ pub(super) const MAX_LIMIT: u32 = 80;
 
 /// The unread count counts to this by default, and at most to
 /// [`crate::store::pg::NOTIFICATIONS_KEPT`].
-pub(super) const DEFAULT_COUNT_LIMIT: u32 = 100;
+const DEFAULT_COUNT_LIMIT: u32 = 100;
 
 /// Mastodon's kinds of notification: a filter may name any of them.
 const MASTODON_KINDS: [&str; 14] = [
@@ -179,12 +179,25 @@ pub async fn unread_count(
     engine: web::Data<Engine>,
     query: web::Query<IdPaging>,
 ) -> Result<HttpResponse, AppError> {
+    unread(&req, &caller, &engine, &query, false).await
+}
+
+/// `{"count": n}`: how many of the caller's notifications (with
+/// `grouped`, groups) are newer than its notifications marker, counted up
+/// to the `limit` asked.
+pub(super) async fn unread(
+    req: &HttpRequest,
+    caller: &Caller,
+    engine: &Engine,
+    query: &IdPaging,
+    grouped: bool,
+) -> Result<HttpResponse, AppError> {
     let most = crate::store::pg::NOTIFICATIONS_KEPT as u32;
     let limit = query.limit(DEFAULT_COUNT_LIMIT, most)?;
-    let filter = filter(&req)?;
+    let filter = filter(req)?;
     let count = engine
         .notifications()
-        .unread(caller.id, &filter, false, limit)
+        .unread(caller.id, &filter, grouped, limit)
         .await?;
     Ok(HttpResponse::Ok().json(json!({ "count": count })))
 }

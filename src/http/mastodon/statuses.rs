@@ -3,6 +3,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 
 use super::entities::{parse_status_id, Origin, Status};
+use super::filters::filtered;
 use crate::domain::PostBody;
 use crate::engine::Engine;
 use crate::error::AppError;
@@ -188,7 +189,11 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, AppError> {
     let post = post_of(&caller, &engine, &path).await?;
-    status(&req, &engine, &post).await
+    let author = engine.profiles().profile(post.author_id).await?;
+    let status = Status::new(&post, &author, &Origin::of(&req));
+    let filters = engine.filters().applying(caller.id, "thread").await?;
+    let status = filtered(&filters, vec![status], false);
+    Ok(HttpResponse::Ok().json(status.first()))
 }
 
 /// Statuses one call reads at most (Mastodon's limit).
@@ -234,7 +239,8 @@ pub async fn several(
         }
     }
     let statuses = super::statuses(&engine, &Origin::of(&req), &posts).await?;
-    Ok(HttpResponse::Ok().json(statuses))
+    let filters = engine.filters().applying(caller.id, "thread").await?;
+    Ok(HttpResponse::Ok().json(filtered(&filters, statuses, false)))
 }
 
 /// Deletes a status (Mastodon): the caller's own, or any for an admin. No

@@ -480,12 +480,7 @@ impl Live {
                 author: Some(author),
             } => {
                 let status = Status::new(post, author, &self.origin);
-                let status = filtered(
-                    &self.filters,
-                    std::slice::from_ref(post),
-                    vec![status],
-                    true,
-                );
+                let status = filtered(&self.filters, vec![status], true);
                 let status = status.into_iter().next()?;
                 Some(Said::Update {
                     status: Box::new(status),

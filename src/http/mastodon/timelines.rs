@@ -112,7 +112,7 @@ async fn filtered_page(
     let ends = looked.first().zip(looked.last());
     let ends = ends.map(|(first, last)| (post_status_id(first), post_status_id(last)));
     let statuses = super::statuses(engine, &origin, &looked).await?;
-    let statuses = filtered(filters, &looked, statuses, true);
+    let statuses = filtered(filters, statuses, true);
     Ok(super::paged(req, &origin, ends, statuses))
 }
 
