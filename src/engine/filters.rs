@@ -240,14 +240,14 @@ impl Filters<'_> {
         found.ok_or_else(|| AppError::NotFound(format!("filter keyword {keyword} does not exist")))
     }
 
-    /// `user`'s filters that apply in `context` now (not expired).
+    /// `user`'s filters that apply in `context` (expired ones too:
+    /// [`matches`] leaves those out when it matches, so a stream that
+    /// holds its filters sees them expire).
     pub async fn applying(self, user: UserId, context: &str) -> AppResult<Vec<FilterWithKeywords>> {
-        let now = now_ms();
         let all = self.0.inner.pg.filters().all(user).await?;
         Ok(all
             .into_iter()
             .filter(|(f, _)| f.contexts.iter().any(|c| c == context))
-            .filter(|(f, _)| f.expires_at_ms.is_none_or(|at| at > now))
             .collect())
     }
 }
