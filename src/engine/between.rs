@@ -11,7 +11,7 @@ use super::read::Reads;
 use super::Page;
 use crate::error::AppResult;
 use crate::types::Post;
-use crate::types::{feed_order, Cursor, Entry, PageRequest, Prev, UserId};
+use crate::types::{feed_order, Cursor, Entry, ListId, PageRequest, Prev, Scope, UserId};
 
 /// Reads of cursor pages one bounded page may take (a run of more ties
 /// than this between a bound and the page answers short, never wrong).
@@ -27,6 +27,8 @@ pub enum Feed {
         viewer: Option<UserId>,
         author: UserId,
     },
+    /// One of `owner`'s lists.
+    List { owner: UserId, list: ListId },
 }
 
 /// What a bounded page holds: entries strictly between its bounds.
@@ -91,6 +93,7 @@ impl Reads<'_> {
         match feed {
             Feed::Home(reader) => self.home_page(reader, req).await,
             Feed::Author { viewer, author } => self.author_page_seen_by(viewer, author, req).await,
+            Feed::List { owner, list } => self.list_page(Scope::List { owner, list }, req).await,
         }
     }
 

@@ -96,12 +96,12 @@ impl FilterInput {
     }
 }
 
-fn bad(message: &str) -> AppError {
+pub(super) fn bad(message: &str) -> AppError {
     AppError::BadRequest(message.to_string())
 }
 
 /// A text field: 1 to `most` characters, no NUL.
-fn text(name: &str, value: &str, most: usize) -> AppResult<()> {
+pub(super) fn text(name: &str, value: &str, most: usize) -> AppResult<()> {
     let chars = value.chars().count();
     if value.trim().is_empty() || chars > most || value.contains('\0') {
         return Err(bad(&format!(

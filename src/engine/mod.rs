@@ -42,6 +42,7 @@ mod bodies;
 pub mod cut;
 pub mod fanout;
 pub mod filters;
+pub mod lists;
 mod maintenance;
 pub mod markers;
 mod members;
@@ -247,6 +248,11 @@ impl Engine {
     /// The `Filters` service.
     pub fn filters(&self) -> filters::Filters<'_> {
         filters::Filters(self)
+    }
+
+    /// The `Lists` service.
+    pub fn lists(&self) -> lists::Lists<'_> {
+        lists::Lists(self)
     }
 
     /// The `Markers` service.

@@ -53,6 +53,11 @@ id_type!(
 );
 
 id_type!(
+    /// A list's id (a user's named group of accounts it follows).
+    ListId
+);
+
+id_type!(
     /// A post's id.
     PostId
 );

@@ -23,7 +23,7 @@ pub use account::{AccountStatus, Task, TaskKind, TaskState, User};
 pub use cursor::{Cursor, PageRequest, Prev};
 pub use entry::{feed_order, floor_of_newest, member_cmp, Entry};
 pub use feed_settings::FeedSettings;
-pub use ids::{JobId, PostId, TaskId, UserId};
+pub use ids::{JobId, ListId, PostId, TaskId, UserId};
 pub use jobs::{Delivery, Job, JobKind, Payload, Work};
 pub use post::{EntriesOf, FeedPost, FeedRows, Post};
 pub use source::{
@@ -40,12 +40,15 @@ pub enum Scope {
     Home { reader: UserId, own: bool },
     /// One author's own posts.
     Author(UserId),
+    /// One of `owner`'s lists: its members' posts (but those `owner`
+    /// mutes).
+    List { owner: UserId, list: ListId },
 }
 
 impl Scope {
     pub fn user(self) -> UserId {
         match self {
-            Scope::Home { reader: u, .. } | Scope::Author(u) => u,
+            Scope::Home { reader: u, .. } | Scope::Author(u) | Scope::List { owner: u, .. } => u,
         }
     }
 }

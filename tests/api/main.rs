@@ -20,6 +20,7 @@ mod hostile;
 mod hostile_streams;
 mod instances;
 mod limits;
+mod lists;
 mod mastodon;
 mod model;
 mod monitoring;

@@ -48,6 +48,7 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use feed_service::domain::{IdempotencyKey, PostBody};
 use feed_service::engine::fanout::{Lease, Step};
+use feed_service::engine::lists::ListInput;
 use feed_service::engine::stream::{Event, Events, Opening, Streams};
 use feed_service::engine::{Bounds, Engine, Feed as EngineFeed, Page, SettingsPatch, Stats};
 use feed_service::error::AppError;
@@ -55,7 +56,9 @@ use feed_service::settings::Settings;
 use feed_service::store::pg::PgStore;
 use feed_service::store::redis::keys::MARK_COPIES;
 use feed_service::store::redis::{Fault, RedisStore};
-use feed_service::types::{Cursor, Entry, MarkCopy, PageRequest, PostId, Prev, Scope, UserId};
+use feed_service::types::{
+    Cursor, Entry, ListId, MarkCopy, PageRequest, PostId, Prev, Scope, UserId,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use secrecy::ExposeSecret;
@@ -301,6 +304,25 @@ enum Op {
         how: u8,
         size: u8,
     },
+    /// `who` puts `whom` in its list (made the first time, `exclusive` or
+    /// not), or takes it out.
+    ListMember {
+        who: u8,
+        whom: u8,
+        on: bool,
+        exclusive: bool,
+    },
+    /// `who` makes its list exclusive (its members leave its home), or not.
+    Exclusive {
+        who: u8,
+        on: bool,
+    },
+    /// Starts a scroll in `slot` of `reader`'s list (if it has one).
+    ListScroll {
+        slot: u8,
+        reader: u8,
+        size: u8,
+    },
     /// A post stamped with the very millisecond a client's position
     /// stands on, arriving late (a clock behind, a publish held up): of
     /// the scroll in slot `target` (0 or 1), or of the live stream (2); by
@@ -329,6 +351,7 @@ impl Op {
             | Op::FilterListened { .. } => 1 << 23,
             Op::Between { .. } => 1 << 24,
             Op::Late { .. } => 1 << 25,
+            Op::ListMember { .. } | Op::Exclusive { .. } | Op::ListScroll { .. } => 1 << 26,
             Op::Delete { .. } => 1,
             Op::Unfollow { .. } => 1 << 1,
             Op::Refollow { .. } => 1 << 2,
@@ -449,6 +472,11 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (user(), any::<u16>(), 0u8..3, 0..SIZES.len() as u8)
             .prop_map(|(reader, pick, how, size)| Op::Between { reader, pick, how, size }),
         5 => (0u8..3, any::<u8>()).prop_map(|(target, pick)| Op::Late { target, pick }),
+        10 => (user(), user(), prop::bool::weighted(0.7), any::<bool>())
+            .prop_map(|(who, whom, on, exclusive)| Op::ListMember { who, whom, on, exclusive }),
+        6 => (user(), any::<bool>()).prop_map(|(who, on)| Op::Exclusive { who, on }),
+        5 => (0u8..2, user(), 0..SIZES.len() as u8)
+            .prop_map(|(slot, reader, size)| Op::ListScroll { slot, reader, size }),
     ]
 }
 
@@ -505,6 +533,15 @@ enum Feed {
     Home(usize),
     /// An author's own posts.
     Author(usize),
+    /// A user's list.
+    List(usize),
+}
+
+/// A user's list (one at most each here).
+struct MList {
+    id: ListId,
+    members: BTreeSet<usize>,
+    exclusive: bool,
 }
 
 struct Scroll {
@@ -578,6 +615,8 @@ struct Model {
     suspended: BTreeSet<usize>,
     /// Deleted accounts.
     gone: BTreeSet<usize>,
+    /// Users' lists, by owner.
+    lists: BTreeMap<usize, MList>,
     posts: Vec<MPost>,
     big_v: Vec<bool>,
     thresholds: (i64, i64),
@@ -616,10 +655,54 @@ impl Model {
         match feed {
             Feed::Home(reader) => {
                 (self.follows.contains(&(reader, author))
-                    && !self.mutes.contains(&(reader, author)))
+                    && !self.mutes.contains(&(reader, author))
+                    && !self.apart(reader, author))
                     || (self.own && reader == author)
             }
             Feed::Author(a) => a == author,
+            Feed::List(owner) => {
+                self.listed(owner, author) && !self.mutes.contains(&(owner, author))
+            }
+        }
+    }
+
+    /// Whether `owner`'s list holds `member`.
+    fn listed(&self, owner: usize, member: usize) -> bool {
+        self.lists
+            .get(&owner)
+            .is_some_and(|l| l.members.contains(&member))
+    }
+
+    /// Whether `owner`'s exclusive list holds `member` (out of its home).
+    fn apart(&self, owner: usize, member: usize) -> bool {
+        self.lists
+            .get(&owner)
+            .is_some_and(|l| l.exclusive && l.members.contains(&member))
+    }
+
+    /// `member`'s posts join or leave `feed` (`lost`: they leave).
+    fn moved(&mut self, feed: Feed, member: usize, lost: bool) {
+        let scores = self.scores_of(member);
+        for s in self.scrolls.iter_mut().flatten().filter(|s| s.feed == feed) {
+            if let Some(at) = s.score() {
+                if scores.contains(&at) {
+                    s.disturbed.insert(at);
+                }
+            }
+            if lost {
+                s.lost.insert(member);
+            }
+        }
+    }
+
+    /// An unfollow takes the followee out of the follower's list.
+    fn unlist(&mut self, follower: usize, followee: usize) {
+        let held = self
+            .lists
+            .get_mut(&follower)
+            .is_some_and(|l| l.members.remove(&followee));
+        if held {
+            self.moved(Feed::List(follower), followee, true);
         }
     }
 
@@ -1015,6 +1098,11 @@ static STREAMS: AtomicUsize = AtomicUsize::new(0);
 /// Notifications the checked streams sent, over all cases.
 static TOLD: AtomicUsize = AtomicUsize::new(0);
 
+/// Pages of lists checked, and pages of homes checked while an exclusive
+/// list kept a followed author out of them.
+static LIST_PAGES: AtomicUsize = AtomicUsize::new(0);
+static APART_PAGES: AtomicUsize = AtomicUsize::new(0);
+
 /// Pages checked against the model, over all cases.
 static PAGES: AtomicUsize = AtomicUsize::new(0);
 
@@ -1105,6 +1193,7 @@ impl World {
                 blocks: BTreeSet::new(),
                 suspended: BTreeSet::new(),
                 gone: BTreeSet::new(),
+                lists: BTreeMap::new(),
                 posts: Vec::new(),
                 big_v: vec![false; USERS],
                 thresholds: (1000, 900),
@@ -1454,6 +1543,26 @@ impl World {
             }
             Op::Remove { who } => self.remove(who).await?,
             Op::Mute { who, whom, on } => self.mute(who, whom, on).await?,
+            Op::ListMember {
+                who,
+                whom,
+                on,
+                exclusive,
+            } => self.list_member((who, whom, on), exclusive).await?,
+            Op::Exclusive { who, on } => self.exclusive(who, on).await?,
+            Op::ListScroll { slot, reader, size } => {
+                // One who has a list.
+                let owners: Vec<usize> = self.model.lists.keys().copied().collect();
+                let Some(&r) = owners.get(reader as usize % owners.len().max(1)) else {
+                    return Ok(());
+                };
+                let feed = Feed::List(r);
+                let initial = self.model.feed(feed).iter().map(|p| p.id).collect();
+                self.model.scrolls[slot as usize % 2] =
+                    Some(Scroll::new(slot as usize % 2, feed, initial, self.dirty));
+                self.page(slot as usize % 2, SIZES[size as usize % SIZES.len()], false)
+                    .await?;
+            }
             Op::Block { who, whom, on } => self.block(who, whom, on).await?,
             Op::Rise { slot, reader, size } => {
                 self.rise(
@@ -1667,6 +1776,107 @@ impl World {
         Ok(())
     }
 
+    /// `who` puts `whom` in its list (made here the first time) or takes
+    /// it out: the list's pages follow at once, and an exclusive list's
+    /// owner's home.
+    async fn list_member(&mut self, (who, whom, on): (u8, u8, bool), exclusive: bool) -> Outcome {
+        let a = who as usize % USERS;
+        // Mostly one it follows (or a member), else anyone.
+        let known: Vec<usize> = match on {
+            true => (self.model.follows.iter())
+                .filter(|(f, _)| *f == a)
+                .map(|(_, g)| *g)
+                .collect(),
+            false => (self.model.lists.get(&a))
+                .map(|l| l.members.iter().copied().collect())
+                .unwrap_or_default(),
+        };
+        let b = match known.len() {
+            n if n > 0 && whom % 4 != 0 => known[whom as usize % n],
+            _ => whom as usize % USERS,
+        };
+        if self.model.gone.contains(&a) || self.model.suspended.contains(&a) {
+            return Ok(());
+        }
+        if !self.model.lists.contains_key(&a) {
+            let input = ListInput {
+                title: Some(format!("list of {a}")),
+                exclusive: Some(exclusive),
+                ..ListInput::default()
+            };
+            let made = self
+                .engine()
+                .lists()
+                .create(self.model.ids[a], &input)
+                .await;
+            let made = made.map_err(|e| format!("a list: {}", e.chain()))?;
+            let list = MList {
+                id: made.id,
+                members: BTreeSet::new(),
+                exclusive,
+            };
+            self.model.lists.insert(a, list);
+        }
+        let (owner, list) = (self.model.ids[a], self.model.lists[&a].id);
+        let lists = self.engine().lists();
+        let result = match on {
+            true => lists.add(owner, list, &[self.model.ids[b]]).await,
+            false => lists.remove(owner, list, &[self.model.ids[b]]).await,
+        };
+        if on && !self.model.follows.contains(&(a, b)) {
+            return match result {
+                Err(e) if e.code() == "unprocessable" => Ok(()),
+                other => Err(format!(
+                    "a list member not followed answered {:?}",
+                    other.map_err(|e| e.chain())
+                )),
+            };
+        }
+        committed(result).map_err(|e| format!("list member: {}", e.chain()))?;
+        let l = self.model.lists.get_mut(&a).expect("made above");
+        let changed = if on {
+            l.members.insert(b)
+        } else {
+            l.members.remove(&b)
+        };
+        let exclusive = l.exclusive;
+        if changed {
+            self.model.moved(Feed::List(a), b, !on);
+            if exclusive {
+                self.model.moved(Feed::Home(a), b, on);
+            }
+        }
+        Ok(())
+    }
+
+    /// `who` makes its list exclusive, or not: its members leave its home,
+    /// or come back, at once.
+    async fn exclusive(&mut self, who: u8, on: bool) -> Outcome {
+        let a = who as usize % USERS;
+        let Some(l) = self.model.lists.get(&a) else {
+            return Ok(());
+        };
+        let input = ListInput {
+            exclusive: Some(on),
+            ..ListInput::default()
+        };
+        let result = (self.engine().lists())
+            .update(self.model.ids[a], l.id, &input)
+            .await
+            .map(|_| ());
+        committed(result).map_err(|e| format!("exclusive list: {}", e.chain()))?;
+        let l = self.model.lists.get_mut(&a).expect("checked");
+        if l.exclusive == on {
+            return Ok(());
+        }
+        l.exclusive = on;
+        let members: Vec<usize> = l.members.iter().copied().collect();
+        for m in members {
+            self.model.moved(Feed::Home(a), m, on);
+        }
+        Ok(())
+    }
+
     async fn mute(&mut self, who: u8, whom: u8, on: bool) -> Outcome {
         let (a, b) = (who as usize % USERS, whom as usize % USERS);
         let result = self
@@ -1709,6 +1919,9 @@ impl World {
                     s.lost.insert(b);
                 }
             }
+        }
+        if changed && self.model.listed(a, b) {
+            self.model.moved(Feed::List(a), b, on);
         }
         Ok(())
     }
@@ -1757,6 +1970,7 @@ impl World {
                 for s in self.model.scrolls_of(f) {
                     s.lost.insert(g);
                 }
+                self.model.unlist(f, g);
                 self.model.rule(g);
             }
         }
@@ -2256,7 +2470,7 @@ impl World {
             let Some(s) = self.model.scrolls[slot].as_mut() else {
                 continue;
             };
-            if s.feed == Feed::Home(u) || s.feed == Feed::Author(u) {
+            if s.feed == Feed::Home(u) || s.feed == Feed::Author(u) || s.feed == Feed::List(u) {
                 // Its own pages are not found any more.
                 self.model.scrolls[slot] = None;
                 continue;
@@ -2283,6 +2497,10 @@ impl World {
         }
         self.model.mutes.retain(|(a, b)| *a != u && *b != u);
         self.model.blocks.retain(|(a, b)| *a != u && *b != u);
+        self.model.lists.remove(&u);
+        for l in self.model.lists.values_mut() {
+            l.members.remove(&u);
+        }
         self.model.suspended.remove(&u);
         self.drain().await
     }
@@ -2301,6 +2519,7 @@ impl World {
             for s in self.model.scrolls_of(a) {
                 s.lost.insert(b);
             }
+            self.model.unlist(a, b);
             self.model.rule(b);
         }
         Ok(())
@@ -2446,6 +2665,20 @@ impl World {
                 let scope = Scope::Author(self.model.ids[author]);
                 self.engine().reads().page_from_pg(scope, &req).await
             }
+            (Feed::List(owner), false) => {
+                let list = self.model.lists[&owner].id;
+                (self.engine().lists())
+                    .page(self.model.ids[owner], list, req)
+                    .await
+            }
+            (Feed::List(owner), true) => {
+                let list = self.model.lists[&owner].id;
+                let scope = Scope::List {
+                    owner: self.model.ids[owner],
+                    list,
+                };
+                self.engine().reads().page_from_pg(scope, &req).await
+            }
         };
         let Page {
             items,
@@ -2461,6 +2694,20 @@ impl World {
         }
         let up = req.min.is_some();
         if !self.dirty {
+            match feed {
+                Feed::List(_) => _ = LIST_PAGES.fetch_add(1, Ordering::Relaxed),
+                Feed::Home(r)
+                    if self.model.lists.get(&r).is_some_and(|l| {
+                        l.exclusive
+                            && l.members
+                                .iter()
+                                .any(|m| self.model.follows.contains(&(r, *m)))
+                    }) =>
+                {
+                    _ = APART_PAGES.fetch_add(1, Ordering::Relaxed)
+                }
+                _ => {}
+            }
             if (got.clone(), next, prev) != want || marks != want_marks {
                 return Err(format!(
                     "page of {feed:?} {req:?}:\n  got  {got:?} next {next:?} prev {prev:?} \
@@ -2941,10 +3188,13 @@ fn run_the_model() {
                 rounds += 1;
             }
             eprintln!(
-                "model soak: {rounds} rounds of 16 cases, {} pages and {} live streams checked \
+                "model soak: {rounds} rounds of 16 cases, {} pages ({} of lists, {} of homes \
+                 with an exclusive list) and {} live streams checked \
                  ({} resumes past the replay, {} notifications), {} jobs taken over from a quiet instance, no \
                  departure ({} cluster calls resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
+                AtomicUsize::load(&LIST_PAGES, Ordering::Relaxed),
+                AtomicUsize::load(&APART_PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&STREAMS, Ordering::Relaxed),
                 AtomicUsize::load(&GAPS, Ordering::Relaxed),
                 AtomicUsize::load(&TOLD, Ordering::Relaxed),
@@ -2958,10 +3208,13 @@ fn run_the_model() {
             let started = Instant::now();
             explore(&rt, &settings, seed, cases);
             eprintln!(
-                "model: {cases} cases from seed {seed}, {} pages and {} live streams checked ({} \
+                "model: {cases} cases from seed {seed}, {} pages ({} of lists, {} of homes with an \
+                 exclusive list) and {} live streams checked ({} \
                  resumes past the replay, {} notifications), {} jobs taken over from a quiet instance, {:.1} s ({} \
                  cluster calls resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
+                AtomicUsize::load(&LIST_PAGES, Ordering::Relaxed),
+                AtomicUsize::load(&APART_PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&STREAMS, Ordering::Relaxed),
                 AtomicUsize::load(&GAPS, Ordering::Relaxed),
                 AtomicUsize::load(&TOLD, Ordering::Relaxed),

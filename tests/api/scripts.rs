@@ -905,7 +905,7 @@ async fn the_marks_are_kept_in_copies_each_page_reading_the_copy_of_its_reader()
     };
     let pulls = async |z: &Zsets, reader: i64| match z
         .store
-        .warm_read(home(reader), None, 5)
+        .warm_read(home(reader), &[], None, 5)
         .await
         .unwrap()
     {
@@ -992,22 +992,22 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     };
     // A read before the reader state exists names what is missing.
     let inbox = keys.inbox(UserId(9));
-    let read = z.store.warm_read(HOME_9, None, 5).await.unwrap();
+    let read = z.store.warm_read(HOME_9, &[], None, 5).await.unwrap();
     assert_eq!(read, WarmRead::Missing(StateKey::Following));
     z.build_following(9, 1, &[1, 2]).await;
     assert_eq!(
-        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
+        z.store.warm_read(HOME_9, &[], None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled(copy))
     );
     assert!(z.store.state().begin_pulled(copy).await.unwrap());
     z.store.state().fill_pulled(copy, &[]).await.unwrap();
     assert_eq!(
-        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
+        z.store.warm_read(HOME_9, &[], None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Hidden(copy))
     );
     assert!(z.store.state().begin_hidden(copy).await.unwrap());
     assert_eq!(
-        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
+        z.store.warm_read(HOME_9, &[], None, 5).await.unwrap(),
         WarmRead::Building(StateKey::Hidden(copy))
     );
     assert!(z.store.state().fill_hidden(copy, &[]).await.unwrap());
@@ -1031,7 +1031,8 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         .fill(&[(PostId(100), post(1, 10))], 60)
         .await
         .unwrap();
-    let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, None, 5).await.unwrap() else {
+    let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, &[], None, 5).await.unwrap()
+    else {
         panic!("a warm read");
     };
     // The inbox and the outbox of author 2 (pulled, followed); not 3's.
@@ -1043,7 +1044,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     // A tombstone is seen; an entry whose post is not cached is unknown.
     z.store.posts().tombstone(PostId(100), 60).await.unwrap();
     z.push(&inbox, &entries(&[(11, 101)]), 10, None).await;
-    let WarmRead::Read { meta, .. } = z.store.warm_read(HOME_9, None, 5).await.unwrap() else {
+    let WarmRead::Read { meta, .. } = z.store.warm_read(HOME_9, &[], None, 5).await.unwrap() else {
         panic!("a warm read");
     };
     assert!(meta[&PostId(100)].deleted);
@@ -1062,7 +1063,8 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
         own: true,
     };
     for (scope, shown) in [(HOME_9, false), (own, true)] {
-        let WarmRead::Read { sources, meta } = z.store.warm_read(scope, None, 5).await.unwrap()
+        let WarmRead::Read { sources, meta } =
+            z.store.warm_read(scope, &[], None, 5).await.unwrap()
         else {
             panic!("a warm read");
         };
@@ -1079,13 +1081,13 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     // Either SET of names lost: the read names the state to rebuild.
     z.store.delete(&keys.followees(UserId(9))).await.unwrap();
     assert_eq!(
-        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
+        z.store.warm_read(HOME_9, &[], None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Following)
     );
     z.store.delete(&keys.pulled_authors(copy)).await.unwrap();
     z.build_following(9, 1, &[1, 2]).await;
     assert_eq!(
-        z.store.warm_read(HOME_9, None, 5).await.unwrap(),
+        z.store.warm_read(HOME_9, &[], None, 5).await.unwrap(),
         WarmRead::Missing(StateKey::Pulled(copy))
     );
     // A fill from PostgreSQL adds only what is missing (the tombstone stays).
@@ -1141,7 +1143,7 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
     // can use the first four and the rest of their last score: cut at 8
     // (below it nothing is returned or looked up).
     assert_eq!(
-        read(z.store.warm_read(HOME_9, None, 4).await.unwrap()),
+        read(z.store.warm_read(HOME_9, &[], None, 4).await.unwrap()),
         (
             vec![112, 111, 110, 109],
             Some(at(8)),
@@ -1150,7 +1152,7 @@ async fn clause_10_the_warm_read_returns_and_looks_up_only_what_a_page_can_use()
     );
     // fetch 1: the page's part is the whole run of 10.
     assert_eq!(
-        read(z.store.warm_read(HOME_9, None, 1).await.unwrap()),
+        read(z.store.warm_read(HOME_9, &[], None, 1).await.unwrap()),
         (vec![112, 111, 110], Some(at(9)), vec![110, 111, 112])
     );
 }
@@ -1179,7 +1181,8 @@ async fn clause_10_of_the_merged_sources_only_the_page_s_part_is_returned_and_lo
     // fetch 2: each outbox reads three entries (cut at 16 and 15), so the
     // horizon is 16; of 20, 19, 18, 17 above it the page can use the first
     // two, and nothing below 19 is returned or looked up.
-    let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, None, 2).await.unwrap() else {
+    let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, &[], None, 2).await.unwrap()
+    else {
         panic!("a warm read");
     };
     let mut got: Vec<(Option<i64>, Vec<i64>, Option<i64>)> = sources
@@ -1220,7 +1223,8 @@ async fn clause_10_a_run_of_equal_scores_longer_than_a_read_may_take_is_left_out
     // fetch 2: the run of 7 at the boundary is longer than the read may
     // take (fetch + 1 + `TIE_SLACK` entries): nothing of 7 is kept, and the read
     // says it holds everything above 7 only.
-    let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, None, 2).await.unwrap() else {
+    let WarmRead::Read { sources, meta } = z.store.warm_read(HOME_9, &[], None, 2).await.unwrap()
+    else {
         panic!("a warm read");
     };
     let Range::Read(r) = &sources[0].1 else {
@@ -1357,7 +1361,8 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
         }
     };
     let read =
-        async |z: &Zsets, scope: Scope| match z.store.warm_read(scope, None, 5).await.unwrap() {
+        async |z: &Zsets, scope: Scope| match z.store.warm_read(scope, &[], None, 5).await.unwrap()
+        {
             WarmRead::Read { sources, meta } => (
                 sources
                     .iter()
@@ -1392,7 +1397,7 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     z.store.delete(&hidden).await.unwrap();
     assert_eq!(
         z.store
-            .warm_read(Scope::Author(UserId(2)), None, 5)
+            .warm_read(Scope::Author(UserId(2)), &[], None, 5)
             .await
             .unwrap(),
         WarmRead::Missing(StateKey::Hidden(copy))

@@ -4,7 +4,8 @@
 // arrive and a followed big-V is demoted and promoted again, a refresh,
 // the streaming WebSocket across a reconnect and an instance restart, a
 // new follower told on it, notifications one by one and grouped, a home
-// scrolled through a hide filter, delete, mute, block). Every status must appear exactly once, in order.
+// scrolled through a hide filter, a list scrolled and made exclusive,
+// delete, mute, block). Every status must appear exactly once, in order.
 //
 // Environment: FEED_BASE, FEED_TOKENS, FEED_IDS, FEED_ADMIN (as for
 // mastodon_py.py; here the users are carol, dan and vip2, vip2 a big-V).
@@ -199,6 +200,44 @@ check(
   JSON.stringify(inOrder(fresh, "the refresh")) === JSON.stringify([...arriving].reverse()),
   `the refresh holds what arrived during the scroll: ${fresh.map((s) => s.id)} ${arriving}`,
 );
+
+// Lists: one of vip2 (a big-V: pulled) scrolled with the paginator holds
+// each of its statuses once, in order; dan added brings his past statuses
+// at once; an exclusive list keeps its members out of the home.
+const homeNow = (await scrollAll(40)).got.map((s) => s.id);
+const vip2Posts = (await scrollAll(40)).got.filter((s) => s.account.id === String(IDS.vip2)).map((s) => s.id);
+const scrollList = async (id, limit) => {
+  const got = [];
+  for await (const page of carol.v1.timelines.list.$select(id).list({ limit })) {
+    if (page.length === 0) break;
+    got.push(...page);
+  }
+  return inOrder(got, "a list's scroll");
+};
+const friends = await carol.v1.lists.create({ title: "friends" });
+check(friends.title === "friends" && friends.exclusive === false, `lists.create ${JSON.stringify(friends)}`);
+await carol.v1.lists.$select(friends.id).accounts.create({ accountIds: [String(IDS.vip2)] });
+check((await scrollList(friends.id, 4)).join() === vip2Posts.join(), `the list holds vip2's statuses: ${vip2Posts.length}`);
+await carol.v1.lists.$select(friends.id).accounts.create({ accountIds: [String(IDS.dan)] });
+check((await scrollList(friends.id, 6)).join() === homeNow.join(), "dan's past statuses join the list at once");
+const members = [];
+for await (const page of carol.v1.lists.$select(friends.id).accounts.list()) members.push(...page.map((a) => a.id));
+check(members.sort().join() === [String(IDS.dan), String(IDS.vip2)].sort().join(), `list accounts ${members}`);
+const ofDan = await carol.v1.accounts.$select(String(IDS.dan)).lists.list();
+check(ofDan.map((l) => l.id).join() === friends.id, "an account's lists");
+await carol.v1.lists.$select(friends.id).accounts.remove({ accountIds: [String(IDS.vip2)] });
+check(
+  (await scrollList(friends.id, 40)).join() === homeNow.filter((id) => !vip2Posts.includes(id)).join(),
+  "vip2 left the list at once",
+);
+const apart = await carol.v1.lists.$select(friends.id).update({ title: "close friends", exclusive: true });
+check(apart.exclusive === true && apart.title === "close friends", `lists.update ${JSON.stringify(apart)}`);
+check((await scrollAll(40)).got.map((s) => s.id).join() === vip2Posts.join(), "dan's statuses left the home");
+await carol.v1.lists.$select(friends.id).remove();
+check((await scrollAll(40)).got.map((s) => s.id).join() === homeNow.join(), "dan's statuses came back home");
+const left = [];
+for await (const page of carol.v1.lists.list()) left.push(...page);
+check(left.length === 0, "lists.list");
 
 // The streaming WebSocket, across a reconnect; the gap filled with min_id.
 const streamUrl = (await carol.v2.instance.fetch()).configuration.urls.streaming;

@@ -5,7 +5,8 @@ arriving and a followed big-V is demoted and promoted again, refresh with
 min_id, stream the home across a reconnect and an instance restart (the
 harness restarts the service when this prints `restart`, and answers
 `restarted` on standard input), scroll it through a hide filter (filters
-v2), mute, block and delete. Every status must appear exactly once, in
+v2), scroll a list (its members' past statuses there at once; an exclusive
+list keeping them out of the home), mute, block and delete. Every status must appear exactly once, in
 order.
 
 Environment: FEED_BASE (the service's URL), FEED_TOKENS (JSON: username ->
@@ -175,6 +176,39 @@ check(
     in_order(fresh, "the refresh") == [str(i) for i in reversed(arriving)],
     f"the refresh holds what arrived during the scroll: {[s.id for s in fresh]} {arriving}",
 )
+
+# Lists: one of vip (a big-V: pulled) scrolled with fetch_next holds each
+# of its statuses once, in order; bob added brings his past statuses at
+# once; an exclusive list keeps its members out of the home until it goes.
+home_now = [str(s.id) for s in scroll_all(40)[0]]
+vips = [str(s.id) for s in scroll_all(40)[0] if str(s.account.id) == str(IDS["vip"])]
+friends = alice.list_create("friends")
+check(friends.title == "friends" and friends.replies_policy == "list" and not friends.exclusive, f"list_create {friends!r}")
+alice.list_accounts_add(friends, [IDS["vip"]])
+
+
+def scroll_list(lst, limit):
+    got, page = [], alice.timeline_list(lst, limit=limit)
+    while page:
+        got.extend(page)
+        page = alice.fetch_next(page)
+    return in_order(got, "a list's scroll")
+
+
+check(scroll_list(friends, 4) == vips, f"the list holds vip's statuses: {len(vips)}")
+alice.list_accounts_add(friends, [IDS["bob"]])
+check(scroll_list(friends, 6) == home_now, "bob's past statuses join the list at once")
+members = [str(a.id) for a in alice.list_accounts(friends)]
+check(sorted(members) == sorted([str(IDS["bob"]), str(IDS["vip"])]), f"list_accounts {members}")
+check([str(x.id) for x in alice.account_lists(IDS["bob"])] == [str(friends.id)], "account_lists")
+alice.list_accounts_delete(friends, [IDS["vip"]])
+check(scroll_list(friends, 40) == [i for i in home_now if i not in vips], "vip left the list at once")
+friends = alice.list_update(friends, "close friends", exclusive=True)
+check(friends.exclusive and friends.title == "close friends", f"list_update {friends!r}")
+check([str(s.id) for s in scroll_all(40)[0]] == vips, "bob's statuses left the home")
+alice.list_delete(friends)
+check([str(s.id) for s in scroll_all(40)[0]] == home_now, "bob's statuses came back home")
+check(alice.lists() == [], "lists")
 
 # Stream the home; drop the stream, post while away, reconnect, and fill
 # the gap with min_id: each status once.

@@ -31,6 +31,12 @@ impl Reads<'_> {
         self.reader(&note).page(self.home_scope(reader), req).await
     }
 
+    /// A page of a list's timeline ([`crate::engine::lists`]).
+    #[tracing::instrument(skip(self))]
+    pub async fn list_page(self, list: Scope, req: PageRequest) -> AppResult<Page> {
+        self.reader(&|_, _| {}).page(list, req).await
+    }
+
     /// A page of `author`'s own posts as `viewer` sees them (`None`: an
     /// admin, who sees everything): nothing while either blocks the other
     /// (a PostgreSQL query; while PostgreSQL is down the page is served

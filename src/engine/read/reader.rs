@@ -118,16 +118,18 @@ fn refresh_page(cut: CutUp<Post>) -> Option<Page> {
 }
 
 /// The sources a warm read found missing: the first (the inbox, or the
-/// author's outbox), and pulled authors' outboxes.
+/// author's outbox), and pulled authors' outboxes (a list's are all
+/// pulled).
 fn missing_sources(scope: Scope, sources: &[(Option<UserId>, Range)]) -> Vec<FeedList> {
     let first = match scope {
-        Scope::Home { reader, .. } => FeedList::Inbox(reader),
-        Scope::Author(a) => FeedList::Outbox(a),
+        Scope::Home { reader, .. } => Some(FeedList::Inbox(reader)),
+        Scope::Author(a) => Some(FeedList::Outbox(a)),
+        Scope::List { .. } => None,
     };
     sources
         .iter()
         .filter(|(_, r)| *r == Range::Missing)
-        .map(|(author, _)| author.map_or(first, FeedList::Outbox))
+        .filter_map(|(author, _)| author.map(FeedList::Outbox).or(first))
         .collect()
 }
 
@@ -143,10 +145,17 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
         if req.offset > PageRequest::MAX_OFFSET {
             self.check_deep_offset(scope, &req).await?;
         }
+        // A list's authors are read from the records, each page: an
+        // account added shows at once, with its past posts, and one taken
+        // out leaves at once.
+        let authors = match scope {
+            Scope::List { owner, list } => self.records.list_authors(owner, list).await?,
+            Scope::Home { .. } | Scope::Author(_) => Vec::new(),
+        };
         let fallback = if req.offset > REDIS_MAX_OFFSET {
             Fallback::DeepOffset
         } else {
-            match self.page_from_redis(scope, &req).await? {
+            match self.page_from_redis(scope, &authors, &req).await? {
                 Ok(page) => {
                     metrics::page_served(None);
                     return Ok(page);
@@ -283,13 +292,14 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     async fn page_from_redis(
         &self,
         scope: Scope,
+        authors: &[UserId],
         req: &PageRequest,
     ) -> AppResult<Result<Page, Fallback>> {
         let from = if req.min.is_some() { None } else { req.max };
         let mut fetch = req.window();
         let mut warm = Warm::default();
         for _ in 0..MAX_READ_ROUNDS {
-            let (merged, meta) = match self.warm(&mut warm, scope, from, fetch).await {
+            let (merged, meta) = match self.warm(&mut warm, (scope, authors), from, fetch).await {
                 Ok(read) => read,
                 Err(Detour::Fallback(reason)) => return Ok(Err(reason)),
                 Err(Detour::Failed(e)) => return Err(e),
@@ -347,16 +357,16 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     async fn warm(
         &self,
         warm: &mut Warm,
-        scope: Scope,
+        (scope, authors): (Scope, &[UserId]),
         max: Option<i64>,
         fetch: usize,
     ) -> Result<(Merged, HashMap<PostId, EntryMeta>), Detour> {
         let reader = match scope {
             Scope::Home { reader, .. } => Some(reader),
-            Scope::Author(_) => None,
+            Scope::Author(_) | Scope::List { .. } => None,
         };
         for _ in 0..5 {
-            match self.warm_read(scope, max, fetch).await? {
+            match self.warm_read(scope, authors, max, fetch).await? {
                 WarmRead::Building(_) => return Err(Fallback::SourceBuilding.into()),
                 WarmRead::Missing(state) => self.restore_state(warm, state, reader).await?,
                 WarmRead::Read { sources, meta } => {
@@ -381,14 +391,18 @@ impl<R: Records, C: Cache> Reader<'_, R, C> {
     async fn warm_read(
         &self,
         scope: Scope,
+        authors: &[UserId],
         max: Option<i64>,
         fetch: usize,
     ) -> Result<WarmRead, Detour> {
-        self.cache.warm_read(scope, max, fetch).await.map_err(|e| {
-            Stats::bump(&self.stats.redis_read_errors, 1);
-            tracing::warn!(error = %e.chain(), "Redis read failed; answering from PostgreSQL");
-            Fallback::RedisUnavailable.into()
-        })
+        self.cache
+            .warm_read(scope, authors, max, fetch)
+            .await
+            .map_err(|e| {
+                Stats::bump(&self.stats.redis_read_errors, 1);
+                tracing::warn!(error = %e.chain(), "Redis read failed; answering from PostgreSQL");
+                Fallback::RedisUnavailable.into()
+            })
     }
 
     /// Rebuilds a missing kind of reader state, once per page.

@@ -11,7 +11,8 @@ use crate::error::AppResult;
 use crate::store::pg::PgStore;
 use crate::store::redis::RedisStore;
 use crate::types::{
-    CachedPost, Entry, FeedPost, FeedRows, MarkCopy, PostId, PulledAuthor, Scope, UserId, WarmRead,
+    CachedPost, Entry, FeedPost, FeedRows, ListId, MarkCopy, PostId, PulledAuthor, Scope, UserId,
+    WarmRead,
 };
 
 /// The records of truth, as pages read them.
@@ -66,6 +67,15 @@ pub trait Records: Accounts + FeedEntries {
 
     /// The accounts whose posts no feed shows.
     fn hidden_accounts(&self) -> impl Future<Output = AppResult<Vec<UserId>>> + Send;
+
+    /// The authors `owner`'s list `list` shows (its members, but those
+    /// `owner` mutes and those not active), in id order; not found if
+    /// `owner` has no such list.
+    fn list_authors(
+        &self,
+        owner: UserId,
+        list: ListId,
+    ) -> impl Future<Output = AppResult<Vec<UserId>>> + Send;
 }
 
 /// A part of the cache a page rebuilds when it finds it missing.
@@ -105,10 +115,13 @@ pub struct ListFill<'a> {
 /// (false if the build was abandoned meanwhile), or abandoned.
 pub trait Cache: Sync {
     /// One read of `scope`'s sources from `max` down, `fetch` entries
-    /// wide, with what the cache knows of the page's posts.
+    /// wide, with what the cache knows of the page's posts. A list's
+    /// sources are the outboxes of `authors` (its [`Records::list_authors`]);
+    /// other scopes have none there.
     fn warm_read(
         &self,
         scope: Scope,
+        authors: &[UserId],
         max: Option<i64>,
         fetch: usize,
     ) -> impl Future<Output = AppResult<WarmRead>> + Send;
@@ -195,11 +208,21 @@ impl Records for PgStore {
     async fn hidden_accounts(&self) -> AppResult<Vec<UserId>> {
         self.users().hidden_accounts().await
     }
+
+    async fn list_authors(&self, owner: UserId, list: ListId) -> AppResult<Vec<UserId>> {
+        self.lists().authors(owner, list).await
+    }
 }
 
 impl Cache for RedisStore {
-    async fn warm_read(&self, scope: Scope, max: Option<i64>, fetch: usize) -> AppResult<WarmRead> {
-        RedisStore::warm_read(self, scope, max, fetch).await
+    async fn warm_read(
+        &self,
+        scope: Scope,
+        authors: &[UserId],
+        max: Option<i64>,
+        fetch: usize,
+    ) -> AppResult<WarmRead> {
+        RedisStore::warm_read(self, scope, authors, max, fetch).await
     }
 
     async fn posts(&self, ids: &[PostId]) -> AppResult<HashMap<PostId, CachedPost>> {

@@ -20,8 +20,8 @@ use crate::engine::{Page, Stats};
 use crate::error::{AppError, AppResult};
 use crate::types::{
     feed_order, AccountStatus, CachedPost, EntriesOf, Entry, EntryMeta, FeedPost, FeedRows,
-    FeedSettings, MarkCopy, PageRequest, Post, PostId, PulledAuthor, Range, Scope, SourceRead,
-    StateKey, User, UserId, WarmRead,
+    FeedSettings, ListId, MarkCopy, PageRequest, Post, PostId, PulledAuthor, Range, Scope,
+    SourceRead, StateKey, User, UserId, WarmRead,
 };
 
 /// A part of the cache: being built, or built.
@@ -45,6 +45,8 @@ struct Truth {
     big_vs: HashSet<UserId>,
     /// Post id to (author, time, live).
     posts: BTreeMap<PostId, (UserId, i64, bool)>,
+    /// List id to its owner and members.
+    lists: HashMap<ListId, (UserId, HashSet<UserId>)>,
 }
 
 #[derive(Debug, Default)]
@@ -84,6 +86,10 @@ impl Truth {
                 self.follows.contains(&(reader, author)) || (own && author == reader)
             }
             Scope::Author(a) => a == author,
+            Scope::List { owner, list } => self
+                .lists
+                .get(&list)
+                .is_some_and(|(o, members)| *o == owner && members.contains(&author)),
         }
     }
 
@@ -323,6 +329,19 @@ impl Records for World {
     async fn hidden_accounts(&self) -> AppResult<Vec<UserId>> {
         Ok(Vec::new())
     }
+
+    async fn list_authors(&self, owner: UserId, list: ListId) -> AppResult<Vec<UserId>> {
+        self.query();
+        let truth = self.truth();
+        match truth.lists.get(&list) {
+            Some((o, members)) if *o == owner => {
+                let mut all: Vec<UserId> = members.iter().copied().collect();
+                all.sort_unstable();
+                Ok(all)
+            }
+            _ => Err(AppError::NotFound(format!("list {list} does not exist"))),
+        }
+    }
 }
 
 /// The world keeps one copy of the marks (the copies are the Redis
@@ -333,6 +352,7 @@ impl Cache for World {
     async fn warm_read(
         &self,
         scope: Scope,
+        authors: &[UserId],
         max: Option<i64>,
         _fetch: usize,
     ) -> AppResult<WarmRead> {
@@ -362,11 +382,15 @@ impl Cache for World {
                 }
                 let mut pulled: Vec<UserId> = shown.intersection(big_vs).copied().collect();
                 pulled.sort_unstable();
-                (FeedList::Inbox(reader), pulled, shown)
+                (Some(FeedList::Inbox(reader)), pulled, shown)
             }
-            Scope::Author(a) => (FeedList::Outbox(a), Vec::new(), HashSet::from([a])),
+            Scope::Author(a) => (Some(FeedList::Outbox(a)), Vec::new(), HashSet::from([a])),
+            Scope::List { .. } => (None, authors.to_vec(), authors.iter().copied().collect()),
         };
-        let mut sources = vec![(None, Self::range(&cache, first, max))];
+        let mut sources = Vec::new();
+        if let Some(first) = first {
+            sources.push((None, Self::range(&cache, first, max)));
+        }
         for a in pulled.into_iter().filter(|a| !hidden.contains(a)) {
             sources.push((Some(a), Self::range(&cache, FeedList::Outbox(a), max)));
         }
@@ -543,6 +567,30 @@ impl Harness {
     fn queries(&self) -> u64 {
         self.world.queries.load(Ordering::Relaxed)
     }
+
+    /// Every post of list `list` of `owner`, scrolled `limit` at a time.
+    async fn scroll_list(&self, owner: UserId, list: ListId, limit: u32) -> Vec<PostId> {
+        let scope = Scope::List { owner, list };
+        let mut seen = Vec::new();
+        let mut req = PageRequest::first(limit);
+        loop {
+            let page = self.reader().page(scope, req).await.expect("a page");
+            seen.extend(page.items.iter().map(|p| p.id));
+            let Some(next) = page.next else { break };
+            assert!(seen.len() < 10_000, "a scroll that does not end");
+            req = PageRequest::after(next, limit);
+        }
+        seen
+    }
+
+    /// What a list holds, newest first, as the records say.
+    fn list(&self, owner: UserId, list: ListId) -> Vec<PostId> {
+        let feed = self.world.truth().feed(Scope::List { owner, list });
+        feed.into_iter()
+            .filter(|r| r.live)
+            .map(|r| r.post.id)
+            .collect()
+    }
 }
 
 /// Reader 1 follows authors 2 (ordinary) and 3 (big-V); 4 is followed by
@@ -579,6 +627,41 @@ fn a_cold_then_warm_scroll_shows_every_post_once_and_the_warm_one_asks_the_recor
         assert_eq!(h.scroll(UserId(1), 3).await, home, "warm");
         assert_eq!(h.queries(), before, "a warm scroll queried the records");
         assert_eq!(Stats::get(&h.stats.pg_pages), 0);
+    });
+}
+
+#[test]
+fn a_list_pages_its_members_outboxes_and_follows_its_members_at_once() {
+    let h = Harness::new(small_world());
+    let (owner, list) = (UserId(1), ListId(7));
+    let members = |m: &[i64]| (owner, m.iter().map(|&a| UserId(a)).collect());
+    run(async {
+        h.world.truth().lists.insert(list, members(&[2]));
+        let only_2 = h.list(owner, list);
+        assert!(only_2.len() > 5);
+        assert_eq!(h.scroll_list(owner, list, 3).await, only_2, "cold");
+        assert_eq!(h.scroll_list(owner, list, 3).await, only_2, "warm");
+        // Members read per page: one added shows with its past posts, one
+        // taken out leaves, at once.
+        h.world.truth().lists.insert(list, members(&[2, 4]));
+        let with_4 = h.list(owner, list);
+        assert!(with_4.len() > only_2.len());
+        assert_eq!(h.scroll_list(owner, list, 4).await, with_4);
+        h.world.truth().lists.insert(list, members(&[4]));
+        assert_eq!(h.scroll_list(owner, list, 4).await, h.list(owner, list));
+        assert_eq!(Stats::get(&h.stats.pg_pages), 0, "a page left the cache");
+        // Another owner's list, and no list, are not found.
+        let reader = h.reader();
+        let other = reader.page(
+            Scope::List {
+                owner: UserId(2),
+                list,
+            },
+            PageRequest::first(3),
+        );
+        assert!(matches!(other.await, Err(AppError::NotFound(_))));
+        h.world.truth().lists.insert(list, members(&[]));
+        assert_eq!(h.scroll_list(owner, list, 4).await, Vec::<PostId>::new());
     });
 }
 

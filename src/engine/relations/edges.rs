@@ -8,7 +8,7 @@ use super::stores::{EdgeCache, EdgeRecords};
 use crate::engine::write::write_through;
 use crate::engine::{active, existing, now_ms};
 use crate::error::{AppError, AppResult};
-use crate::store::pg::{EdgeChange, FollowedMany};
+use crate::store::pg::{EdgeChange, FollowedMany, HomeChanges};
 use crate::store::redis::hints::{ShownChange, Signal};
 use crate::store::redis::state::PulledChange;
 use crate::types::{
@@ -189,6 +189,22 @@ impl<R: EdgeRecords, C: EdgeCache> Edges<'_, R, C> {
         let applied = self.after_edge_change(reader, target, edge, change).await;
         self.hint_edge(reader, target, edge, change.shown).await;
         applied
+    }
+
+    /// Applies what a change of `owner`'s lists did to its home: each
+    /// member now hidden, as a mute is, or perhaps shown again, as an
+    /// unmute is. Returns once the home shows it.
+    pub async fn home_changed(&self, owner: UserId, changes: HomeChanges) -> AppResult<()> {
+        let mut first_error = Ok(());
+        for (member, hide, change) in changes {
+            let edge = if hide { Edge::Mute } else { Edge::Unmute };
+            let done = self.after_edge_change(owner, member, edge, change).await;
+            self.hint_edge(owner, member, edge, change.shown).await;
+            if first_error.is_ok() {
+                first_error = done;
+            }
+        }
+        first_error
     }
 
     /// `blocker` blocks `target` (idempotent): the follows between them

@@ -12,7 +12,7 @@ mod tests;
 
 use super::{now_ms, Engine};
 use crate::error::{AppError, AppResult};
-use crate::store::pg::PgStore;
+use crate::store::pg::{HomeChanges, PgStore};
 use crate::store::redis::RedisStore;
 use crate::types::{
     AccountStatus, Cursor, Edge, Entry, Job, PageRequest, Task, TaskId, TaskState, User, UserId,
@@ -219,6 +219,12 @@ impl<'a> Relations<'a> {
     #[tracing::instrument(skip(self))]
     pub async fn mute(self, reader: UserId, target: UserId, mute: bool) -> AppResult<()> {
         self.edges().mute(reader, target, mute).await
+    }
+
+    /// Applies what a change of `owner`'s lists did to its home
+    /// ([`Edges::home_changed`]).
+    pub(crate) async fn home_changed(self, owner: UserId, changes: HomeChanges) -> AppResult<()> {
+        self.edges().home_changed(owner, changes).await
     }
 
     /// Blocks ([`Edges::block`]).

@@ -92,7 +92,7 @@ pub struct KeywordBody {
 }
 
 /// A flag as clients send it: a boolean, or `true`/`false`/`1`/`0` as text.
-fn flag(name: &str, v: &Value) -> Result<bool, AppError> {
+pub(super) fn flag(name: &str, v: &Value) -> Result<bool, AppError> {
     match v {
         Value::Bool(b) => Ok(*b),
         Value::String(s) if matches!(s.as_str(), "true" | "1") => Ok(true),
@@ -106,7 +106,7 @@ fn flag(name: &str, v: &Value) -> Result<bool, AppError> {
 }
 
 /// An id as clients send it: a number, or its digits.
-fn number(name: &str, v: &Value) -> Result<i64, AppError> {
+pub(super) fn number(name: &str, v: &Value) -> Result<i64, AppError> {
     let parsed = match v {
         Value::Number(n) => n.as_i64(),
         Value::String(s) => crate::domain::parse_id(s, name).ok(),
@@ -170,7 +170,10 @@ impl FilterBody {
 /// A request's body as JSON, or as a form read into the same shape:
 /// `name[]` a list, `name[i][field]` (or `name[][field]`) a list of
 /// objects.
-fn body_of<T: serde::de::DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, AppError> {
+pub(super) fn body_of<T: serde::de::DeserializeOwned>(
+    req: &HttpRequest,
+    body: &[u8],
+) -> Result<T, AppError> {
     let value = if super::is_json(req) {
         serde_json::from_slice(body)
             .map_err(|e| AppError::BadRequest(format!("invalid JSON body: {e}")))?

@@ -1,6 +1,6 @@
 //! The Mastodon API's home-timeline subset, beside the service's own API
 //! and on the same engine: instance, accounts, relationships, search,
-//! markers, notifications (one by one and grouped), filters, statuses, the home timeline and its stream, in Mastodon's shapes, status codes
+//! markers, notifications (one by one and grouped), filters, lists, statuses, the home and list timelines and the home's stream, in Mastodon's shapes, status codes
 //! and pagination (ids in query parameters, a `Link` header).
 //!
 //! Ids: an account's is its user id; a status's encodes its place in the
@@ -13,6 +13,7 @@ pub mod defaults;
 pub mod entities;
 pub mod filters;
 pub mod instance;
+pub mod lists;
 pub mod markers;
 pub mod notification_groups;
 pub mod notifications;

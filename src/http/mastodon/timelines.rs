@@ -9,7 +9,7 @@ use crate::error::AppError;
 use crate::http::auth::Caller;
 use crate::http::errors::ErrorBody;
 use crate::store::pg::FilterWithKeywords;
-use crate::types::{Entry, Post};
+use crate::types::{Entry, Post, UserId};
 
 /// Statuses a timeline page holds by default, and at most.
 const DEFAULT_LIMIT: u32 = 20;
@@ -39,18 +39,59 @@ pub async fn home(
     engine: web::Data<Engine>,
     query: web::Query<IdPaging>,
 ) -> Result<HttpResponse, AppError> {
+    engine.user(caller.id).await?;
+    home_filtered(&req, &engine, caller.id, Feed::Home(caller.id), &query).await
+}
+
+/// One of the caller's lists as a timeline (Mastodon): its members' posts,
+/// paged and filtered as the home timeline is (a list is read in the
+/// `home` context, as Mastodon's are).
+#[utoipa::path(
+    tag = "mastodon",
+    operation_id = "mastodon_list_timeline",
+    params(("list_id" = String, Path, description = "List id"), IdPaging),
+    responses(
+        (status = 200, description = "Statuses, newest first", body = Vec<Status>,
+            headers(("Link" = String, description = "`rel=\"next\"` and `rel=\"prev\"` pages"))),
+        (status = 404, description = "The caller has no such list", body = ErrorBody),
+    )
+)]
+#[get("/timelines/list/{list_id}")]
+pub async fn list(
+    req: HttpRequest,
+    caller: Caller,
+    engine: web::Data<Engine>,
+    path: web::Path<String>,
+    query: web::Query<IdPaging>,
+) -> Result<HttpResponse, AppError> {
+    let list = super::lists::list_id(&path)?;
+    let feed = Feed::List {
+        owner: caller.id,
+        list,
+    };
+    home_filtered(&req, &engine, caller.id, feed, &query).await
+}
+
+/// A page of `feed` as the home timeline shows it: with what `reader`'s
+/// `home` filters match, and full pages where a `hide` filter leaves
+/// statuses out.
+async fn home_filtered(
+    req: &HttpRequest,
+    engine: &Engine,
+    reader: UserId,
+    feed: Feed,
+    query: &IdPaging,
+) -> Result<HttpResponse, AppError> {
     let (bounds, limit) = (
         query.status_bounds()?,
         query.limit(DEFAULT_LIMIT, MAX_LIMIT)?,
     );
-    engine.user(caller.id).await?;
-    let filters = engine.filters().applying(caller.id, "home").await?;
-    let feed = Feed::Home(caller.id);
+    let filters = engine.filters().applying(reader, "home").await?;
     if filters.is_empty() {
         let posts = engine.reads().page_between(feed, bounds, limit).await?;
-        return status_list(&req, &engine, posts, &[]).await;
+        return status_list(req, engine, posts, &[]).await;
     }
-    filtered_page(&req, &engine, feed, bounds, limit, &filters).await
+    filtered_page(req, engine, feed, bounds, limit, &filters).await
 }
 
 /// Pages read on past the statuses `hide` filters leave out, at most

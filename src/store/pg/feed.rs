@@ -318,7 +318,7 @@ impl PostRecords<'_> {
             "SELECT count(*) AS n FROM posts p \
              WHERE p.created_at_ms = $2 AND p.deleted_at IS NULL \
              AND p.id::text COLLATE \"C\" <= $3::text COLLATE \"C\" \
-             AND p.author_id IN (SELECT a FROM feed_authors($1, $4, $5))",
+             AND p.author_id IN (SELECT a FROM feed_authors($1, $4, $5, $6))",
         )
         .into_boxed()
         .bind::<BigInt, _>(scope.user())
@@ -336,7 +336,7 @@ impl PostRecords<'_> {
         let query = diesel::sql_query(
             "SELECT count(*) AS n FROM posts p \
              WHERE p.created_at_ms = $2 AND p.deleted_at IS NULL \
-             AND p.author_id IN (SELECT a FROM feed_authors($1, $3, $4))",
+             AND p.author_id IN (SELECT a FROM feed_authors($1, $3, $4, $5))",
         )
         .into_boxed()
         .bind::<BigInt, _>(scope.user())
@@ -470,7 +470,8 @@ impl PostRecords<'_> {
         Ok(by_author.into_iter().collect())
     }
 
-    /// Whom `reader`'s home shows (whom it follows and has not muted) and
+    /// Whom `reader`'s home shows (whom it follows but its home hides:
+    /// muted, or in an exclusive list) and
     /// its follow sequence number, read in one snapshot (to build the Redis
     /// copy). Not found for no account, or one being deleted.
     pub async fn following_state(self, reader: UserId) -> AppResult<(i64, Vec<UserId>)> {
@@ -478,8 +479,8 @@ impl PostRecords<'_> {
         let rows: Vec<(i64, Option<i64>)> =
             Prepared::<(BigInt, diesel::sql_types::Nullable<BigInt>)>::new(
                 "SELECT u.follow_seq, f.followee_id FROM users u \
-                 LEFT JOIN follows f ON f.follower_id = u.id AND NOT EXISTS ( \
-                    SELECT 1 FROM mutes m WHERE m.muter_id = u.id AND m.muted_id = f.followee_id) \
+                 LEFT JOIN follows f ON f.follower_id = u.id \
+                    AND NOT home_hides(u.id, f.followee_id) \
                  WHERE u.status <> 'deleted' AND u.id = $1",
                 vec![Bind::BigInt(reader.0)],
             )
@@ -496,7 +497,7 @@ impl PostRecords<'_> {
         ))
     }
 
-    /// Whom each of `readers` follows and has not muted (their homes'
+    /// Whom each of `readers` follows and its home does not hide (their homes'
     /// authors but themselves): one query for many readers. Readers that
     /// follow nobody (or are no account) are absent.
     pub async fn followees_of_many(
@@ -513,9 +514,7 @@ impl PostRecords<'_> {
         let mut conn = self.0.conn().await?;
         let edges: Vec<Edge> = diesel::sql_query(
             "SELECT f.follower_id, f.followee_id FROM follows f \
-             WHERE f.follower_id = ANY($1) AND NOT EXISTS ( \
-                SELECT 1 FROM mutes m WHERE m.muter_id = f.follower_id \
-                AND m.muted_id = f.followee_id)",
+             WHERE f.follower_id = ANY($1) AND NOT home_hides(f.follower_id, f.followee_id)",
         )
         .bind::<diesel::sql_types::Array<BigInt>, _>(readers)
         .load(&mut conn)
@@ -575,29 +574,34 @@ impl PostRecords<'_> {
 
 /// The binds `feed_authors` takes for `scope`, in its order: the user,
 /// whether the scope is a home, whether that home shows its reader's own
-/// posts.
-fn scope_of(scope: Scope) -> [Bind<'static>; 3] {
-    let (home, own) = flags(scope);
+/// posts, the list (or NULL).
+fn scope_of(scope: Scope) -> [Bind<'static>; 4] {
+    let (home, own, list) = flags(scope);
     [
         Bind::BigInt(scope.user().0),
         Bind::Bool(home),
         Bind::Bool(own),
+        Bind::OptBigInt(list),
     ]
 }
 
-/// Binds `feed_authors`'s flags after a query's own binds (the user is
-/// the query's first).
+/// Binds `feed_authors`'s flags and list after a query's own binds (the
+/// user is the query's first).
 fn scope_binds(query: BoxedSql, scope: Scope) -> BoxedSql {
-    let (home, own) = flags(scope);
-    query.bind::<Bool, _>(home).bind::<Bool, _>(own)
+    let (home, own, list) = flags(scope);
+    query
+        .bind::<Bool, _>(home)
+        .bind::<Bool, _>(own)
+        .bind::<diesel::sql_types::Nullable<BigInt>, _>(list)
 }
 
-/// Whether `scope` is a home, and whether it shows its reader's own posts
-/// (an author's page shows them all).
-fn flags(scope: Scope) -> (bool, bool) {
+/// Whether `scope` is a home, whether it shows its reader's own posts (an
+/// author's page shows them all), and its list if it is one.
+fn flags(scope: Scope) -> (bool, bool, Option<i64>) {
     match scope {
-        Scope::Home { own, .. } => (true, own),
-        Scope::Author(_) => (false, true),
+        Scope::Home { own, .. } => (true, own, None),
+        Scope::Author(_) => (false, true, None),
+        Scope::List { list, .. } => (false, false, Some(list.0)),
     }
 }
 

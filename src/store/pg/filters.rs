@@ -256,7 +256,8 @@ async fn keywords_of(conn: &mut AsyncPgConnection, filters: &[i64]) -> AppResult
     .await?)
 }
 
-async fn count(conn: &mut AsyncPgConnection, sql: &str, of: i64) -> AppResult<i64> {
+/// The count (`n`) one query of one bound number gives.
+pub(super) async fn count(conn: &mut AsyncPgConnection, sql: &str, of: i64) -> AppResult<i64> {
     #[derive(QueryableByName)]
     struct N {
         #[diesel(sql_type = BigInt)]

@@ -9,6 +9,7 @@
 //! - `profiles` ([`ProfileRecords`]): accounts with their counts,
 //!   relationships, follow lists;
 //! - `filters` ([`FilterRecords`]): users' keyword filters;
+//! - `lists` ([`ListRecords`]): users' lists and their members;
 //! - `markers` ([`MarkerRecords`]): where users stopped reading;
 //! - `notifications` ([`NotificationRecords`]): new followers, told.
 //!
@@ -28,6 +29,8 @@ mod filters;
 pub use filters::{
     FilterFields, FilterRecords, FilterRow, FilterWithKeywords, KeywordOp, KeywordRow, Refused,
 };
+mod lists;
+pub use lists::{HomeChanges, ListFields, ListRecords, ListRow, MembersRefused};
 mod markers;
 pub use markers::{MarkerChange, MarkerRecords, MarkerRow};
 mod notifications;
@@ -111,6 +114,11 @@ impl PgStore {
     /// The [`ProfileRecords`] part of the records.
     pub fn profiles(&self) -> ProfileRecords<'_> {
         ProfileRecords(self)
+    }
+
+    /// The [`ListRecords`] part of the records.
+    pub fn lists(&self) -> ListRecords<'_> {
+        ListRecords(self)
     }
 
     /// The [`FilterRecords`] part of the records.

@@ -5,8 +5,8 @@
 use super::schema::{fanout_jobs, settings, users};
 use crate::error::{AppError, Message};
 use crate::types::{
-    AccountStatus, CachedPost, Delivery, Entry, FeedPost, FeedSettings, JobId, Post, PostId, Task,
-    TaskId, User, UserId,
+    AccountStatus, CachedPost, Delivery, Entry, FeedPost, FeedSettings, JobId, ListId, Post,
+    PostId, Task, TaskId, User, UserId,
 };
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text};
@@ -72,7 +72,7 @@ macro_rules! id_sql {
     )*};
 }
 
-id_sql!(UserId, PostId, JobId, TaskId);
+id_sql!(UserId, PostId, JobId, TaskId, ListId);
 
 #[derive(Debug, Insertable)]
 #[diesel(table_name = users)]

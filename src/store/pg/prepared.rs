@@ -26,6 +26,8 @@ pub enum Bind<'a> {
     Text(&'a str),
     /// A text or NULL.
     OptText(Option<&'a str>),
+    /// A `BIGINT` or NULL.
+    OptBigInt(Option<i64>),
 }
 
 /// A query's text with its binds. The text names the binds as PostgreSQL
@@ -91,6 +93,7 @@ impl<ST> QueryFragment<Pg> for Prepared<'_, ST> {
                 Bind::Posts(v) => out.push_bind_param::<Array<BigInt>, _>(*v)?,
                 Bind::Text(v) => out.push_bind_param::<Text, _>(*v)?,
                 Bind::OptText(v) => out.push_bind_param::<Nullable<Text>, _>(v)?,
+                Bind::OptBigInt(v) => out.push_bind_param::<Nullable<BigInt>, _>(v)?,
             }
         }
         out.push_sql(rest);

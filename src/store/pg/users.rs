@@ -1,7 +1,7 @@
 //! Users, follows and the admin settings.
 
 use diesel::prelude::*;
-use diesel::sql_types::BigInt;
+use diesel::sql_types::{BigInt, Bool};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 use super::feed::Count;
@@ -337,30 +337,16 @@ impl UserRecords<'_> {
                     .execute(conn)
                     .await?
             }) == 1;
-            let shown = !mute && follows_now(conn, reader, target).await?;
             if !changed {
                 return Ok(EdgeChange {
                     changed,
                     seq: follow_seq(conn, reader).await?,
                     job: None,
                     promoted: None,
-                    shown,
+                    shown: shown_now(conn, reader, target).await?,
                 });
             }
-            let seq: i64 = diesel::update(users::table.find(reader))
-                .set(users::follow_seq.eq(users::follow_seq + 1))
-                .returning(users::follow_seq)
-                .get_result(conn)
-                .await?;
-            let kind = if mute { JobKind::Mute } else { JobKind::Unmute };
-            let job = queue_pair_job(conn, kind, target, reader, seq, now_ms).await?;
-            Ok(EdgeChange {
-                changed,
-                seq,
-                job: Some(job),
-                promoted: None,
-                shown,
-            })
+            queue_home_change(conn, reader, target, mute, now_ms).await
         })
         .await
     }
@@ -431,13 +417,7 @@ impl UserRecords<'_> {
     /// Whether `reader`'s home shows `author`'s posts: followed, not muted.
     pub async fn shown(self, reader: UserId, author: UserId) -> AppResult<bool> {
         let mut conn = self.0.conn().await?;
-        Ok(follows_now(&mut conn, reader, author).await?
-            && mutes::table
-                .find((reader, author))
-                .count()
-                .get_result::<i64>(&mut conn)
-                .await?
-                == 0)
+        shown_now(&mut conn, reader, author).await
     }
 
     /// A page of the users `owner` mutes (`mutes`) or blocks, newest first
@@ -604,6 +584,8 @@ async fn change_edge(
     }
     if follow {
         super::notifications::followed(conn, &[followee], follower, now_ms).await?;
+    } else {
+        super::lists::unfollowed(conn, follower, followee).await?;
     }
     let delta = if follow { 1 } else { -1 };
     let (count, big_v, (seq, following)) = bump_counts(conn, follower, followee, delta).await?;
@@ -676,23 +658,61 @@ async fn blocked_between(conn: &mut AsyncPgConnection, a: i64, b: i64) -> AppRes
         > 0)
 }
 
-async fn follows_now(
-    conn: &mut AsyncPgConnection,
-    follower: UserId,
-    followee: UserId,
-) -> AppResult<bool> {
-    Ok(follows::table
-        .find((follower, followee))
-        .count()
-        .get_result::<i64>(conn)
-        .await?
-        > 0)
-}
-
 #[derive(QueryableByName)]
 struct Id {
     #[diesel(sql_type = BigInt)]
     n: UserId,
+}
+
+/// Whether `reader`'s home shows `author` now: followed, and neither
+/// muted nor in one of the reader's exclusive lists (`home_hides`).
+async fn shown_now(
+    conn: &mut AsyncPgConnection,
+    reader: UserId,
+    author: UserId,
+) -> AppResult<bool> {
+    #[derive(QueryableByName)]
+    struct Shown {
+        #[diesel(sql_type = Bool)]
+        shown: bool,
+    }
+    let row: Shown = diesel::sql_query(
+        "SELECT EXISTS (SELECT 1 FROM follows WHERE follower_id = $1 AND followee_id = $2) \
+            AND NOT home_hides($1, $2) AS shown",
+    )
+    .bind::<BigInt, _>(reader)
+    .bind::<BigInt, _>(author)
+    .get_result(conn)
+    .await?;
+    Ok(row.shown)
+}
+
+/// A change of whether `reader`'s home hides `author` (`hide`: a mute, a
+/// member put in an exclusive list; else their undoing), inside the
+/// caller's transaction: bumps the reader's follow sequence number and
+/// queues the job that applies it (a `mute` or `unmute`, which keeps the
+/// inbox as it is).
+pub(super) async fn queue_home_change(
+    conn: &mut AsyncPgConnection,
+    reader: UserId,
+    author: UserId,
+    hide: bool,
+    now_ms: i64,
+) -> AppResult<EdgeChange> {
+    let seq: i64 = diesel::update(users::table.find(reader))
+        .set(users::follow_seq.eq(users::follow_seq + 1))
+        .returning(users::follow_seq)
+        .get_result(conn)
+        .await?;
+    let kind = if hide { JobKind::Mute } else { JobKind::Unmute };
+    let job = queue_pair_job(conn, kind, author, reader, seq, now_ms).await?;
+    Ok(EdgeChange {
+        changed: true,
+        seq,
+        job: Some(job),
+        promoted: None,
+        shown: shown_now(conn, reader, author).await?,
+    })
 }
 
 async fn follow_seq(conn: &mut AsyncPgConnection, user: UserId) -> AppResult<i64> {

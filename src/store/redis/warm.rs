@@ -12,6 +12,9 @@ use crate::types::{
     page_reads, EntryMeta, MarkCopy, PostId, Range, Scope, StateKey, UserId, WarmRead,
 };
 
+/// Whether a page shows an author's posts.
+type Visible = Box<dyn Fn(UserId) -> bool + Send>;
+
 /// Members a SMISMEMBER names at the most (a longer list is asked in
 /// several, in the same pipeline).
 const MEMBERS_PER_CALL: usize = 1000;
@@ -62,6 +65,7 @@ impl RedisStore {
     pub async fn warm_read(
         &self,
         scope: Scope,
+        authors: &[UserId],
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<WarmRead> {
@@ -87,29 +91,49 @@ impl RedisStore {
                 let ranges = self.feeds().ranges(&keys, max, fetch).await?;
                 let authors = std::iter::once(None).chain(pulled.into_iter().map(Some));
                 let sources: Vec<_> = authors.zip(ranges).collect();
-                let visible: Box<dyn Fn(UserId) -> bool + Send> =
+                let visible: Visible =
                     Box::new(move |a| shown.shows(a) && !marks.hidden.contains(&a));
                 (sources, visible)
             }
-            Scope::Author(author) => {
-                let (keys, authors) = ([self.keys.outbox(author)], [author]);
-                let (marks, ranges) = futures::join!(
-                    self.marks(self.keys.mark_copy(author), &authors, false),
-                    self.feeds().ranges(&keys, max, fetch)
-                );
-                let marks = match marks? {
-                    Ok(marks) => marks,
-                    Err(state) => return Ok(state),
-                };
-                let sources = ranges?.into_iter().map(|r| (None, r)).collect();
-                let visible: Box<dyn Fn(UserId) -> bool + Send> =
-                    Box::new(move |a| !marks.hidden.contains(&a));
-                (sources, visible)
-            }
+            Scope::Author(author) => match self.outboxes(author, &[author], max, fetch).await? {
+                Ok((ranges, visible)) => (ranges.into_iter().map(|r| (None, r)).collect(), visible),
+                Err(state) => return Ok(state),
+            },
+            Scope::List { owner, .. } => match self.outboxes(owner, authors, max, fetch).await? {
+                Ok((ranges, visible)) => {
+                    let labels = authors.iter().map(|a| Some(*a));
+                    (labels.zip(ranges).collect(), visible)
+                }
+                Err(state) => return Ok(state),
+            },
         };
         let ids = page_ids(&mut sources, fetch);
         let meta = self.page_meta(ids, visible).await?;
         Ok(WarmRead::Read { sources, meta })
+    }
+
+    /// Round trips (2) and (3) of a page of outboxes alone (an author's, a
+    /// list's), at once: which of `authors` are hidden, asked of `whose`
+    /// copy of the marks, and their outboxes' ranges, in the order of
+    /// `authors`; a post is shown if its author is not hidden.
+    async fn outboxes(
+        &self,
+        whose: UserId,
+        authors: &[UserId],
+        max: Option<i64>,
+        fetch: usize,
+    ) -> AppResult<Result<(Vec<Range>, Visible), WarmRead>> {
+        let keys: Vec<String> = authors.iter().map(|a| self.keys.outbox(*a)).collect();
+        let (marks, ranges) = futures::join!(
+            self.marks(self.keys.mark_copy(whose), authors, false),
+            self.feeds().ranges(&keys, max, fetch)
+        );
+        let marks = match marks? {
+            Ok(marks) => marks,
+            Err(state) => return Ok(Err(state)),
+        };
+        let visible: Visible = Box::new(move |a| !marks.hidden.contains(&a));
+        Ok(Ok((ranges?, visible)))
     }
 
     /// Whether `author`'s posts are hidden (suspended or deleted), as its
@@ -247,7 +271,7 @@ impl RedisStore {
     async fn page_meta(
         &self,
         ids: Vec<PostId>,
-        visible: Box<dyn Fn(UserId) -> bool + Send>,
+        visible: Visible,
     ) -> AppResult<HashMap<PostId, EntryMeta>> {
         let keys: Vec<String> = ids.iter().map(|id| self.keys.post(*id)).collect();
         let rows = self
