@@ -13,6 +13,7 @@ use super::filters::{bad, text};
 use super::{now_ms, Engine, Page};
 use crate::error::{AppError, AppResult};
 use crate::store::pg::{HomeChanges, ListFields, ListRow, MembersRefused};
+use crate::store::redis::hints::Signal;
 use crate::types::{ListId, PageRequest, Scope, UserId};
 
 /// Lists a user keeps at most.
@@ -191,8 +192,11 @@ impl Lists<'_> {
             .await
     }
 
-    /// Applies what a change of lists did to the owner's home.
+    /// Applies what a change of a list did to the owner's home, and tells
+    /// the owner's list streams (on every instance) to read their authors
+    /// again.
     async fn home_changed(self, owner: UserId, changes: HomeChanges) -> AppResult<()> {
+        self.0.hint(Signal::ListsChanged { user: owner }).await;
         if changes.is_empty() {
             return Ok(());
         }

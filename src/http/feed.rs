@@ -70,6 +70,7 @@ pub async fn stream(
 ) -> Result<HttpResponse, AppError> {
     let opening = Opening {
         reader: caller.id,
+        list: None,
         from: last_event_id(&req)?,
         address: client_address(&req),
         profiles: false,

@@ -113,6 +113,7 @@ pub fn routes(cfg: &mut ServiceConfig, metrics_here: bool) {
             .service(mastodon::lists::remove)
             .service(mastodon::lists::of_account)
             .service(mastodon::streaming::user)
+            .service(mastodon::streaming::list_stream)
             .service(mastodon::streaming::health)
             .service(mastodon::streaming::websocket),
     );

@@ -8,6 +8,8 @@ pub enum Closing {
     Shutdown,
     /// The reader's account is deleted.
     AccountGone,
+    /// The list a stream follows is deleted.
+    ListGone,
 }
 
 /// Why a stream ended.
@@ -27,11 +29,12 @@ pub enum End {
 }
 
 impl End {
-    pub const ALL: [End; 6] = [
+    pub const ALL: [End; 7] = [
         End::ClientGone,
         End::Stalled,
         End::Closed(Closing::Shutdown),
         End::Closed(Closing::AccountGone),
+        End::Closed(Closing::ListGone),
         End::Refused,
         End::Overflowed,
     ];
@@ -43,6 +46,7 @@ impl End {
             End::Stalled => "stalled",
             End::Closed(Closing::Shutdown) => "shutdown",
             End::Closed(Closing::AccountGone) => "account_gone",
+            End::Closed(Closing::ListGone) => "list_gone",
             End::Refused => "refused",
             End::Overflowed => "overflowed",
         }

@@ -1,11 +1,14 @@
 //! Lists through the Mastodon API: their timelines (members' posts, past
 //! ones included, at once), members, exclusive lists leaving the home and
-//! coming back, bounds and bad input.
+//! coming back, their streams, bounds and bad input.
+
+use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::helpers::{error_code, spawn_app, TestApp, TestUser};
+use crate::stream::Events;
 
 /// `{method} {path}` as `who`, with a JSON body if any: status and body.
 async fn call(
@@ -458,4 +461,71 @@ async fn lists_are_bounded_and_refuse_bad_input_changing_nothing() {
     assert_eq!(res.status(), StatusCode::OK);
     let (_, all) = call(&app, &me, Method::GET, &path, None).await;
     assert_eq!(all.as_array().unwrap().len(), 249);
+}
+
+/// The next `update` of a Mastodon stream: its text (none within 5 s).
+async fn next_text(events: &mut Events) -> Option<String> {
+    loop {
+        let e = events.next(Duration::from_secs(5)).await?;
+        if e.event == "update" {
+            return Some(e.data["text"].as_str().unwrap().to_string());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_list_stream_sends_its_members_posts_and_follows_its_members_at_once() {
+    let app = spawn_app().await;
+    let reader = app.create_user("reader").await;
+    let [ann, bob] = [app.create_user("ann").await, app.create_user("bob").await];
+    app.follow(&reader, &ann).await;
+    app.follow(&reader, &bob).await;
+    let list = new_list(&app, &reader, json!({"title": "friends"})).await;
+    members(&app, &reader, Method::POST, &list, &[ann.id]).await;
+    let path = format!("/api/v1/streaming/list?list={list}");
+    let (status, events) = Events::open_at(&app.address, &path, &reader.token, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut events = events.unwrap();
+    app.publish(&bob, "bob, not a member").await;
+    app.publish(&ann, "ann 1").await;
+    assert_eq!(next_text(&mut events).await.as_deref(), Some("ann 1"));
+    // A member added: its posts come at once; one taken out: no more.
+    members(&app, &reader, Method::POST, &list, &[bob.id]).await;
+    app.publish(&bob, "bob 1").await;
+    assert_eq!(next_text(&mut events).await.as_deref(), Some("bob 1"));
+    members(&app, &reader, Method::DELETE, &list, &[ann.id]).await;
+    app.publish(&ann, "ann 2").await;
+    app.publish(&bob, "bob 2").await;
+    assert_eq!(next_text(&mut events).await.as_deref(), Some("bob 2"));
+    // A mute takes a member's posts out of the list's stream too.
+    let mute = format!("/api/v1/accounts/{}/mute", bob.id);
+    call(&app, &reader, Method::POST, &mute, None).await;
+    app.publish(&bob, "bob muted").await;
+    members(&app, &reader, Method::POST, &list, &[ann.id]).await;
+    app.publish(&ann, "ann 3").await;
+    assert_eq!(next_text(&mut events).await.as_deref(), Some("ann 3"));
+    // The home's stream is the user's; the list's never had bob's first.
+    // Someone else's list, and a list deleted, end or refuse the stream.
+    let (status, _) = Events::open_at(&app.address, &path, &ann.token, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = Events::open_at(
+        &app.address,
+        "/api/v1/streaming/list?list=x",
+        &reader.token,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    call(
+        &app,
+        &reader,
+        Method::DELETE,
+        &format!("/api/v1/lists/{list}"),
+        None,
+    )
+    .await;
+    assert!(
+        events.ends_within(Duration::from_secs(5)).await,
+        "the stream of a deleted list ends"
+    );
 }

@@ -277,6 +277,11 @@ enum Op {
     Listen {
         reader: u8,
     },
+    /// A live stream of a list opens (the `reader`-th of the users with a
+    /// list), as `Listen` does.
+    ListenList {
+        reader: u8,
+    },
     /// `who` follows the reader of the live stream (if one is open): a
     /// notification it may send.
     FollowListened {
@@ -351,7 +356,10 @@ impl Op {
             | Op::FilterListened { .. } => 1 << 23,
             Op::Between { .. } => 1 << 24,
             Op::Late { .. } => 1 << 25,
-            Op::ListMember { .. } | Op::Exclusive { .. } | Op::ListScroll { .. } => 1 << 26,
+            Op::ListMember { .. }
+            | Op::Exclusive { .. }
+            | Op::ListScroll { .. }
+            | Op::ListenList { .. } => 1 << 26,
             Op::Delete { .. } => 1,
             Op::Unfollow { .. } => 1 << 1,
             Op::Refollow { .. } => 1 << 2,
@@ -466,6 +474,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(who, whom)| Op::FollowMany { who, whom }),
         2 => (0..COPY_LIMITS.len() as u8).prop_map(Op::CopyLimit),
         3 => user().prop_map(|reader| Op::Listen { reader }),
+        3 => user().prop_map(|reader| Op::ListenList { reader }),
         3 => user().prop_map(|who| Op::FollowListened { who }),
         2 => any::<bool>().prop_map(|add| Op::FilterListened { add }),
         3 => prop_oneof![Just(0u8), 1u8..30].prop_map(|back| Op::Reconnect { back }),
@@ -959,9 +968,12 @@ impl Drop for World {
     }
 }
 
-/// A live stream of a reader's home, and what it must send.
+/// A live stream of a reader's home (or of its list), and what it must
+/// send.
 struct Listener {
     reader: usize,
+    /// The list it follows, if not the home.
+    list: Option<ListId>,
     instance: usize,
     events: Events,
     /// Live posts of the home when it opened: none may come.
@@ -1021,6 +1033,19 @@ fn above(a: (i64, i64), b: Option<(i64, i64)>) -> bool {
 }
 
 impl Listener {
+    /// The feed it follows.
+    fn feed(&self) -> Feed {
+        match self.list {
+            None => Feed::Home(self.reader),
+            Some(_) => Feed::List(self.reader),
+        }
+    }
+
+    /// How it opens, on behalf of `reader` (its id).
+    fn opening(&self, reader: UserId) -> Opening {
+        opening_of(reader, self.reader, self.list)
+    }
+
     /// Raises the newest entry held to `entry` if it is newer.
     fn held(&mut self, entry: (i64, i64)) {
         if above(entry, self.high) {
@@ -1075,13 +1100,14 @@ impl Listener {
     }
 }
 
-/// A stream of the user with index `index` (its id `reader`): every other
-/// user's streams send their posts' authors' profiles and its
-/// notifications, as Mastodon's do.
-fn opening_of(reader: UserId, index: usize) -> Opening {
+/// A stream of the user with index `index` (its id `reader`), of its home
+/// or of its `list`: every other user's streams send their posts' authors'
+/// profiles and (of its home) its notifications, as Mastodon's do.
+fn opening_of(reader: UserId, index: usize, list: Option<ListId>) -> Opening {
     Opening {
+        list,
         profiles: index % 2 == 1,
-        own_events: index % 2 == 1,
+        own_events: index % 2 == 1 && list.is_none(),
         ..Opening::of(reader)
     }
 }
@@ -1094,6 +1120,9 @@ static GAPS: AtomicUsize = AtomicUsize::new(0);
 
 /// Live streams checked against the model, over all cases.
 static STREAMS: AtomicUsize = AtomicUsize::new(0);
+
+/// Live streams of lists checked.
+static LIST_STREAMS: AtomicUsize = AtomicUsize::new(0);
 
 /// Notifications the checked streams sent, over all cases.
 static TOLD: AtomicUsize = AtomicUsize::new(0);
@@ -1511,7 +1540,14 @@ impl World {
                     .map_err(|e| format!("heartbeat: {}", e.chain()))?;
             }
             Op::Suspend { who, on } => self.suspend(who, on).await?,
-            Op::Listen { reader } => self.listen(reader as usize % USERS).await?,
+            Op::Listen { reader } => self.listen(reader as usize % USERS, None).await?,
+            Op::ListenList { reader } => {
+                let owners: Vec<(usize, ListId)> =
+                    self.model.lists.iter().map(|(o, l)| (*o, l.id)).collect();
+                if let Some(&(r, list)) = owners.get(reader as usize % owners.len().max(1)) {
+                    self.listen(r, Some(list)).await?;
+                }
+            }
             Op::FollowListened { who } => {
                 if let Some(reader) = self.listener.as_ref().map(|l| l.reader) {
                     self.follow(who, reader as u8).await?;
@@ -1608,9 +1644,7 @@ impl World {
             2 => self.listener.as_mut().and_then(|l| {
                 l.pump();
                 // (Below every entry: an empty home.)
-                l.last
-                    .filter(|at| at.min > 0)
-                    .map(|at| (Feed::Home(l.reader), at.min))
+                l.last.filter(|at| at.min > 0).map(|at| (l.feed(), at.min))
             }),
             slot => self.model.scrolls[slot as usize]
                 .as_ref()
@@ -1684,7 +1718,7 @@ impl World {
             }
         }
         if let Some(l) = self.listener.as_mut() {
-            let home = Feed::Home(l.reader);
+            let home = l.feed();
             // It enters the home above anything it has held
             // since the stream opened (a stream sends what
             // enters above its position).
@@ -1978,44 +2012,35 @@ impl World {
     }
 
     /// The authors `reader`'s home shows now.
-    fn shown_by(&self, reader: usize) -> BTreeSet<usize> {
-        (0..USERS)
-            .filter(|a| self.model.holds(Feed::Home(reader), *a))
-            .collect()
+    fn shown_by(&self, feed: Feed) -> BTreeSet<usize> {
+        (0..USERS).filter(|a| self.model.holds(feed, *a)).collect()
     }
 
-    /// Opens a live stream of `reader`'s home (the one open is checked
-    /// first).
-    async fn listen(&mut self, reader: usize) -> Outcome {
+    /// Opens a live stream of `reader`'s home, or of its `list` (the one
+    /// open is checked first).
+    async fn listen(&mut self, reader: usize, list: Option<ListId>) -> Outcome {
         self.check_listener().await?;
         if self.model.gone.contains(&reader) {
             return Ok(());
         }
         let instance = self.current;
-        let events = match self.hubs[instance]
-            .follow(opening_of(self.model.ids[reader], reader), None)
-            .await
-        {
+        let feed = match list {
+            None => Feed::Home(reader),
+            Some(_) => Feed::List(reader),
+        };
+        let opening = opening_of(self.model.ids[reader], reader, list);
+        let events = match self.hubs[instance].follow(opening, None).await {
             Ok(events) => events,
             // Redis refusing (an armed fault), or the hints not connected yet.
             Err(AppError::Unavailable { .. } | AppError::TimedOut { .. }) => return Ok(()),
             Err(e) => return Err(format!("listen: {}", e.chain())),
         };
-        let initial = self
-            .model
-            .feed(Feed::Home(reader))
-            .iter()
-            .map(|p| p.id)
-            .collect();
-        let shown = self.shown_by(reader);
-        let high = self
-            .model
-            .feed(Feed::Home(reader))
-            .into_iter()
-            .next()
-            .map(|p| (p.score, p.id));
+        let initial = self.model.feed(feed).iter().map(|p| p.id).collect();
+        let shown = self.shown_by(feed);
+        let high = (self.model.feed(feed).into_iter().next()).map(|p| (p.score, p.id));
         self.listener = Some(Listener {
             reader,
+            list,
             instance,
             events,
             initial,
@@ -2056,14 +2081,14 @@ impl World {
         let reader = self.model.ids[l.reader];
         let above = self
             .model
-            .feed(Feed::Home(l.reader))
+            .feed(l.feed())
             .iter()
             .filter(|p| p.score >= last.min)
             .count();
         let known = (!self.dirty).then_some(above);
         let opening = Opening {
             from: Some(last),
-            ..opening_of(reader, l.reader)
+            ..l.opening(reader)
         };
         match self.hubs[instance].follow(opening, None).await {
             Ok(events) => {
@@ -2089,7 +2114,7 @@ impl World {
     /// follower by then (suspended, deleted, blocked either way, muted).
     fn check_told(&self, l: &Listener, filters_told: usize) -> Outcome {
         let r = l.reader;
-        let wants = opening_of(self.model.ids[r], r).own_events;
+        let wants = l.opening(self.model.ids[r]).own_events;
         if !wants && !l.told.is_empty() {
             return Err(format!("stream of {r}: notifications it did not ask for"));
         }
@@ -2191,10 +2216,10 @@ impl World {
     /// with the last operation. (The stream's position names its entry:
     /// entries joining or leaving beside it do not move it.)
     fn note_listener(&mut self) {
-        let Some(reader) = self.listener.as_ref().map(|l| l.reader) else {
+        let Some(feed) = self.listener.as_ref().map(|l| l.feed()) else {
             return;
         };
-        let now = self.shown_by(reader);
+        let now = self.shown_by(feed);
         let l = self.listener.as_mut().expect("checked");
         let changed: Vec<usize> = l.shown.symmetric_difference(&now).copied().collect();
         // Posts joining the home may be sent, and raise the position.
@@ -2242,6 +2267,9 @@ impl World {
             }
         }
         STREAMS.fetch_add(1, Ordering::Relaxed);
+        if l.list.is_some() {
+            LIST_STREAMS.fetch_add(1, Ordering::Relaxed);
+        }
         let mut once = BTreeSet::new();
         for id in &l.seen {
             // Only what the home showed, at some time while it was open.
@@ -2311,7 +2339,7 @@ impl World {
                 && !l.deferred.contains(&p.id)
                 && floor.is_none_or(|f| p.score > f)
                 && !l.touched.contains(&p.author)
-                && self.model.holds(Feed::Home(l.reader), p.author);
+                && self.model.holds(l.feed(), p.author);
             if kept && !once.contains(id) {
                 return Err(format!(
                     "stream of {}: post {id} of user {} never came (sent {:?})",
@@ -3189,13 +3217,14 @@ fn run_the_model() {
             }
             eprintln!(
                 "model soak: {rounds} rounds of 16 cases, {} pages ({} of lists, {} of homes \
-                 with an exclusive list) and {} live streams checked \
+                 with an exclusive list) and {} live streams ({} of lists) checked \
                  ({} resumes past the replay, {} notifications), {} jobs taken over from a quiet instance, no \
                  departure ({} cluster calls resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&LIST_PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&APART_PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&STREAMS, Ordering::Relaxed),
+                AtomicUsize::load(&LIST_STREAMS, Ordering::Relaxed),
                 AtomicUsize::load(&GAPS, Ordering::Relaxed),
                 AtomicUsize::load(&TOLD, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
@@ -3209,13 +3238,14 @@ fn run_the_model() {
             explore(&rt, &settings, seed, cases);
             eprintln!(
                 "model: {cases} cases from seed {seed}, {} pages ({} of lists, {} of homes with an \
-                 exclusive list) and {} live streams checked ({} \
+                 exclusive list) and {} live streams ({} of lists) checked ({} \
                  resumes past the replay, {} notifications), {} jobs taken over from a quiet instance, {:.1} s ({} \
                  cluster calls resent after a wrong slot map)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&LIST_PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&APART_PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&STREAMS, Ordering::Relaxed),
+                AtomicUsize::load(&LIST_STREAMS, Ordering::Relaxed),
                 AtomicUsize::load(&GAPS, Ordering::Relaxed),
                 AtomicUsize::load(&TOLD, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),

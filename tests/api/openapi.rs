@@ -35,7 +35,7 @@ async fn the_document_and_the_route_table_agree_both_ways() {
     let bob = app.create_user("bob").await;
     let post = app.publish(&alice, "hello").await;
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 67, "{:?}", paths.keys().collect::<Vec<_>>());
+    assert_eq!(paths.len(), 68, "{:?}", paths.keys().collect::<Vec<_>>());
     for (template, item) in paths {
         // Ids that exist, so that each operation can do its work.
         let path = template

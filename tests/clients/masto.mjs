@@ -328,6 +328,36 @@ const gone = await dan.v1.statuses.$select(live[0]).remove();
 check(gone.id === live[0], `delete answers the status: ${gone.id}`);
 await wait(() => got.deletes.includes(live[0]), `a delete event: ${got.deletes}`);
 streaming.close();
+
+// A list's stream (`list`) on the WebSocket: only its members' statuses.
+const liveList = await carol.v1.lists.create({ title: "live" });
+await carol.v1.lists.$select(liveList.id).accounts.create({ accountIds: [String(IDS.dan)] });
+const listStreaming = createStreamingAPIClient({
+  streamingApiUrl: streamUrl,
+  accessToken: TOKENS.carol,
+  implementation: WebSocket,
+  log: process.env.MASTO_LOG ?? "warn",
+});
+const listed = { updates: [] };
+(async () => {
+  try {
+    for await (const event of listStreaming.list.subscribe({ list: liveList.id })) {
+      if (event.event === "update") listed.updates.push(event.payload);
+    }
+  } catch (e) {
+    listed.error = e;
+  }
+})();
+const listReady = await ready(listed);
+await vip.v1.statuses.create({ status: "not in the list" });
+const inList = (await dan.v1.statuses.create({ status: "in the list" })).id;
+await wait(() => listed.updates.length > listReady.from, `an update of the list: ${listed.error}`);
+check(
+  listed.updates.slice(listReady.from).map((s) => s.id).join() === inList,
+  `the list's stream: ${listed.updates.map((s) => s.content)}`,
+);
+listStreaming.close();
+await carol.v1.lists.$select(liveList.id).remove();
 const home = async () => (await carol.v1.timelines.home.list({ limit: 40 })).map((s) => s.account.id);
 check(!(await carol.v1.timelines.home.list({ limit: 40 })).some((s) => s.id === live[0]), "the deleted status left the home");
 

@@ -261,6 +261,19 @@ check(
     "a deleted status left the home",
 )
 
+# A list's stream (stream_list): only its members' statuses, in order.
+live_list = alice.list_create("live")
+alice.list_accounts_add(live_list, [IDS["bob"]])
+listed = Collect()
+list_handle = alice.stream_list(live_list, listed, run_async=True)
+wait(listed.ready.is_set, "the list stream opened")
+vip.status_post("not in the list")
+in_list = bob.status_post("in the list").id
+wait(lambda: len(listed.updates) >= 1, f"an update of the list: {listed.updates}")
+list_handle.close()
+check([str(s.id) for s in listed.updates] == [str(in_list)], f"the list's stream: {listed.updates}")
+alice.list_delete(live_list)
+
 # An instance restart mid-stream: the library reconnects by itself (the
 # service closes its streams as it stops), and the status posted while it
 # reconnected is filled in with min_id and max_id: each status once.

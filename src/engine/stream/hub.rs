@@ -1,6 +1,7 @@
-//! This instance's open streams: the limits on them, whom each reader's
-//! home shows, the hint channels they need, and what each hint brings them
-//! (a post published is read once here, for all of them).
+//! This instance's open streams: the limits on them, whom each view (a
+//! reader's home, or one of its lists) shows, the hint channels they
+//! need, and what each hint brings them (a post published is read once
+//! here, for all of them).
 //!
 //! Every limit is checked and the stream registered in one critical
 //! section, before anything is read ([`Hub::reserve`]): concurrent opens
@@ -12,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -20,11 +21,12 @@ use tokio::sync::{watch, Notify, OnceCell, Semaphore};
 
 use super::mailbox::Mailbox;
 use super::news::{hear, Heard, News};
+use super::View;
 use crate::engine::Engine;
 use crate::error::{AppError, AppResult};
 use crate::store::redis::hints::{author_of_channel, HiddenChange, Signal};
 use crate::store::redis::pubsub::{Hint, Subscriber};
-use crate::types::{Closing, UserId};
+use crate::types::{Closing, ListId, UserId};
 
 /// How long an opening stream waits for its channels to be subscribed.
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);
@@ -37,6 +39,8 @@ const READS_AHEAD: usize = 32;
 
 pub(super) struct Hub {
     pub engine: Engine,
+    /// Itself, for the tasks it starts.
+    me: Weak<Hub>,
     /// Turns to read: at most `feed.stream_reads` stream reads at once.
     pub reads: Arc<Semaphore>,
     state: Mutex<State>,
@@ -56,9 +60,12 @@ struct Synced {
 
 #[derive(Default)]
 struct State {
-    readers: HashMap<UserId, Reader>,
-    /// The local readers whose homes show each author.
-    fans: HashMap<UserId, HashSet<UserId>>,
+    readers: HashMap<View, Reader>,
+    /// The local views that show each author.
+    fans: HashMap<UserId, HashSet<View>>,
+    /// Each user's streams here, and its lists among their views (its
+    /// channel is wanted while it has a stream).
+    users: HashMap<UserId, Held>,
     /// Streams open per client address.
     addresses: HashMap<IpAddr, usize>,
     open: usize,
@@ -72,16 +79,29 @@ struct State {
     generation: u64,
 }
 
+/// A user's streams here.
+#[derive(Default)]
+struct Held {
+    streams: usize,
+    lists: HashSet<ListId>,
+}
+
 struct Reader {
-    /// The authors its home shows (itself, with its own posts).
+    /// The authors its view shows (a home: itself too, with its own
+    /// posts; a list: its members but those muted).
     authors: HashSet<UserId>,
-    streams: Vec<Held>,
+    streams: Vec<Open>,
     /// Its authors read and their channels subscribed to, once for all
     /// its streams.
     loaded: Arc<OnceCell<()>>,
     /// While its authors are being read (none otherwise): what hints said
-    /// of them meanwhile, newer than the records read, so they win.
+    /// of them meanwhile, newer than the records read, so they win (a
+    /// home's; a list's authors are read again instead).
     heard: Option<HashMap<UserId, bool>>,
+    /// A list's authors are being read again, and (`again`) must be read
+    /// once more after that.
+    reloading: bool,
+    again: bool,
 }
 
 impl Reader {
@@ -96,7 +116,7 @@ impl Reader {
 }
 
 /// One open stream, as the hub holds it.
-struct Held {
+struct Open {
     id: u64,
     address: Option<IpAddr>,
     profiles: bool,
@@ -106,13 +126,13 @@ struct Held {
 /// An open stream's place in the hub; dropping it closes the stream there.
 pub(super) struct Slot {
     hub: Arc<Hub>,
-    reader: UserId,
+    view: View,
     id: u64,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.hub.leave(self.reader, self.id);
+        self.hub.leave(self.view, self.id);
     }
 }
 
@@ -149,9 +169,10 @@ impl Hub {
     pub fn new(engine: Engine) -> Arc<Self> {
         let mut state = State::default();
         state.want(engine.redis().keys().hidden_channel());
-        Arc::new(Hub {
+        Arc::new_cyclic(|me| Hub {
             reads: Arc::new(Semaphore::new(engine.tuning().stream_reads)),
             engine,
+            me: me.clone(),
             state: Mutex::new(state),
             next_id: AtomicU64::new(1),
             keeper: Notify::new(),
@@ -171,14 +192,15 @@ impl Hub {
             .map_err(|_| AppError::internal("stream reads", crate::error::Message("closed".into())))
     }
 
-    /// Registers a stream of `reader` from `address` if every limit allows
+    /// Registers a stream of `view` from `address` if every limit allows
     /// one more, in one critical section; nothing is read.
     pub fn reserve(
         self: &Arc<Self>,
-        reader: UserId,
+        view: View,
         address: Option<IpAddr>,
         profiles: bool,
     ) -> AppResult<(Slot, Arc<Mailbox>)> {
+        let reader = view.reader;
         let tuning = self.engine.tuning();
         let mut state = lock(&self.state);
         if state.open >= tuning.streams_per_instance {
@@ -190,7 +212,7 @@ impl Hub {
                 retry_after_secs: 5,
             });
         }
-        let held = state.readers.get(&reader).map_or(0, |r| r.streams.len());
+        let held = state.users.get(&reader).map_or(0, |h| h.streams);
         if held >= tuning.streams_per_user {
             return Err(AppError::RateLimited {
                 message: format!(
@@ -219,50 +241,56 @@ impl Hub {
         let mailbox = Arc::new(Mailbox::default());
         state
             .readers
-            .entry(reader)
+            .entry(view)
             .or_insert_with(|| Reader {
                 authors: HashSet::new(),
                 streams: Vec::new(),
                 loaded: Arc::new(OnceCell::new()),
-                heard: Some(HashMap::new()),
+                heard: view.list.is_none().then(HashMap::new),
+                reloading: false,
+                again: false,
             })
             .streams
-            .push(Held {
+            .push(Open {
                 id,
                 address,
                 profiles,
                 mailbox: mailbox.clone(),
             });
+        let user = state.users.entry(reader).or_default();
+        user.streams += 1;
+        user.lists.extend(view.list);
         state.open += 1;
         state.with_profiles += usize::from(profiles);
         crate::metrics::STREAMS_OPEN.set(state.open as i64);
         let slot = Slot {
             hub: self.clone(),
-            reader,
+            view,
             id,
         };
         Ok((slot, mailbox))
     }
 
-    /// Reads the authors `reader`'s home shows and subscribes to their
-    /// channels, once for all its streams (a stream opening meanwhile
-    /// waits for it); returns once the subscriptions took, so that a
-    /// position read afterwards misses no hint.
-    pub async fn load(&self, reader: UserId) -> AppResult<()> {
+    /// Reads the authors `view` shows and subscribes to their channels,
+    /// once for all its streams (a stream opening meanwhile waits for
+    /// it); returns once the subscriptions took, so that a position read
+    /// afterwards misses no hint.
+    pub async fn load(&self, view: View) -> AppResult<()> {
+        let reader = view.reader;
         let Some(loaded) = lock(&self.state)
             .readers
-            .get(&reader)
+            .get(&view)
             .map(|r| r.loaded.clone())
         else {
             return Err(AppError::NotFound(format!("user {reader} has no stream")));
         };
         loaded
             .get_or_try_init(|| async {
-                let authors = self.authors_of(reader).await?;
+                let authors = self.authors_of(view).await?;
                 let generation = {
                     let mut state = lock(&self.state);
                     let state = &mut *state;
-                    let Some(r) = state.readers.get_mut(&reader) else {
+                    let Some(r) = state.readers.get_mut(&view) else {
                         return Ok(());
                     };
                     if !Arc::ptr_eq(&r.loaded, &loaded) {
@@ -276,15 +304,23 @@ impl Hub {
                     for &a in &shown {
                         r.authors.insert(a);
                     }
+                    // A list changed while it was read: read again.
+                    let stale = view.list.is_some() && std::mem::take(&mut r.again);
                     for a in shown {
-                        state.fans.entry(a).or_default().insert(reader);
+                        state.fans.entry(a).or_default().insert(view);
                         state.want(keys.author_channel(a));
                     }
                     state.want(keys.reader_channel(reader));
-                    state.generation
+                    (state.generation, stale)
                 };
                 self.keeper.notify_one();
-                self.synced_to(generation).await
+                self.synced_to(generation.0).await?;
+                if generation.1 {
+                    if let Some(hub) = self.me.upgrade() {
+                        tokio::spawn(async move { hub.reload_list(view).await });
+                    }
+                }
+                Ok::<(), AppError>(())
             })
             .await
             .map(|_| ())
@@ -311,8 +347,14 @@ impl Hub {
         }
     }
 
-    /// The authors `reader`'s home shows, from the records.
-    async fn authors_of(&self, reader: UserId) -> AppResult<HashSet<UserId>> {
+    /// The authors `view` shows, from the records (not found for a list
+    /// that is gone).
+    async fn authors_of(&self, view: View) -> AppResult<HashSet<UserId>> {
+        let reader = view.reader;
+        if let Some(list) = view.list {
+            let members = self.engine.pg().lists().authors(reader, list).await?;
+            return Ok(members.into_iter().collect());
+        }
         let (_, followees) = self.engine.pg().posts().following_state(reader).await?;
         let mut authors: HashSet<UserId> = followees.into_iter().collect();
         if self.engine.settings().home_includes_own_posts {
@@ -321,20 +363,36 @@ impl Hub {
         Ok(authors)
     }
 
-    /// A stream leaves: its reader's channels go when it was the last.
-    fn leave(&self, reader: UserId, id: u64) {
+    /// A stream leaves: its view's channels go when it was the last, its
+    /// reader's when it was its reader's last.
+    fn leave(&self, view: View, id: u64) {
         let keys = self.engine.redis().keys();
+        let reader = view.reader;
         let mut guard = lock(&self.state);
         let state = &mut *guard;
-        let Some(r) = state.readers.get_mut(&reader) else {
+        let Some(r) = state.readers.get_mut(&view) else {
             return;
         };
         let Some(at) = r.streams.iter().position(|h| h.id == id) else {
             return;
         };
-        let Held {
+        let Open {
             address, profiles, ..
         } = r.streams.swap_remove(at);
+        let last_of_view = r.streams.is_empty();
+        let last_of_user = state.users.get_mut(&reader).is_some_and(|u| {
+            u.streams = u.streams.saturating_sub(1);
+            if last_of_view {
+                if let Some(list) = view.list {
+                    u.lists.remove(&list);
+                }
+            }
+            u.streams == 0
+        });
+        if last_of_user {
+            state.users.remove(&reader);
+            state.unwant(&keys.reader_channel(reader));
+        }
         state.open = state.open.saturating_sub(1);
         state.with_profiles = state.with_profiles.saturating_sub(usize::from(profiles));
         crate::metrics::STREAMS_OPEN.set(state.open as i64);
@@ -346,16 +404,19 @@ impl Hub {
                 }
             }
         }
-        if !r.streams.is_empty() {
+        if !last_of_view {
+            if last_of_user {
+                drop(guard);
+                self.keeper.notify_one();
+            }
             return;
         }
-        let Some(r) = state.readers.remove(&reader) else {
+        let Some(r) = state.readers.remove(&view) else {
             return;
         };
-        state.unwant(&keys.reader_channel(reader));
         for a in r.authors {
             if let Some(fans) = state.fans.get_mut(&a) {
-                fans.remove(&reader);
+                fans.remove(&view);
                 if fans.is_empty() {
                     state.fans.remove(&a);
                     state.unwant(&keys.author_channel(a));
@@ -389,10 +450,29 @@ impl Hub {
         self.tell_all(|m| m.close(Closing::Shutdown));
     }
 
-    /// Tells every stream of `reader`.
+    /// The views of `reader` open here: its home's, its lists'.
+    fn views_of(state: &State, reader: UserId) -> Vec<View> {
+        let Some(held) = state.users.get(&reader) else {
+            return Vec::new();
+        };
+        let lists = held.lists.iter().map(|l| Some(*l));
+        (std::iter::once(None).chain(lists))
+            .map(|list| View { reader, list })
+            .filter(|v| state.readers.contains_key(v))
+            .collect()
+    }
+
+    /// Tells every stream of `reader` (of its home and of its lists).
     fn tell_reader(&self, reader: UserId, tell: impl Fn(&Mailbox)) {
         let state = lock(&self.state);
-        if let Some(r) = state.readers.get(&reader) {
+        for view in Self::views_of(&state, reader) {
+            self.tell_view(&state, view, &tell);
+        }
+    }
+
+    /// Tells every stream of `view`.
+    fn tell_view(&self, state: &State, view: View, tell: &impl Fn(&Mailbox)) {
+        if let Some(r) = state.readers.get(&view) {
             for h in &r.streams {
                 tell(&h.mailbox);
             }
@@ -404,18 +484,18 @@ impl Hub {
         self.tell_fans_but(author, None, tell);
     }
 
-    /// Tells every stream whose home shows `author`, but `skipped`'s.
+    /// Tells every stream whose view shows `author`, but `skipped`'s home.
     fn tell_fans_but(&self, author: UserId, skipped: Option<UserId>, tell: impl Fn(&Mailbox)) {
         let state = lock(&self.state);
         let Some(fans) = state.fans.get(&author) else {
             return;
         };
-        for reader in fans.iter().filter(|r| Some(**r) != skipped) {
-            if let Some(r) = state.readers.get(reader) {
-                for h in &r.streams {
-                    tell(&h.mailbox);
-                }
-            }
+        let home_of = |v: &View| v.list.is_none().then_some(v.reader);
+        for view in fans
+            .iter()
+            .filter(|v| skipped.is_none() || home_of(v) != skipped)
+        {
+            self.tell_view(&state, *view, &tell);
         }
     }
 
@@ -441,12 +521,16 @@ impl Hub {
 
     /// `reader`'s home shows `author` from now on (`shown`), or not: its
     /// fans and channels follow, and its streams are told of a removal.
+    /// Its lists' authors are read again (a mute, an unfollow, a block
+    /// change them too).
     fn shown(&self, reader: UserId, author: UserId, shown: bool, reason: &'static str) {
+        self.lists_changed(reader);
         let channel = || self.engine.redis().keys().author_channel(author);
+        let home = View { reader, list: None };
         {
             let mut state = lock(&self.state);
             let state = &mut *state;
-            let Some(r) = state.readers.get_mut(&reader) else {
+            let Some(r) = state.readers.get_mut(&home) else {
                 return;
             };
             if let Some(heard) = r.heard.as_mut() {
@@ -456,14 +540,14 @@ impl Hub {
                 if !r.authors.insert(author) {
                     return;
                 }
-                state.fans.entry(author).or_default().insert(reader);
+                state.fans.entry(author).or_default().insert(home);
                 state.want(channel());
             } else {
                 if !r.authors.remove(&author) {
                     return;
                 }
                 let empty = state.fans.get_mut(&author).is_some_and(|f| {
-                    f.remove(&reader);
+                    f.remove(&home);
                     f.is_empty()
                 });
                 if empty {
@@ -473,12 +557,107 @@ impl Hub {
             }
         }
         self.keeper.notify_one();
+        let state = lock(&self.state);
         if shown {
             // Its posts joined the home (a follow's copies, an unmute):
             // what lies above a position comes from a read.
-            self.tell_reader(reader, Mailbox::read);
+            self.tell_view(&state, home, &Mailbox::read);
         } else {
-            self.tell_reader(reader, |m| m.removed(author, reason));
+            self.tell_view(&state, home, &|m: &Mailbox| m.removed(author, reason));
+        }
+    }
+
+    /// `reader`'s lists may show other authors now: each of its list views
+    /// here reads its authors again.
+    pub fn lists_changed(&self, reader: UserId) {
+        let views = {
+            let state = lock(&self.state);
+            let views = Self::views_of(&state, reader);
+            views
+                .into_iter()
+                .filter(|v| v.list.is_some())
+                .collect::<Vec<_>>()
+        };
+        for view in views {
+            if let Some(hub) = self.me.upgrade() {
+                tokio::spawn(async move { hub.reload_list(view).await });
+            }
+        }
+    }
+
+    /// Reads a list view's authors again, and its streams read from their
+    /// positions (with a removal for each author that left) once the
+    /// channels match. One read at a time per view: a change heard while
+    /// one runs reads once more after it. A list gone ends its streams.
+    async fn reload_list(&self, view: View) {
+        {
+            let mut state = lock(&self.state);
+            let Some(r) = state.readers.get_mut(&view) else {
+                return;
+            };
+            // (One being loaded reads again once loaded.)
+            if r.reloading || r.loaded.get().is_none() {
+                r.again = true;
+                return;
+            }
+            r.reloading = true;
+        }
+        loop {
+            let read = self.authors_of(view).await;
+            let keys = self.engine.redis().keys();
+            let (generation, gone, again) = {
+                let mut guard = lock(&self.state);
+                let state = &mut *guard;
+                if let Err(AppError::NotFound(_)) = read {
+                    self.tell_view(state, view, &|m: &Mailbox| m.close(Closing::ListGone));
+                    return;
+                }
+                let Some(r) = state.readers.get_mut(&view) else {
+                    return;
+                };
+                let again = std::mem::take(&mut r.again);
+                r.reloading = again;
+                let authors = match read {
+                    Ok(authors) => authors,
+                    Err(e) => {
+                        // Left as they were: a read below retries.
+                        tracing::debug!(error = %e.chain(), "a list's authors were not read again");
+                        r.authors.clone()
+                    }
+                };
+                let gone: Vec<UserId> = r.authors.difference(&authors).copied().collect();
+                let new: Vec<UserId> = authors.difference(&r.authors).copied().collect();
+                r.authors = authors;
+                for a in &gone {
+                    let empty = state.fans.get_mut(a).is_some_and(|f| {
+                        f.remove(&view);
+                        f.is_empty()
+                    });
+                    if empty {
+                        state.fans.remove(a);
+                        state.unwant(&keys.author_channel(*a));
+                    }
+                }
+                for a in new {
+                    state.fans.entry(a).or_default().insert(view);
+                    state.want(keys.author_channel(a));
+                }
+                (state.generation, gone, again)
+            };
+            self.keeper.notify_one();
+            if let Err(e) = self.synced_to(generation).await {
+                tracing::debug!(error = %e.chain(), "a list's channels lag: its streams read on the next link");
+            }
+            {
+                let state = lock(&self.state);
+                for a in gone {
+                    self.tell_view(&state, view, &|m: &Mailbox| m.removed(a, "list"));
+                }
+                self.tell_view(&state, view, &Mailbox::read);
+            }
+            if !again {
+                return;
+            }
         }
     }
 
@@ -559,10 +738,17 @@ impl Hub {
         }
     }
 
-    /// Reads every local reader's authors again (hints of follows may have
-    /// been missed), a chunk of readers per query.
+    /// Reads every local view's authors again (hints of follows may have
+    /// been missed): homes a chunk of readers per query, lists one by one.
     async fn reload_authors(&self) {
-        let readers: Vec<UserId> = lock(&self.state).readers.keys().copied().collect();
+        let (homes, lists): (Vec<View>, Vec<View>) =
+            (lock(&self.state).readers.keys()).partition(|v| v.list.is_none());
+        for view in lists {
+            if let Some(hub) = self.me.upgrade() {
+                tokio::spawn(async move { hub.reload_list(view).await });
+            }
+        }
+        let readers: Vec<UserId> = homes.iter().map(|v| v.reader).collect();
         let own = self.engine.settings().home_includes_own_posts;
         let chunks = futures::stream::iter(readers.chunks(RELOAD_CHUNK).map(<[UserId]>::to_vec))
             .map(|chunk| async move {
@@ -580,7 +766,7 @@ impl Hub {
                     .map(|reader| {
                         state
                             .readers
-                            .get_mut(reader)
+                            .get_mut(&View::home(*reader))
                             .and_then(|r| r.heard.take())
                             .unwrap_or_default()
                     })
@@ -602,7 +788,7 @@ impl Hub {
                 let authors = Reader::merged(read, heard);
                 let gone: Vec<UserId> = lock(&self.state)
                     .readers
-                    .get(&reader)
+                    .get(&View::home(reader))
                     .map(|r| r.authors.difference(&authors).copied().collect())
                     .unwrap_or_default();
                 for a in gone {
@@ -621,7 +807,7 @@ impl Hub {
     fn hear_while_read(&self, readers: &[UserId]) {
         let mut state = lock(&self.state);
         for reader in readers {
-            if let Some(r) = state.readers.get_mut(reader) {
+            if let Some(r) = state.readers.get_mut(&View::home(*reader)) {
                 r.heard.get_or_insert_with(HashMap::new);
             }
         }
@@ -685,6 +871,7 @@ impl Hub {
             Some(Signal::FiltersChanged { user }) => {
                 self.tell_reader(user, Mailbox::filters_changed)
             }
+            Some(Signal::ListsChanged { user }) => self.lists_changed(user),
             Some(Signal::Hidden { account, change }) => self.hidden(account, change),
             None => {}
         }

@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 use super::buffer::{Sender, Unsent};
 use super::mailbox::{Mailbox, Pending};
 use super::news::{tied, News};
-use super::Event;
+use super::{Event, View};
 use crate::engine::{Engine, Stats};
 use crate::error::AppError;
 use crate::store::pg::{AccountRow, IdRange, NotificationFilter};
@@ -72,7 +72,8 @@ pub(super) struct Live {
     pub engine: Engine,
     /// The instance's turns to read.
     pub reads: Arc<Semaphore>,
-    pub reader: UserId,
+    /// What it follows: its reader's home, or one of its lists.
+    pub view: View,
     /// Its position: everything up to here has been sent.
     pub at: Prev,
     /// Its reads that failed in a row, and when it reads again
@@ -224,9 +225,9 @@ impl Live {
                 Ok(read) => read,
                 Err(AppError::NotFound(_) | AppError::BadRequest(_)) => return Err(End::Refused),
                 Err(e) => {
-                    tracing::debug!(error = %e.chain(), reader = %self.reader, "a stream could not read");
+                    tracing::debug!(error = %e.chain(), reader = %self.view.reader, "a stream could not read");
                     self.failures = self.failures.saturating_add(1);
-                    let wait = retry_after(self.failures, self.reader);
+                    let wait = retry_after(self.failures, self.view.reader);
                     self.retry_at = Some(tokio::time::Instant::now() + wait);
                     return Ok(());
                 }
@@ -285,7 +286,7 @@ impl Live {
                 .engine
                 .notifications()
                 .page(
-                    self.reader,
+                    self.view.reader,
                     range,
                     &NotificationFilter::default(),
                     NOTICES_PAGE,
@@ -295,7 +296,7 @@ impl Live {
             let told = match read {
                 Ok(told) => told,
                 Err(e) => {
-                    tracing::debug!(error = %e.chain(), reader = %self.reader, "a stream could not read notifications");
+                    tracing::debug!(error = %e.chain(), reader = %self.view.reader, "a stream could not read notifications");
                     return Ok(());
                 }
             };
@@ -320,7 +321,7 @@ impl Live {
         &mut self,
         req: PageRequest,
     ) -> Result<(crate::engine::Page, Vec<(PostId, Option<i64>)>), AppError> {
-        let page = self.engine.reads().home_page(self.reader, req).await?;
+        let page = self.view.page(&self.engine, req).await?;
         let mut deletions = Vec::new();
         if let Some(profiles) = self.profiles.as_mut() {
             let authors: Vec<UserId> = page.items.iter().map(|p| p.author_id).collect();

@@ -1,6 +1,8 @@
-//! Live streams of home feeds: each new entry of a reader's home, pushed or
-//! pulled, as it arrives, with its place in the feed (a `prev` cursor) as
-//! the event's id.
+//! Live streams of home feeds and of lists: each new entry of a reader's
+//! home (or of one of its lists), pushed or pulled, as it arrives, with its
+//! place in the feed (a `prev` cursor) as the event's id. A list's stream
+//! is a home's over other authors (its members', read again whenever the
+//! list or the reader's mutes change).
 //!
 //! The feed is the log; the live channel is only a hint that something is
 //! new. A stream holds a position in its reader's home and sends each entry
@@ -57,7 +59,7 @@ use super::Engine;
 use crate::error::AppResult;
 use crate::store::pg::AccountRow;
 use crate::types::Post;
-use crate::types::{PageRequest, PostId, Prev, UserId};
+use crate::types::{ListId, PageRequest, PostId, Prev, UserId};
 use hub::Hub;
 use live::{Live, Profiles, REFRESH_PAGE};
 
@@ -117,10 +119,33 @@ impl Event {
     }
 }
 
+/// What a stream follows: a reader's home, or one of its lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct View {
+    pub reader: UserId,
+    pub list: Option<ListId>,
+}
+
+impl View {
+    pub fn home(reader: UserId) -> Self {
+        View { reader, list: None }
+    }
+
+    /// A page of what it follows.
+    async fn page(self, engine: &Engine, req: PageRequest) -> AppResult<super::Page> {
+        match self.list {
+            None => engine.reads().home_page(self.reader, req).await,
+            Some(list) => engine.lists().page(self.reader, list, req).await,
+        }
+    }
+}
+
 /// A stream to open.
 #[derive(Debug, Clone, Copy)]
 pub struct Opening {
     pub reader: UserId,
+    /// One of the reader's lists, instead of its home.
+    pub list: Option<ListId>,
     /// The client's last event id: resume after it.
     pub from: Option<Prev>,
     /// The client's address, for the per-address limit.
@@ -140,6 +165,7 @@ impl Opening {
     pub fn of(reader: UserId) -> Self {
         Opening {
             reader,
+            list: None,
             from: None,
             address: None,
             profiles: false,
@@ -186,27 +212,31 @@ impl Streams {
 
     /// Opens a stream. Refused past the limits before anything is read:
     /// per user and per address (429), per instance (503); then 404 for
-    /// no account (or one being deleted), 400 for a position the service
-    /// never gave. `cut` ends the client's connection when the service
-    /// ends the stream.
+    /// no account (or one being deleted) or no such list of it, 400 for a
+    /// position the service never gave. `cut` ends the client's connection
+    /// when the service ends the stream.
     pub async fn follow(&self, opening: Opening, cut: Option<Cut>) -> AppResult<Events> {
         let hub = &self.hub;
         let reader = opening.reader;
-        let (slot, mailbox) = hub.reserve(reader, opening.address, opening.profiles)?;
+        let view = View {
+            reader,
+            list: opening.list,
+        };
+        let (slot, mailbox) = hub.reserve(view, opening.address, opening.profiles)?;
         hub.engine.user(reader).await?;
-        hub.load(reader).await?;
+        hub.load(view).await?;
         let notices = match opening.own_events {
             true => Some(hub.engine.notifications().newest_id(reader).await?),
             false => None,
         };
-        let (at, gap) = self.start(reader, opening.from).await?;
+        let (at, gap) = self.start(view, opening.from).await?;
         let tuning = hub.engine.tuning();
         let heartbeat = Duration::from_secs(tuning.stream_heartbeat_secs);
         let (out, events) = buffer::buffer();
         let live = Live {
             engine: hub.engine.clone(),
             reads: hub.reads.clone(),
-            reader,
+            view,
             at,
             failures: 0,
             retry_at: None,
@@ -235,27 +265,21 @@ impl Streams {
     /// position if it is among the newest `feed.stream_replay` entries,
     /// else below the oldest of them (with the client's position as the
     /// gap). A position whose offset the service never gave is refused.
-    async fn start(&self, reader: UserId, from: Option<Prev>) -> AppResult<(Prev, Option<Prev>)> {
+    async fn start(&self, view: View, from: Option<Prev>) -> AppResult<(Prev, Option<Prev>)> {
         let engine = &self.hub.engine;
         let _turn = self.hub.turn().await?;
         let Some(from) = from else {
-            let top = engine
-                .reads()
-                .home_page(reader, PageRequest::first(1))
-                .await?;
+            let top = view.page(engine, PageRequest::first(1)).await?;
             return Ok((top.prev, None));
         };
         if from.offset > PageRequest::MAX_OFFSET {
-            engine
-                .reads()
-                .home_page(reader, PageRequest::before(from, 1))
-                .await?;
+            view.page(engine, PageRequest::before(from, 1)).await?;
         }
         let replay = engine.tuning().stream_replay;
         let mut req = PageRequest::first(REFRESH_PAGE);
         let mut newer = 0;
         loop {
-            let page = engine.reads().home_page(reader, req).await?;
+            let page = view.page(engine, req).await?;
             for post in &page.items {
                 if post.created_at_ms <= from.min {
                     return Ok((from, None));

@@ -1,7 +1,8 @@
-//! Mastodon's streaming API for the home: `GET /api/v1/streaming/user` as
-//! Server-Sent Events, and `GET /api/v1/streaming` as a WebSocket (what
-//! browser clients and masto.js use), both over the service's live
-//! streams.
+//! Mastodon's streaming API for the home and lists: `GET
+//! /api/v1/streaming/user` and `/api/v1/streaming/list` as Server-Sent
+//! Events, and `GET /api/v1/streaming` as a WebSocket (what browser clients
+//! and masto.js use; the `user` stream and `list` streams), all over the
+//! service's live streams.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,9 +23,31 @@ use crate::http::feed::{event_id, event_stream, last_event_id};
 use crate::http::limits::{charge_read, client_address};
 use crate::http::socket::cut_of;
 use crate::store::pg::FilterWithKeywords;
-use crate::types::{Entry, UserId};
-/// The one stream a WebSocket subscribes to here.
+use crate::types::{Entry, ListId, UserId};
+
+/// The streams a WebSocket subscribes to here: the user's (its home and
+/// its own events), and a list's.
 const USER_STREAM: &str = "user";
+const LIST_STREAM: &str = "list";
+
+/// The stream a message names: the user's (`None`) or a list's; an error
+/// message for any other, or a list id that is not one.
+fn named_stream(message: &serde_json::Value) -> Result<Option<ListId>, String> {
+    match message["stream"].as_str() {
+        Some(USER_STREAM) => Ok(None),
+        Some(LIST_STREAM) => {
+            let id = match &message["list"] {
+                serde_json::Value::String(s) => s.parse::<i64>().ok(),
+                serde_json::Value::Number(n) => n.as_i64(),
+                _ => None,
+            };
+            id.filter(|i| *i > 0)
+                .map(|i| Some(ListId(i)))
+                .ok_or_else(|| "a list stream needs the id of one of the caller's lists".into())
+        }
+        _ => Err("only the user and list streams are served here".into()),
+    }
+}
 
 /// Whether the streaming API is up (Mastodon): `OK`. No token needed.
 #[utoipa::path(
@@ -67,16 +90,72 @@ pub async fn user(
     engine: web::Data<Engine>,
     streams: web::Data<Streams>,
 ) -> Result<HttpResponse, AppError> {
-    let caller = streaming_caller(&req)?;
+    sse(&req, &engine, &streams, None).await
+}
+
+/// The `list` parameter of a list stream.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParam {
+    /// The id of one of the caller's lists.
+    #[param(value_type = String)]
+    list: String,
+}
+
+/// One of the caller's lists, live (Mastodon's list stream, Server-Sent
+/// Events): `update` with each new status of the list (its members'
+/// posts), `delete` with a deleted status's id, a comment as heartbeat;
+/// as the user stream, without the user's own events, and resumed with
+/// `Last-Event-ID`. A member added or taken out changes what comes next
+/// at once; the stream ends when the list is deleted. Same limits as the
+/// user stream (its streams count with the user's).
+#[utoipa::path(
+    tag = "mastodon",
+    operation_id = "mastodon_stream_list",
+    params(
+        ListParam,
+        ("access_token" = Option<String>, Query, description = "The token, if no Authorization header"),
+        ("Last-Event-ID" = Option<String>, Header,
+            description = "The id of the last event received: resume after it"),
+    ),
+    responses(
+        (status = 200, description = "The live stream", content_type = "text/event-stream", body = String),
+        (status = 400, description = "A list id that is not one, or a malformed Last-Event-ID", body = ErrorBody),
+        (status = 404, description = "The caller has no such list", body = ErrorBody),
+        (status = 429, description = "Too many streams of this user or this address, or requests", body = ErrorBody),
+        (status = 503, description = "Too many streams on this instance", body = ErrorBody),
+    )
+)]
+#[get("/streaming/list")]
+pub async fn list_stream(
+    req: HttpRequest,
+    engine: web::Data<Engine>,
+    streams: web::Data<Streams>,
+    query: web::Query<ListParam>,
+) -> Result<HttpResponse, AppError> {
+    let list = super::lists::list_id(&query.list)?;
+    sse(&req, &engine, &streams, Some(list)).await
+}
+
+/// The caller's home (`list` none) or one of its lists as Server-Sent
+/// Events.
+async fn sse(
+    req: &HttpRequest,
+    engine: &Engine,
+    streams: &Streams,
+    list: Option<ListId>,
+) -> Result<HttpResponse, AppError> {
+    let caller = streaming_caller(req)?;
     let opening = Opening {
         reader: caller.id,
-        from: last_event_id(&req)?,
-        address: client_address(&req),
+        list,
+        from: last_event_id(req)?,
+        address: client_address(req),
         profiles: true,
-        own_events: true,
+        own_events: list.is_none(),
     };
-    let events = streams.follow(opening, cut_of(&req)).await?;
-    let live = Live::new(events, Origin::of(&req), &engine, caller.id).await?;
+    let events = streams.follow(opening, cut_of(req)).await?;
+    let live = Live::new(events, Origin::of(req), engine, opening).await?;
     Ok(event_stream(futures::stream::unfold(
         live,
         |mut live| async move {
@@ -89,10 +168,13 @@ pub async fn user(
 /// Mastodon's streaming WebSocket: after `{"type": "subscribe", "stream":
 /// "user"}`, each event of the home as `{"stream": ["user"], "event":
 /// "update" | "delete" | "notification", "payload": "…"}` (the payload a JSON text, as
-/// Mastodon sends it); `unsubscribe` stops it. The token comes as the
+/// Mastodon sends it); after `{"type": "subscribe", "stream": "list",
+/// "list": "<id>"}`, each event of that list as `{"stream": ["list",
+/// "<id>"], …}`; `unsubscribe` stops one. The token comes as the
 /// `Sec-WebSocket-Protocol` (echoed back), a bearer token, or
-/// `access_token`. Only the user stream exists here: other streams answer
-/// an `error` message. At most `feed.websockets_per_user` sockets per user;
+/// `access_token`. Only the user and list streams exist here: other
+/// streams answer an `error` message, as does a list the caller does not
+/// have. At most `feed.websockets_per_user` sockets per user;
 /// each message the client sends is charged to its request budget (past
 /// it, the socket is closed); the service pings every
 /// `feed.stream_heartbeat_secs` and closes a socket silent for
@@ -161,6 +243,7 @@ pub async fn websocket(
         streams: streams.get_ref().clone(),
         opening: Opening {
             reader: caller.id,
+            list: None,
             from: None,
             address: client_address(&req),
             profiles: true,
@@ -255,12 +338,18 @@ struct Socket {
     _held: Held,
 }
 
+/// A socket's subscriptions: the task sending each stream, by its list
+/// (`None`: the user stream).
+type Senders = HashMap<Option<ListId>, tokio::task::JoinHandle<()>>;
+
 impl Socket {
     async fn run(mut self, mut messages: actix_ws::MessageStream, subscribed_now: bool) {
         use futures::StreamExt;
-        let mut sender: Option<tokio::task::JoinHandle<()>> = None;
+        let mut senders = Senders::new();
         if subscribed_now {
-            sender = self.subscribe().await;
+            if let Some(s) = self.subscribe(None).await {
+                senders.insert(None, s);
+            }
         }
         let mut heard = tokio::time::Instant::now();
         let mut pings = tokio::time::interval(self.ping);
@@ -295,22 +384,7 @@ impl Socket {
                             description: Some("too many messages".into()),
                         });
                     }
-                    let said = serde_json::from_str::<serde_json::Value>(&text);
-                    let reply = match said {
-                        Ok(m) if m["type"] == "subscribe" && m["stream"] == USER_STREAM => {
-                            if sender.as_ref().is_none_or(|s| s.is_finished()) {
-                                sender = self.subscribe().await;
-                            }
-                            None
-                        }
-                        Ok(m) if m["type"] == "unsubscribe" && m["stream"] == USER_STREAM => {
-                            if let Some(s) = sender.take() {
-                                s.abort();
-                            }
-                            None
-                        }
-                        _ => Some(json!({"error": "only the user stream is served here"})),
-                    };
+                    let reply = self.act(&text, &mut senders).await;
                     if let Some(error) = reply {
                         if self.session.text(error.to_string()).await.is_err() {
                             break None;
@@ -324,24 +398,51 @@ impl Socket {
                 _ => {}
             }
         };
-        if let Some(s) = sender {
+        for s in senders.into_values() {
             s.abort();
         }
         let _ = self.session.close(close).await;
     }
 
-    /// Opens the user stream and starts sending it.
-    async fn subscribe(&mut self) -> Option<tokio::task::JoinHandle<()>> {
-        let opened = match self.streams.follow(self.opening, cut_of(&self.req)).await {
-            Ok(events) => {
-                Live::new(
-                    events,
-                    self.origin.clone(),
-                    &self.engine,
-                    self.opening.reader,
-                )
-                .await
+    /// Acts on a client's message: subscribes to a stream, or stops one;
+    /// an error message to send back for anything else.
+    async fn act(&mut self, text: &str, senders: &mut Senders) -> Option<serde_json::Value> {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(text) else {
+            return Some(json!({"error": "a message must be JSON"}));
+        };
+        let stream = match named_stream(&message) {
+            Ok(stream) => stream,
+            Err(e) => return Some(json!({ "error": e })),
+        };
+        match message["type"].as_str() {
+            Some("subscribe") => {
+                if senders.get(&stream).is_none_or(|s| s.is_finished()) {
+                    if let Some(s) = self.subscribe(stream).await {
+                        senders.insert(stream, s);
+                    }
+                }
+                None
             }
+            Some("unsubscribe") => {
+                if let Some(s) = senders.remove(&stream) {
+                    s.abort();
+                }
+                None
+            }
+            _ => Some(json!({"error": "a message's type is subscribe or unsubscribe"})),
+        }
+    }
+
+    /// Opens the user stream (`list` none) or a list's and starts sending
+    /// it.
+    async fn subscribe(&mut self, list: Option<ListId>) -> Option<tokio::task::JoinHandle<()>> {
+        let opening = Opening {
+            list,
+            own_events: list.is_none(),
+            ..self.opening
+        };
+        let opened = match self.streams.follow(opening, cut_of(&self.req)).await {
+            Ok(events) => Live::new(events, self.origin.clone(), &self.engine, opening).await,
             Err(e) => Err(e),
         };
         match opened {
@@ -349,7 +450,7 @@ impl Socket {
                 let mut session = self.session.clone();
                 Some(actix_web::rt::spawn(async move {
                     while let Some(said) = live.next().await {
-                        let sent = match said.websocket() {
+                        let sent = match said.websocket(&live.stream) {
                             Some(text) => session.text(text).await,
                             None => Ok(()),
                         };
@@ -404,34 +505,36 @@ impl Said {
         }
     }
 
-    /// As a WebSocket text message (none for what is a ping there).
-    fn websocket(&self) -> Option<String> {
+    /// As a WebSocket text message of `stream` (none for what is a ping
+    /// there).
+    fn websocket(&self, stream: &serde_json::Value) -> Option<String> {
         let (event, payload) = match self {
             Said::Hello | Said::Heartbeat => return None,
             Said::Update { status, .. } => ("update", serde_json::to_string(status).ok()?),
             Said::Delete(id) => ("delete", id.clone()),
             Said::Notification(n) => ("notification", serde_json::to_string(n).ok()?),
             Said::FiltersChanged => {
-                return Some(
-                    json!({"stream": [USER_STREAM], "event": "filters_changed"}).to_string(),
-                )
+                return Some(json!({"stream": stream, "event": "filters_changed"}).to_string())
             }
         };
-        Some(json!({"stream": [USER_STREAM], "event": event, "payload": payload}).to_string())
+        Some(json!({"stream": stream, "event": event, "payload": payload}).to_string())
     }
 }
 
-/// One open user stream, in Mastodon's terms: the engine's stream brings
-/// each post's author and each deletion's time (read under the stream's
-/// turn, and read again when that fails). The reader's `home` filters,
-/// read when it opens and again when they change, mark each update with
-/// what they match and keep back what a `hide` filter matches.
+/// One open user or list stream, in Mastodon's terms: the engine's stream
+/// brings each post's author and each deletion's time (read under the
+/// stream's turn, and read again when that fails). The reader's `home`
+/// filters (a list is read in that context), read when it opens and again
+/// when they change (told on the user stream), mark each update with what
+/// they match and keep back what a `hide` filter matches.
 struct Live {
     events: Events,
     origin: Origin,
     engine: Engine,
     reader: UserId,
     filters: Vec<FilterWithKeywords>,
+    /// Its name on a WebSocket: `["user"]`, or `["list", "<id>"]`.
+    stream: serde_json::Value,
 }
 
 impl Live {
@@ -439,15 +542,21 @@ impl Live {
         events: Events,
         origin: Origin,
         engine: &Engine,
-        reader: UserId,
+        opening: Opening,
     ) -> Result<Self, AppError> {
+        let reader = opening.reader;
         let filters = engine.filters().applying(reader, "home").await?;
+        let stream = match opening.list {
+            None => json!([USER_STREAM]),
+            Some(list) => json!([LIST_STREAM, list.to_string()]),
+        };
         Ok(Live {
             events,
             origin,
             engine: engine.clone(),
             reader,
             filters,
+            stream,
         })
     }
 

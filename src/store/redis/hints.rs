@@ -34,6 +34,9 @@ pub enum Signal {
     Notified { user: UserId, account: UserId },
     /// A user's filters changed (`c`, with the user, on its channel).
     FiltersChanged { user: UserId },
+    /// A user's lists changed: their members, or a list removed (`l`,
+    /// with the user, on its channel).
+    ListsChanged { user: UserId },
     /// An account's posts left every feed or came back (`h`, `x`, `s`,
     /// with the account, on the hidden accounts' channel).
     Hidden {
@@ -110,9 +113,9 @@ impl Signal {
                 keys.author_channel(author)
             }
             Signal::Shown { reader, .. } => keys.reader_channel(reader),
-            Signal::Notified { user, .. } | Signal::FiltersChanged { user } => {
-                keys.reader_channel(user)
-            }
+            Signal::Notified { user, .. }
+            | Signal::FiltersChanged { user }
+            | Signal::ListsChanged { user } => keys.reader_channel(user),
             Signal::Hidden { .. } => keys.hidden_channel(),
         }
     }
@@ -132,6 +135,7 @@ impl Signal {
             }
             Signal::Notified { account, .. } => format!("n:{account}"),
             Signal::FiltersChanged { user } => format!("c:{user}"),
+            Signal::ListsChanged { user } => format!("l:{user}"),
             Signal::Hidden { account, change } => {
                 format!("{}:{account}", code_of(&HiddenChange::CODES, change))
             }
@@ -165,6 +169,7 @@ impl Signal {
                     })
                 }
                 "c" => return Some(Signal::FiltersChanged { user: reader }),
+                "l" => return Some(Signal::ListsChanged { user: reader }),
                 _ => {}
             }
             let change = named(&ShownChange::CODES, op)?;
@@ -240,6 +245,9 @@ mod tests {
             account: UserId(3),
         });
         all.push(Signal::FiltersChanged {
+            user: UserId(5_000),
+        });
+        all.push(Signal::ListsChanged {
             user: UserId(5_000),
         });
         for (change, _) in HiddenChange::CODES {
