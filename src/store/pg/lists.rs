@@ -406,19 +406,3 @@ async fn home_changes(
     }
     Ok(changes)
 }
-
-/// An unfollow takes the followee out of every list of the follower,
-/// inside the unfollow's transaction (its job takes the posts out of the
-/// home: nothing more to apply).
-pub(super) async fn unfollowed(
-    conn: &mut AsyncPgConnection,
-    follower: UserId,
-    followee: UserId,
-) -> AppResult<()> {
-    diesel::sql_query("DELETE FROM list_members WHERE owner_id = $1 AND member_id = $2")
-        .bind::<BigInt, _>(follower)
-        .bind::<BigInt, _>(followee)
-        .execute(conn)
-        .await?;
-    Ok(())
-}

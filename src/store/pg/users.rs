@@ -585,7 +585,7 @@ async fn change_edge(
     if follow {
         super::notifications::followed(conn, &[followee], follower, now_ms).await?;
     } else {
-        super::lists::unfollowed(conn, follower, followee).await?;
+        leave_lists(conn, follower, followee).await?;
     }
     let delta = if follow { 1 } else { -1 };
     let (count, big_v, (seq, following)) = bump_counts(conn, follower, followee, delta).await?;
@@ -662,6 +662,22 @@ async fn blocked_between(conn: &mut AsyncPgConnection, a: i64, b: i64) -> AppRes
 struct Id {
     #[diesel(sql_type = BigInt)]
     n: UserId,
+}
+
+/// An unfollow takes the followee out of every list of the follower,
+/// inside the unfollow's transaction (its job takes the posts out of the
+/// home: nothing more to apply).
+async fn leave_lists(
+    conn: &mut AsyncPgConnection,
+    follower: UserId,
+    followee: UserId,
+) -> AppResult<()> {
+    diesel::sql_query("DELETE FROM list_members WHERE owner_id = $1 AND member_id = $2")
+        .bind::<BigInt, _>(follower)
+        .bind::<BigInt, _>(followee)
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// Whether `reader`'s home shows `author` now: followed, and neither
