@@ -241,7 +241,7 @@ impl Filters<'_> {
     }
 
     /// `user`'s filters that apply in `context` (expired ones too:
-    /// [`matches`] leaves those out when it matches, so a stream that
+    /// [`matches()`] leaves those out when it matches, so a stream that
     /// holds its filters sees them expire).
     pub async fn applying(self, user: UserId, context: &str) -> AppResult<Vec<FilterWithKeywords>> {
         let all = self.0.inner.pg.filters().all(user).await?;
