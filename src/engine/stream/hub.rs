@@ -102,6 +102,10 @@ struct Reader {
     /// once more after that.
     reloading: bool,
     again: bool,
+    /// A change of its list was heard and its authors are not read again
+    /// yet: a post heard of is read from the list (whose members the
+    /// records hold), never sent as heard.
+    stale: bool,
 }
 
 impl Reader {
@@ -249,6 +253,7 @@ impl Hub {
                 heard: view.list.is_none().then(HashMap::new),
                 reloading: false,
                 again: false,
+                stale: false,
             })
             .streams
             .push(Open {
@@ -481,11 +486,17 @@ impl Hub {
 
     /// Tells every stream whose home shows `author`.
     fn tell_fans(&self, author: UserId, tell: impl Fn(&Mailbox)) {
-        self.tell_fans_but(author, None, tell);
+        self.tell_fans_but(author, None, |m, _| tell(m));
     }
 
-    /// Tells every stream whose view shows `author`, but `skipped`'s home.
-    fn tell_fans_but(&self, author: UserId, skipped: Option<UserId>, tell: impl Fn(&Mailbox)) {
+    /// Tells every stream whose view shows `author`, but `skipped`'s home,
+    /// and whether its view's authors are stale.
+    fn tell_fans_but(
+        &self,
+        author: UserId,
+        skipped: Option<UserId>,
+        tell: impl Fn(&Mailbox, bool),
+    ) {
         let state = lock(&self.state);
         let Some(fans) = state.fans.get(&author) else {
             return;
@@ -495,17 +506,25 @@ impl Hub {
             .iter()
             .filter(|v| skipped.is_none() || home_of(v) != skipped)
         {
-            self.tell_view(&state, *view, &tell);
+            if let Some(r) = state.readers.get(view) {
+                for h in &r.streams {
+                    tell(&h.mailbox, r.stale);
+                }
+            }
         }
     }
 
     /// Hands a post heard of to every stream whose home shows its author
-    /// (its own home only while homes show their own posts).
+    /// (its own home only while homes show their own posts); a stream of
+    /// a list whose change is not applied yet reads instead.
     fn tell_news(&self, news: Arc<News>) {
         let author = news.post.author_id;
         let own = self.engine.settings().home_includes_own_posts;
         let skipped = (!own).then_some(author);
-        self.tell_fans_but(author, skipped, |m| m.heard(news.clone()));
+        self.tell_fans_but(author, skipped, |m, stale| match stale {
+            true => m.read(),
+            false => m.heard(news.clone()),
+        });
     }
 
     /// Whether a post of `author` needs reading here, and with its
@@ -571,12 +590,18 @@ impl Hub {
     /// here reads its authors again.
     pub fn lists_changed(&self, reader: UserId) {
         let views = {
-            let state = lock(&self.state);
+            let mut state = lock(&self.state);
             let views = Self::views_of(&state, reader);
+            let views: Vec<View> = views.into_iter().filter(|v| v.list.is_some()).collect();
+            // Until read again, their posts come from reads (in the order
+            // of the hints: a post heard after the change is not sent as
+            // heard to a list it may have left).
+            for v in &views {
+                if let Some(r) = state.readers.get_mut(v) {
+                    r.stale = true;
+                }
+            }
             views
-                .into_iter()
-                .filter(|v| v.list.is_some())
-                .collect::<Vec<_>>()
         };
         for view in views {
             if let Some(hub) = self.me.upgrade() {
@@ -617,11 +642,17 @@ impl Hub {
                 };
                 let again = std::mem::take(&mut r.again);
                 r.reloading = again;
+                // (Authors read after the last change heard: hints route
+                // its posts right again.)
+                r.stale = again;
                 let authors = match read {
                     Ok(authors) => authors,
                     Err(e) => {
-                        // Left as they were: a read below retries.
+                        // Left as they were, and stale: its streams read
+                        // until the next change (or the next link) reads
+                        // them again.
                         tracing::debug!(error = %e.chain(), "a list's authors were not read again");
+                        r.stale = true;
                         r.authors.clone()
                     }
                 };
