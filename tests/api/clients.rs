@@ -1,5 +1,5 @@
-//! The real Mastodon client libraries against the release binary (the one
-//! `cargo run --release` runs): the pinned Mastodon.py and masto.js
+//! The real Mastodon client libraries against the service's binary (the
+//! one `cargo test` builds beside the tests): the pinned Mastodon.py and masto.js
 //! (installed by `.ci/install-clients` into `target/clients`) each run an
 //! app's session (`tests/clients/`), from
 //! credentials to blocks, through the home timeline, its refresh and its
@@ -31,28 +31,15 @@ fn clients_dir() -> PathBuf {
     root().join("target/clients")
 }
 
-/// The release build of the service, built first when missing or stale
-/// (`.ci/run` builds it up front; here it is then only checked).
-fn release_binary() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--release", "--bin", "feed-service"])
-        .current_dir(root())
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "the release build failed");
-    root().join("target/release/feed-service")
-}
-
-/// Starts the release binary, makes `reader`, `author` and `vip` (a big-V once the
+/// Starts the service's binary, makes `reader`, `author` and `vip` (a big-V once the
 /// reader follows it: two fans follow it already) and runs `program` with
 /// `args`, given the service's URL, their tokens and ids; returns its
 /// output once it succeeded.
 async fn session(names: [&str; 3], program: &Path, args: &[PathBuf]) -> String {
     let settings = test_settings();
     let _cleanup = Cleanup::of(&settings);
-    let binary = tokio::task::spawn_blocking(release_binary).await.unwrap();
-    let mut service = spawn_binary(&binary, &settings, &[], Stdio::null()).await;
+    let binary = Path::new(env!("CARGO_BIN_EXE_feed-service"));
+    let mut service = spawn_binary(binary, &settings, &[], Stdio::null()).await;
     let base = format!("http://127.0.0.1:{}", service.port);
     let service_port = service.port;
     let keys = JwtKeys::from_settings(&settings.auth).unwrap();
@@ -141,7 +128,7 @@ async fn session(names: [&str; 3], program: &Path, args: &[PathBuf]) -> String {
     while let Some(line) = lines.recv().await {
         if line == "restart" {
             service.terminate().await;
-            service = spawn_binary_on(service_port, &binary, &settings, &[], Stdio::null()).await;
+            service = spawn_binary_on(service_port, binary, &settings, &[], Stdio::null()).await;
             writeln!(to_program, "restarted")
                 .and_then(|_| to_program.flush())
                 .expect("the program reads");
