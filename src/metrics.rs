@@ -215,6 +215,54 @@ pub static STREAM_POSTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
 });
 
+/// Feed list windows pages read, by how.
+pub static FEED_WINDOWS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "feed_windows_total",
+                "Feed list windows pages read, by how: top (a first page's), guessed (below a cursor, at the place the view last left the list) or searched (below a cursor, its place found by a script)",
+            ),
+            &["how"],
+        )
+        .expect("feed_windows_total"),
+    )
+});
+
+/// How a page read a feed list's window.
+#[derive(Debug, Clone, Copy)]
+pub enum WindowRead {
+    Top,
+    Guessed,
+    Searched,
+}
+
+impl WindowRead {
+    const ALL: [WindowRead; 3] = [WindowRead::Top, WindowRead::Guessed, WindowRead::Searched];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            WindowRead::Top => "top",
+            WindowRead::Guessed => "guessed",
+            WindowRead::Searched => "searched",
+        }
+    }
+}
+
+/// Counts `n` windows read `how`.
+pub fn windows_read(how: WindowRead, n: usize) {
+    if n > 0 {
+        FEED_WINDOWS
+            .with_label_values(&[how.as_str()])
+            .inc_by(n as u64);
+    }
+}
+
+/// Windows read `how` so far by this process (tests).
+pub fn windows_so_far(how: WindowRead) -> u64 {
+    FEED_WINDOWS.with_label_values(&[how.as_str()]).get()
+}
+
 /// Counts a post a stream sent: `heard` or from a page read.
 pub fn stream_post_sent(heard: bool) {
     STREAM_POSTS
@@ -248,6 +296,9 @@ pub fn render() -> String {
     LazyLock::force(&DEFERRED_WRITES);
     LazyLock::force(&STREAMS_OPEN);
     LazyLock::force(&STREAM_NEWS);
+    for how in WindowRead::ALL {
+        FEED_WINDOWS.with_label_values(&[how.as_str()]);
+    }
     STREAM_POSTS.with_label_values(&["heard"]);
     STREAM_POSTS.with_label_values(&["read"]);
     for end in End::ALL {

@@ -13,7 +13,7 @@ use crate::settings::{AuthSettings, RedisSettings};
 use crate::store::pg::{ensure_database, run_migrations, with_database};
 use crate::store::redis::keys::READER_BLOCK;
 use crate::store::redis::{layout, Conn, RedisStore};
-use crate::types::{Entry, UserId};
+use crate::types::{Entry, Scope, UserId};
 
 /// Bearer tokens, signed with the configured secret.
 pub struct Tokens(JwtKeys);
@@ -132,7 +132,10 @@ impl FeedRedis {
 
     /// The first `fetch` entries of each list, as a page's range read.
     pub async fn first_ranges(&self, keys: &[String], fetch: usize) -> AppResult<()> {
-        self.store.feeds().ranges(keys, None, fetch).await?;
+        self.store
+            .feeds()
+            .ranges(Scope::Author(UserId(0)), keys, None, fetch)
+            .await?;
         Ok(())
     }
 

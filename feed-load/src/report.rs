@@ -143,8 +143,8 @@ pub struct PageCost {
     pub calls_per_page: std::collections::BTreeMap<String, f64>,
     /// Redis CPU per `ZREVRANGEBYSCORE` of the same-run baseline.
     pub range_read_cpu_usec: f64,
-    /// `2 × expected_sources × range_read_cpu_usec`: a page may cost Redis
-    /// twice the range reads it needs, as plain calls.
+    /// `expected_sources × range_read_cpu_usec`: a page may cost Redis
+    /// the range reads it needs, as plain calls.
     pub redis_cpu_budget_usec: f64,
     pub budget_met: bool,
     /// The service's CPU per page (from `/proc`), microseconds.
@@ -177,7 +177,7 @@ impl PageCost {
         let per = |n: f64| n / pages.max(1) as f64;
         let sources_per_page = per(stats.calls("lrange") as f64);
         let redis_cpu_usec_per_page = per(stats.cpu_usec);
-        let budget = 2.0 * expected_sources * range_read_cpu_usec;
+        let budget = expected_sources * range_read_cpu_usec;
         let scripts_per_page = per(stats.calls("evalsha") as f64);
         PageCost {
             pages,
@@ -740,7 +740,7 @@ fn page(r: &Report, tables: &[Table]) -> String {
         let _ = write!(
             page,
             "<h2>Redis per page of the reads</h2><p>Redis from <code>INFO commandstats</code> and \
-             <code>INFO cpu</code> around the closed loop, its budget 2 × sources × the \
+             <code>INFO cpu</code> around the closed loop, its budget sources × the \
              baseline's CPU per ZREVRANGEBYSCORE, the service from <code>/proc</code>.</p>\
              {}<div class=\"side\">{}{}</div>",
             table("Redis per page"),

@@ -483,15 +483,15 @@ fn pages(lat: &Latency) -> usize {
 }
 
 /// The read target: pages/s at least this share of the same-run
-/// ZREVRANGEBYSCORE rate divided by the page's sources, 0.35 with 10
-/// big-Vs and 1.0 with 50 (a page is one script call, where the baseline
-/// pays a request per range read, so the more sources the more a page
-/// saves).
+/// ZREVRANGEBYSCORE rate divided by the page's sources, 1.0 with 10
+/// big-Vs and 2.0 with 50 (a page's range reads travel together, where
+/// the baseline pays a request per range read, so the more sources the
+/// more a page saves).
 fn read_ratio_target(big_vs: i64) -> f64 {
     if big_vs >= 50 {
-        1.0
+        2.0
     } else {
-        0.35
+        1.0
     }
 }
 

@@ -33,7 +33,7 @@ pub use source::{
 pub use stream::{Closing, End};
 
 /// Whose feed a read or a query is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// A reader's home feed: the posts of the authors it follows, and with
     /// `own` its own posts too.

@@ -2,7 +2,10 @@
 //! 100,000 inboxes and of readers' scrolls: its replica takes over, and
 //! nothing is lost or repeated.
 
-use feed_service::types::{PostId, UserId};
+use feed_service::types::{PostId, Scope, UserId};
+
+/// The view the feed reads here are of.
+const VIEW: Scope = Scope::Author(UserId(0));
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -377,7 +380,7 @@ async fn reads_go_straight_to_the_masters_and_land_after_their_links_die_or_the_
     let read_all = || async {
         let newest: Vec<PostId> = entries.iter().rev().map(|e| e.id).collect();
         for (max, want) in [(None, &newest[..]), (Some(1_700_000_000_001), &newest[1..])] {
-            let ranges = redis.feeds().ranges(&inboxes, max, 5).await.unwrap();
+            let ranges = redis.feeds().ranges(VIEW, &inboxes, max, 5).await.unwrap();
             for (key, range) in inboxes.iter().zip(ranges) {
                 let feed_service::types::Range::Read(read) = range else {
                     panic!("{key}: {range:?}");
@@ -401,7 +404,7 @@ async fn reads_go_straight_to_the_masters_and_land_after_their_links_die_or_the_
     }
     let mut landed = false;
     for _ in 0..20 {
-        if redis.feeds().ranges(&inboxes, None, 5).await.is_ok() {
+        if redis.feeds().ranges(VIEW, &inboxes, None, 5).await.is_ok() {
             landed = true;
             break;
         }

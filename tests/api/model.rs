@@ -199,6 +199,10 @@ enum Op {
     /// Redis forgets its scripts (a restart, a failover to a replica that
     /// never ran them): every call must load what it runs again.
     ForgetScripts,
+    /// The places the instances remember their views last read their feed
+    /// lists at all move by this many entries (as if posts came and went
+    /// unseen): the next pages' guesses of where their cursors are lie.
+    Mislead(i8),
     /// Runs every claimable job to its end.
     Drain,
     /// An operator makes an ordinary author big-V by SQL, without the
@@ -377,7 +381,7 @@ impl Op {
             Op::HandFlag { .. } => 1 << 14,
             Op::Sweep => 1 << 15,
             Op::OwnPosts(_) => 1 << 16,
-            Op::ForgetScripts => 1 << 17,
+            Op::ForgetScripts | Op::Mislead(_) => 1 << 17,
         }
     }
 }
@@ -452,6 +456,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Reshard),
         2 => Just(Op::CutLinks),
         2 => Just(Op::ForgetScripts),
+        6 => (-4i8..5).prop_map(Op::Mislead),
         2 => user().prop_map(|author| Op::HandFlag { author }),
         6 => Just(Op::Drain),
         7 => (0u8..2, user(), prop::bool::weighted(0.2), 0..SIZES.len() as u8)
@@ -1471,6 +1476,11 @@ impl World {
             Op::ForgetScripts => {
                 // Redis down: nothing to forget.
                 let _ = self.engine().redis().forget_scripts().await;
+            }
+            Op::Mislead(by) => {
+                for engine in &self.engines {
+                    engine.redis().places().mislead(isize::from(by));
+                }
             }
             Op::Drain => self.drain().await?,
             Op::HandFlag { author } => {
@@ -3230,6 +3240,7 @@ fn run_the_model() {
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 feed_service::metrics::REDIS_RESENT.get()
             );
+            eprintln!("{}", windows_read());
         }
         None => {
             let seed = env_u64("MODEL_SEED").unwrap_or(20261130);
@@ -3252,8 +3263,20 @@ fn run_the_model() {
                 started.elapsed().as_secs_f64(),
                 feed_service::metrics::REDIS_RESENT.get()
             );
+            eprintln!("{}", windows_read());
         }
     }
+}
+
+/// How the pages of this process read their feed lists' windows.
+fn windows_read() -> String {
+    use feed_service::metrics::{windows_so_far, WindowRead};
+    format!(
+        "windows read: {} from the top, {} below a cursor at the place last read, {} searched",
+        windows_so_far(WindowRead::Top),
+        windows_so_far(WindowRead::Guessed),
+        windows_so_far(WindowRead::Searched)
+    )
 }
 
 fn rand_seed() -> u64 {

@@ -8,6 +8,15 @@ use redis::aio::MultiplexedConnection;
 
 use crate::helpers::test_settings;
 
+/// The view the reads of these tests are of (each remembers where it read
+/// a list last, and guesses from it).
+const VIEW: Scope = Scope::Author(UserId(0));
+
+/// A view of its own: one that never read a list yet.
+fn view(n: usize) -> Scope {
+    Scope::Author(UserId(n as i64 + 1))
+}
+
 /// A store with a key prefix of its own, its keys deleted when dropped.
 struct Zsets {
     store: RedisStore,
@@ -165,7 +174,7 @@ impl Zsets {
     async fn read(&self, key: &str, fetch: usize) -> Range {
         self.store
             .feeds()
-            .ranges(&[key.to_string()], None, fetch)
+            .ranges(VIEW, &[key.to_string()], None, fetch)
             .await
             .unwrap()
             .remove(0)
@@ -248,7 +257,7 @@ async fn clause_1_and_6_a_read_sees_the_floor_of_what_it_read() {
     }
     // Read together (one pipeline per node), each key keeps its answer.
     let keys = [&missing, &floored, &building, &complete].map(|k| k.to_string());
-    let together = z.store.feeds().ranges(&keys, None, 5).await.unwrap();
+    let together = z.store.feeds().ranges(VIEW, &keys, None, 5).await.unwrap();
     for (key, range) in keys.iter().zip(together) {
         assert_eq!(range, z.read(key, 5).await, "{key}");
     }
@@ -318,17 +327,38 @@ async fn clause_6_a_read_from_the_top_and_one_below_a_cursor_read_the_same_windo
         }
         ranges
     };
+    // Below the cursor, a view that read the top guesses each place from
+    // that read; another has no guess, and the script searches: the same
+    // windows.
     for fetch in 0..9 {
-        let top = feeds.ranges(&keys, None, fetch).await.unwrap();
-        let below = feeds.ranges(&keys, Some(at(50)), fetch).await.unwrap();
-        assert_eq!(top, floor_seen_only_at_the_end(below), "fetch {fetch}");
+        let (seen, unseen) = (view(100 + fetch), view(200 + fetch));
+        let top = feeds.ranges(seen, &keys, None, fetch).await.unwrap();
+        let searched = feeds
+            .ranges(unseen, &keys, Some(at(50)), fetch)
+            .await
+            .unwrap();
+        let guessed = feeds
+            .ranges(seen, &keys, Some(at(50)), fetch)
+            .await
+            .unwrap();
+        assert_eq!(guessed, searched, "fetch {fetch}");
+        // A guess that lies (posts came and went unseen) reads the same
+        // windows, or searches.
+        for by in -3isize..=3 {
+            let misled = view(300 + fetch * 10 + by.unsigned_abs() * 2 + usize::from(by > 0));
+            feeds.ranges(misled, &keys, None, fetch).await.unwrap();
+            z.store.places().mislead(by);
+            let read = feeds.ranges(misled, &keys, Some(at(50)), fetch).await.unwrap();
+            assert_eq!(read, searched, "fetch {fetch}, guesses {by} off");
+        }
+        assert_eq!(top, floor_seen_only_at_the_end(searched), "fetch {fetch}");
     }
     // Below a cursor, the run's key alone: its window's ids and cut.
     let below = |max: i64, fetch: usize| {
         let keys = &keys[..1];
         async move {
             match feeds
-                .ranges(keys, Some(max), fetch)
+                .ranges(VIEW, keys, Some(max), fetch)
                 .await
                 .unwrap()
                 .remove(0)

@@ -6,7 +6,8 @@ use redis::Value;
 
 use super::{layout, parse_score, scripts, slot, RedisStore};
 use crate::error::{AppError, AppResult, Message};
-use crate::types::{Entry, Range, SourceRead};
+use crate::metrics::{windows_read, WindowRead};
+use crate::types::{Entry, Range, Scope, SourceRead};
 
 /// PUSH calls sent together in one fan-out pipeline: Redis runs a client's
 /// whole pipeline before serving anyone else, so pipelines of a few calls
@@ -31,6 +32,12 @@ const WRITES_PER_CALL: usize = 1000;
 /// over three makes no more writes than a single node's pipeline.
 const CLUSTER_WRITES_PER_ROUND: usize = CALLS_PER_PIPELINE * KEYS_PER_CALL * 3;
 
+/// Elements read above a guessed place (the place moves up when entries
+/// above it are removed) and below the window (it moves down as posts
+/// arrive at the top): a guess within these of the place proves itself.
+const GUESS_ABOVE: usize = 1;
+const GUESS_BELOW: usize = 4;
+
 /// Feed lists: reads of their ranges, builds, pushes and removals
 /// ([`RedisStore::feeds`]).
 #[derive(Clone, Copy)]
@@ -40,11 +47,15 @@ impl FeedLists<'_> {
     /// Reads each feed's window from `max` down (clause 6): `fetch + 1`
     /// entries and [`scripts::TIE_SLACK`] more, each with its state as of
     /// the same moment. From the top (no `max`) with one `LRANGE` each;
-    /// below a cursor with one [`scripts::SOURCES`] call per node holding
-    /// some, which finds the cursor's place. Either way one round trip
-    /// (one pipeline or call per master on a cluster).
+    /// below a cursor at the place `view` last left each feed
+    /// ([`Places`](super::places::Places)) with plain commands, checked,
+    /// and where that guess missed with one [`scripts::SOURCES`] call per
+    /// node holding some, which finds the cursor's place. One round trip
+    /// (one pipeline or call per master on a cluster), and a second for
+    /// the feeds whose guess missed.
     pub async fn ranges(
         self,
+        view: Scope,
         keys: &[String],
         max: Option<i64>,
         fetch: usize,
@@ -55,8 +66,13 @@ impl FeedLists<'_> {
         let take = fetch + 1 + scripts::TIE_SLACK;
         let windows = match max {
             None => self.tops(keys, take).await?,
-            Some(max) => self.below(keys, max, take).await?,
+            Some(max) => self.below(view, keys, max, take).await?,
         };
+        for (key, window) in keys.iter().zip(&windows) {
+            if let Some(start) = window.start {
+                (self.0.places).remember(view, key, start, &window.entries, window.ended);
+            }
+        }
         windows.into_iter().map(Window::range).collect()
     }
 
@@ -75,22 +91,11 @@ impl FeedLists<'_> {
                 (slot(keys[group[0]].as_bytes()), pipe)
             })
             .collect();
-        let replies = self
-            .0
-            .with_conn(|c| async move { c.reads().query_groups(pipes).await })
-            .await?;
+        let replies = self.read_groups(pipes).await?;
+        windows_read(WindowRead::Top, keys.len());
         let mut out: Vec<Option<Window>> = vec![None; keys.len()];
         for (group, results) in groups.iter().zip(replies) {
-            if results.len() != group.len() {
-                return Err(AppError::internal(
-                    "reading feeds",
-                    Message(format!(
-                        "{} replies for {} keys",
-                        results.len(),
-                        group.len()
-                    )),
-                ));
-            }
+            check_replies(&results, group.len())?;
             for (&i, reply) in group.iter().zip(&results) {
                 out[i] = Some(Window::from_top(&keys[i], reply)?);
             }
@@ -99,21 +104,97 @@ impl FeedLists<'_> {
     }
 
     /// The window of each feed from its first entry scored at most `max`:
-    /// one [`scripts::SOURCES`] call per node.
-    async fn below(self, keys: &[String], max: i64, take: usize) -> AppResult<Vec<Window>> {
-        let args = [max.to_string(), take.to_string()];
-        let replies = self
-            .0
-            .with_conn(|c| async move {
-                c.reads()
-                    .invoke_by_node(&scripts::SOURCES, keys, &args)
-                    .await
+    /// read at the place `view` last left it where that is known and the
+    /// read proves it right, else found by one [`scripts::SOURCES`] call per
+    /// node holding the rest.
+    async fn below(
+        self,
+        view: Scope,
+        keys: &[String],
+        max: i64,
+        take: usize,
+    ) -> AppResult<Vec<Window>> {
+        let guesses = self.0.places.guesses(view, keys, max);
+        let mut out = self.at_guesses(keys, &guesses, max, take).await;
+        let missed: Vec<usize> = (0..keys.len()).filter(|&i| out[i].is_none()).collect();
+        windows_read(WindowRead::Guessed, keys.len() - missed.len());
+        windows_read(WindowRead::Searched, missed.len());
+        if !missed.is_empty() {
+            let missed_keys: Vec<String> = missed.iter().map(|&i| keys[i].clone()).collect();
+            let args = [max.to_string(), take.to_string()];
+            let replies = self
+                .0
+                .with_conn(|c| async move {
+                    c.reads()
+                        .invoke_by_node(&scripts::SOURCES, &missed_keys, &args)
+                        .await
+                })
+                .await?;
+            for (&i, reply) in missed.iter().zip(&replies) {
+                out[i] = Some(Window::from_script(&keys[i], reply)?);
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// The windows read at the guessed places (`None` where there was no
+    /// guess, or the read did not prove it): per slot, one transaction of
+    /// an `LRANGE` around each guess and the list's sentinel (`LINDEX -1`),
+    /// so that the state read is the window's. A failed read proves nothing:
+    /// its feeds are searched instead.
+    async fn at_guesses(
+        self,
+        keys: &[String],
+        guesses: &[Option<usize>],
+        max: i64,
+        take: usize,
+    ) -> Vec<Option<Window>> {
+        let mut out: Vec<Option<Window>> = vec![None; keys.len()];
+        let guessed: Vec<usize> = (0..keys.len()).filter(|&i| guesses[i].is_some()).collect();
+        if guessed.is_empty() {
+            return out;
+        }
+        let from = |i: usize| guesses[i].unwrap_or(0).saturating_sub(GUESS_ABOVE);
+        let guessed_keys: Vec<&String> = guessed.iter().map(|&i| &keys[i]).collect();
+        let groups = self.0.topology().groups(&guessed_keys);
+        let pipes: Vec<(u16, redis::Pipeline)> = groups
+            .iter()
+            .map(|group| {
+                let mut pipe = redis::pipe();
+                pipe.cmd("MULTI");
+                for &g in group {
+                    let (key, start) = (guessed_keys[g], from(guessed[g]));
+                    let end = start + GUESS_ABOVE + take + GUESS_BELOW - 1;
+                    pipe.cmd("LRANGE").arg(key).arg(start).arg(end);
+                    pipe.cmd("LINDEX").arg(key).arg(-1);
+                }
+                pipe.cmd("EXEC");
+                (slot(guessed_keys[group[0]].as_bytes()), pipe)
             })
-            .await?;
-        keys.iter()
-            .zip(&replies)
-            .map(|(key, reply)| Window::from_script(key, reply))
-            .collect()
+            .collect();
+        let Ok(replies) = self.read_groups(pipes).await else {
+            return out;
+        };
+        for (group, results) in groups.iter().zip(replies) {
+            let Some(Value::Array(read)) = results.last() else {
+                continue;
+            };
+            if read.len() != 2 * group.len() {
+                continue;
+            }
+            for (&g, pair) in group.iter().zip(read.chunks(2)) {
+                let i = guessed[g];
+                out[i] = Window::at(&pair[0], &pair[1], from(i), max, take);
+            }
+        }
+        out
+    }
+
+    /// Pipelines of reads, one per slot group, on the read links.
+    async fn read_groups(self, pipes: Vec<(u16, redis::Pipeline)>) -> AppResult<Vec<Vec<Value>>> {
+        self.0
+            .with_conn(|c| async move { c.reads().query_groups(pipes).await })
+            .await
     }
 
     /// Every entry of a feed list, from its primary (none if it is
@@ -283,6 +364,9 @@ struct Window {
     sentinel: Sentinel,
     ended: bool,
     entries: Vec<Entry>,
+    /// The list's index of the first entry, where known (a window read from
+    /// a list that is not building).
+    start: Option<usize>,
 }
 
 /// What a window tells of its feed's sentinel.
@@ -317,6 +401,7 @@ impl Window {
                 sentinel: Sentinel::Read(text(first)),
                 ended: true,
                 entries: Vec::new(),
+                start: None,
             });
         }
         let last = raw.last().copied().filter(|e| layout::unpack(e).is_none());
@@ -331,6 +416,68 @@ impl Window {
             sentinel: last.map_or(Sentinel::Beyond, |s| Sentinel::Read(text(s))),
             ended: last.is_some(),
             entries,
+            start: Some(0),
+        })
+    }
+
+    /// A window read at a guessed place, from the list's index `from`
+    /// (`elements`, an `LRANGE` of `take` elements and the slack around
+    /// them, and `sentinel`, its `LINDEX -1`, in one transaction): the
+    /// window [`scripts::SOURCES`] would have read below `max`, if these
+    /// elements prove where its first entry scored at most `max` is (the
+    /// first element read is above `max`, or is the list's first) and hold
+    /// `take` elements from there; `None` if they do not.
+    fn at(
+        elements: &Value,
+        sentinel: &Value,
+        from: usize,
+        max: i64,
+        take: usize,
+    ) -> Option<Window> {
+        let sentinel = match sentinel {
+            Value::Nil => return Some(Window::default()),
+            Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            _ => return None,
+        };
+        if matches!(sentinel.as_str(), "inf" | "+inf") {
+            return Some(Window {
+                sentinel: Sentinel::Read(sentinel),
+                ended: false,
+                entries: Vec::new(),
+                start: None,
+            });
+        }
+        let Value::Array(values) = elements else {
+            return None;
+        };
+        let mut entries = Vec::with_capacity(values.len());
+        let mut reached = false;
+        for (n, value) in values.iter().enumerate() {
+            let Value::BulkString(bytes) = value else {
+                return None;
+            };
+            match layout::unpack(bytes) {
+                Some(entry) => entries.push(entry),
+                None if n + 1 == values.len() => reached = true,
+                None => return None,
+            }
+        }
+        if from > 0 && entries.first().is_none_or(|e| e.score <= max) {
+            return None;
+        }
+        let place = entries.partition_point(|e| e.score > max);
+        let (ended, end) = match place + take <= entries.len() {
+            true => (false, place + take),
+            false if reached => (true, entries.len()),
+            false => return None,
+        };
+        entries.truncate(end);
+        entries.drain(..place);
+        Some(Window {
+            sentinel: Sentinel::Read(sentinel),
+            ended,
+            entries,
+            start: Some(from + place),
         })
     }
 
@@ -344,12 +491,20 @@ impl Window {
                 Message(format!("{reply:?}")),
             ));
         };
-        let [sentinel, ended, entries] = parts.as_slice() else {
-            return Err(AppError::internal(
-                format!("reading {key}"),
-                Message(format!("{} values", parts.len())),
-            ));
+        let (sentinel, ended, entries, from) = match parts.as_slice() {
+            [sentinel, ended, entries] => (sentinel, ended, entries, None),
+            [sentinel, ended, entries, from] => (sentinel, ended, entries, Some(from)),
+            _ => {
+                return Err(AppError::internal(
+                    format!("reading {key}"),
+                    Message(format!("{} values", parts.len())),
+                ))
+            }
         };
+        let from: Option<usize> = from
+            .map(redis::from_redis_value_ref)
+            .transpose()
+            .map_err(reading(key))?;
         let sentinel: Option<String> =
             redis::from_redis_value_ref(sentinel).map_err(reading(key))?;
         let ended: i64 = redis::from_redis_value_ref(ended).map_err(reading(key))?;
@@ -368,6 +523,7 @@ impl Window {
             sentinel: sentinel.map_or(Sentinel::Missing, Sentinel::Read),
             ended: ended == 1,
             entries,
+            start: from,
         })
     }
 
@@ -395,6 +551,17 @@ impl Window {
             cut,
         }))
     }
+}
+
+/// Checks that a group of `keys` calls got as many replies.
+fn check_replies(replies: &[Value], keys: usize) -> AppResult<()> {
+    if replies.len() == keys {
+        return Ok(());
+    }
+    Err(AppError::internal(
+        "reading feeds",
+        Message(format!("{} replies for {keys} keys", replies.len())),
+    ))
 }
 
 /// The elements of a list reply, borrowed (a page reads hundreds).
@@ -467,6 +634,106 @@ pub(super) fn push_call(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::PostId;
+
+    /// A list of entries scored `scores` (ids from 1), and its sentinel.
+    fn list(scores: &[i64], sentinel: &str) -> Vec<Vec<u8>> {
+        let mut all: Vec<Vec<u8>> = (1..)
+            .zip(scores)
+            .map(|(id, s)| layout::pack(&Entry::new(layout::EPOCH_MS + s, PostId(id))))
+            .collect();
+        all.push(sentinel.as_bytes().to_vec());
+        all
+    }
+
+    /// What `Window::at` makes of `list` read from `from` (`len` elements)
+    /// below `max`, `take` elements: the scores of its entries, whether it
+    /// ended, and its start.
+    fn at(
+        list: &[Vec<u8>],
+        from: usize,
+        len: usize,
+        max: i64,
+        take: usize,
+    ) -> Option<(Vec<i64>, bool, Option<usize>)> {
+        let read = list
+            .iter()
+            .skip(from)
+            .take(len)
+            .map(|e| Value::BulkString(e.clone()));
+        let sentinel = Value::BulkString(list.last().unwrap().clone());
+        let w = Window::at(
+            &Value::Array(read.collect()),
+            &sentinel,
+            from,
+            layout::EPOCH_MS + max,
+            take,
+        )?;
+        let scores = w
+            .entries
+            .iter()
+            .map(|e| e.score - layout::EPOCH_MS)
+            .collect();
+        Some((scores, w.ended, w.start))
+    }
+
+    #[test]
+    fn a_window_read_at_a_guess_is_the_searched_one_or_none() {
+        let feed = list(&[90, 80, 70, 70, 60, 50, 40], "-inf");
+        // Read from the top: the place is wherever the first entry at most
+        // max is.
+        assert_eq!(at(&feed, 0, 8, 70, 2), Some((vec![70, 70], false, Some(2))));
+        // From below the top: the first element read must be above max.
+        assert_eq!(at(&feed, 1, 7, 75, 2), Some((vec![70, 70], false, Some(2))));
+        assert_eq!(at(&feed, 2, 6, 75, 2), None);
+        assert_eq!(at(&feed, 3, 5, 70, 2), None);
+        // Too few elements read past the place: unproved, unless the
+        // sentinel was among them.
+        assert_eq!(at(&feed, 1, 3, 70, 3), None);
+        assert_eq!(
+            at(&feed, 3, 5, 65, 3),
+            Some((vec![60, 50, 40], false, Some(4)))
+        );
+        assert_eq!(at(&feed, 3, 5, 55, 3), Some((vec![50, 40], true, Some(5))));
+        assert_eq!(at(&feed, 3, 5, 10, 3), Some((vec![], true, Some(7))));
+        // What the script would read: every case of `find`, every take.
+        for max in 0..100 {
+            for take in 1..6 {
+                let place = [90, 80, 70, 70, 60, 50, 40]
+                    .iter()
+                    .filter(|s| **s > max)
+                    .count();
+                let want: Vec<i64> = [90, 80, 70, 70, 60, 50, 40]
+                    .iter()
+                    .copied()
+                    .skip(place)
+                    .take(take)
+                    .collect();
+                let ended = place + take >= 8;
+                for from in 0..=place {
+                    if let Some(got) = at(&feed, from, 12, max, take) {
+                        assert_eq!(
+                            got,
+                            (want.clone(), ended, Some(place)),
+                            "max {max} take {take} from {from}"
+                        );
+                    } else {
+                        assert!(
+                            from > 0 && from == place,
+                            "max {max} take {take} from {from}"
+                        );
+                    }
+                }
+            }
+        }
+        // A building list tells it whatever was read; a missing key is
+        // missing.
+        let building = Value::BulkString(b"inf".to_vec());
+        let w = Window::at(&Value::Array(vec![]), &building, 3, 0, 2).unwrap();
+        assert!(matches!(w.range(), Ok(Range::Building)));
+        let w = Window::at(&Value::Array(vec![]), &Value::Nil, 3, 0, 2).unwrap();
+        assert!(matches!(w.range(), Ok(Range::Missing)));
+    }
 
     #[test]
     fn rounds_hold_their_weight_and_every_item_once() {

@@ -11,6 +11,7 @@ pub mod keys;
 pub mod layout;
 mod links;
 mod nodes;
+pub mod places;
 pub mod posts;
 pub mod pubsub;
 pub mod scripts;
@@ -62,6 +63,8 @@ pub struct RedisStore {
     round_trips: Arc<AtomicU64>,
     /// Where this instance subscribes to hints (`pubsub.rs`).
     hints: pubsub::Source,
+    /// Where each view last read its feed lists (`places.rs`).
+    places: Arc<places::Places>,
 }
 
 impl RedisStore {
@@ -75,6 +78,7 @@ impl RedisStore {
             faults: Arc::new(Faults::default()),
             round_trips: Arc::new(AtomicU64::new(0)),
             hints: pubsub::Source::of(settings),
+            places: Arc::default(),
         })
     }
 
@@ -178,6 +182,11 @@ impl RedisStore {
     }
 
     /// Faults to inject into the next Redis calls (tests).
+    /// Where each view last read its feed lists (tests mislead them).
+    pub fn places(&self) -> &places::Places {
+        &self.places
+    }
+
     pub fn faults(&self) -> &Faults {
         &self.faults
     }

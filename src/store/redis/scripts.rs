@@ -61,11 +61,16 @@
 //!    its elements at one moment, so the state a reader sees describes
 //!    the range it read: a read from the top is one `LRANGE` of the
 //!    list's first elements (a building list's mark, or entries and, if
-//!    it reaches it, the sentinel), and a read below a cursor is one
-//!    [`SOURCES`] call, which reads the sentinel and finds the cursor's
-//!    place by halving (`LINDEX`). A window that reached the sentinel
-//!    holds every entry down to the floor; one that did not holds every
-//!    entry only above the last score it read.
+//!    it reaches it, the sentinel). A read below a cursor is, where the
+//!    service remembers the place its view last left the list
+//!    (`places.rs`), a transaction of an `LRANGE` around that place and the
+//!    sentinel (`LINDEX -1`), kept only if its elements prove the cursor's
+//!    place (the first read is above the cursor, or the list's first, and
+//!    the window's elements follow the place); else it is one [`SOURCES`]
+//!    call, which reads the sentinel and finds the cursor's place by
+//!    halving (`LINDEX`). A window that reached the sentinel holds every
+//!    entry down to the floor; one that did not holds every entry only
+//!    above the last score it read.
 //!
 //! A build's read is bounded by PostgreSQL's statement timeout (seconds),
 //! well inside the build TTL, so a FILL never lands in a later build.

@@ -88,18 +88,18 @@ impl RedisStore {
                     .collect();
                 let mut keys = vec![self.keys.inbox(reader)];
                 keys.extend(pulled.iter().map(|a| self.keys.outbox(*a)));
-                let ranges = self.feeds().ranges(&keys, max, fetch).await?;
+                let ranges = self.feeds().ranges(scope, &keys, max, fetch).await?;
                 let authors = std::iter::once(None).chain(pulled.into_iter().map(Some));
                 let sources: Vec<_> = authors.zip(ranges).collect();
                 let visible: Visible =
                     Box::new(move |a| shown.shows(a) && !marks.hidden.contains(&a));
                 (sources, visible)
             }
-            Scope::Author(author) => match self.outboxes(author, &[author], max, fetch).await? {
+            Scope::Author(author) => match self.outboxes(scope, &[author], max, fetch).await? {
                 Ok((ranges, visible)) => (ranges.into_iter().map(|r| (None, r)).collect(), visible),
                 Err(state) => return Ok(state),
             },
-            Scope::List { owner, .. } => match self.outboxes(owner, authors, max, fetch).await? {
+            Scope::List { .. } => match self.outboxes(scope, authors, max, fetch).await? {
                 Ok((ranges, visible)) => {
                     let labels = authors.iter().map(|a| Some(*a));
                     (labels.zip(ranges).collect(), visible)
@@ -113,20 +113,20 @@ impl RedisStore {
     }
 
     /// Round trips (2) and (3) of a page of outboxes alone (an author's, a
-    /// list's), at once: which of `authors` are hidden, asked of `whose`
-    /// copy of the marks, and their outboxes' ranges, in the order of
+    /// list's), at once: which of `authors` are hidden, asked of the scope's
+    /// user's copy of the marks, and their outboxes' ranges, in the order of
     /// `authors`; a post is shown if its author is not hidden.
     async fn outboxes(
         &self,
-        whose: UserId,
+        scope: Scope,
         authors: &[UserId],
         max: Option<i64>,
         fetch: usize,
     ) -> AppResult<Result<(Vec<Range>, Visible), WarmRead>> {
         let keys: Vec<String> = authors.iter().map(|a| self.keys.outbox(*a)).collect();
         let (marks, ranges) = futures::join!(
-            self.marks(self.keys.mark_copy(whose), authors, false),
-            self.feeds().ranges(&keys, max, fetch)
+            self.marks(self.keys.mark_copy(scope.user()), authors, false),
+            self.feeds().ranges(scope, &keys, max, fetch)
         );
         let marks = match marks? {
             Ok(marks) => marks,
