@@ -348,7 +348,10 @@ async fn clause_6_a_read_from_the_top_and_one_below_a_cursor_read_the_same_windo
             let misled = view(300 + fetch * 10 + by.unsigned_abs() * 2 + usize::from(by > 0));
             feeds.ranges(misled, &keys, None, fetch).await.unwrap();
             z.store.places().mislead(by);
-            let read = feeds.ranges(misled, &keys, Some(at(50)), fetch).await.unwrap();
+            let read = feeds
+                .ranges(misled, &keys, Some(at(50)), fetch)
+                .await
+                .unwrap();
             assert_eq!(read, searched, "fetch {fetch}, guesses {by} off");
         }
         assert_eq!(top, floor_seen_only_at_the_end(searched), "fetch {fetch}");
