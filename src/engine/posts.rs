@@ -137,13 +137,20 @@ impl Posts<'_> {
         let cached = CachedPost::of(&post, false);
         let cap = self.0.settings().outbox_max_len;
         let ttl = self.0.tuning().post_cache_ttl_secs;
+        let hint = Signal::Published {
+            author,
+            post: post.id,
+            score: post.created_at_ms,
+        };
+        // Remembered first, for this instance's streams that hear the hint.
+        self.0.remember(std::slice::from_ref(&post));
         let cache = || async {
             let mark = self.0.inner.redis.write_mark();
             self.0
                 .inner
                 .redis
                 .posts()
-                .publish(&cached, post.id, cap, ttl)
+                .publish(&cached, post.id, cap, ttl, Some(&hint))
                 .await?;
             self.0.inner.redis.replicated(mark).await
         };
@@ -151,16 +158,10 @@ impl Posts<'_> {
             self.0.deferred();
             tracing::warn!(post = post.id.0, error = %e.chain(),
                 "post committed but not cached: it shows once its delivery job has run");
+            self.0.hint(hint).await;
         }
-        self.0.remember(std::slice::from_ref(&post));
+        // The workers start its delivery once the publish is done with Redis.
         self.0.inner.wake.notify_waiters();
-        self.0
-            .hint(Signal::Published {
-                author,
-                post: post.id,
-                score: post.created_at_ms,
-            })
-            .await;
         Ok(Publication {
             post,
             replayed: false,

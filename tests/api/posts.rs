@@ -2,7 +2,11 @@ use feed_service::types::UserId;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::helpers::{error_code, ids, spawn_app};
+use feed_service::domain::PostBody;
+use feed_service::startup::Application;
+use feed_service::types::PageRequest;
+
+use crate::helpers::{error_code, ids, spawn_app, spawn_app_with, test_settings};
 
 #[tokio::test]
 async fn a_published_post_can_be_read_and_deleted_once() {
@@ -163,4 +167,49 @@ async fn only_post_times_a_feed_entry_holds_are_recorded() {
         )
         .await;
     assert!(own.is_empty(), "nothing was recorded");
+}
+
+#[tokio::test]
+async fn a_publish_makes_one_query_and_writes_redis_in_one_round_trip_on_one_node() {
+    let settings = test_settings();
+    let app = spawn_app_with(settings.clone()).await;
+    let alice = app.create_user("alice").await;
+    let bob = app.create_user("bob").await;
+    app.follow(&bob, &alice).await;
+    // Counted on an instance of its own whose background work never runs:
+    // its counters count the publishes' work alone.
+    let quiet = Application::build(&settings).await.unwrap();
+    let engine = quiet.engine().clone();
+    let body = PostBody::parse("p").unwrap();
+    // The first publish loads the scripts and opens the connections.
+    engine
+        .posts()
+        .publish(UserId(alice.id), &body)
+        .await
+        .unwrap();
+    // The cache, the delivery in flight, the outbox entry and the hint go
+    // as one transaction on a node; on a cluster one step after another,
+    // then the wait for the replicas.
+    let trips = if engine.redis().is_cluster() { 5 } else { 1 };
+    for _ in 0..3 {
+        let (sql, before) = (engine.pg().queries(), engine.redis().round_trips());
+        let post = engine
+            .posts()
+            .publish(UserId(alice.id), &body)
+            .await
+            .unwrap();
+        assert_eq!(engine.pg().queries() - sql, 1, "SQL of a publish");
+        assert_eq!(
+            engine.redis().round_trips() - before,
+            trips,
+            "Redis round trips of a publish"
+        );
+        // And it is where a reader looks at once.
+        let page = engine
+            .reads()
+            .home_page(UserId(bob.id), PageRequest::first(1))
+            .await
+            .unwrap();
+        assert_eq!(page.items[0].id, post.id);
+    }
 }

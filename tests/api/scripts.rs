@@ -1048,14 +1048,14 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     z.built(&keys.outbox(UserId(2)), 10, None, &[]).await;
     z.store
         .posts()
-        .publish(&post(2, 20), PostId(200), 10, 60)
+        .publish(&post(2, 20), PostId(200), 10, 60, None)
         .await
         .unwrap();
     // Author 3, not followed, publishes too; and 1's post is in the inbox.
     z.built(&keys.outbox(UserId(3)), 10, None, &[]).await;
     z.store
         .posts()
-        .publish(&post(3, 30), PostId(300), 10, 60)
+        .publish(&post(3, 30), PostId(300), 10, 60, None)
         .await
         .unwrap();
     z.built(&inbox, 10, None, &entries(&[(10, 100)])).await;
@@ -1087,7 +1087,7 @@ async fn clause_9_and_10_posts_are_cached_with_tombstones_and_read_warm() {
     z.built(&keys.outbox(UserId(9)), 10, None, &[]).await;
     z.store
         .posts()
-        .publish(&post(9, 40), PostId(400), 10, 60)
+        .publish(&post(9, 40), PostId(400), 10, 60, None)
         .await
         .unwrap();
     z.push(&inbox, &entries(&[(40, 400)]), 10, None).await;
@@ -1374,7 +1374,7 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     z.built(&keys.outbox(UserId(2)), 10, None, &[]).await;
     z.store
         .posts()
-        .publish(&post(2, 20), PostId(200), 10, 60)
+        .publish(&post(2, 20), PostId(200), 10, 60, None)
         .await
         .unwrap();
     z.built(&keys.inbox(UserId(9)), 10, None, &entries(&[(10, 100)]))

@@ -110,7 +110,9 @@ impl PushCache for RedisStore {
         outbox_cap: i64,
         ttl_secs: u64,
     ) -> AppResult<bool> {
-        self.posts().publish(post, id, outbox_cap, ttl_secs).await
+        self.posts()
+            .publish(post, id, outbox_cap, ttl_secs, None)
+            .await
     }
 
     async fn tombstone(&self, id: PostId, ttl_secs: u64) -> AppResult<()> {

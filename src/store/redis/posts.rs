@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use redis::Value;
 
 use super::feeds::push_call;
+use super::hints::Signal;
 use super::state::PulledChange;
 use super::{bad, scripts, slot, RedisStore};
 use crate::error::AppResult;
@@ -20,14 +21,17 @@ impl PostCache<'_> {
     /// between the steps: the post is cached, then its delivery is in
     /// flight (its outbox pulled, in every copy of the marks), then it is
     /// in its outbox. On a single node the three go at once, on a cluster
-    /// one after the other ([`RedisStore::in_order`]). True if its outbox entry is new
-    /// (false when it was there, or the outbox is not).
+    /// one after the other ([`RedisStore::in_order`]). With `hint`, the
+    /// hint follows them as their last step: on a single node in the same
+    /// transaction, so that the publish makes one round trip. True if its
+    /// outbox entry is new (false when it was there, or the outbox is not).
     pub async fn publish(
         self,
         post: &CachedPost,
         id: PostId,
         outbox_cap: i64,
         ttl_secs: u64,
+        hint: Option<&Signal>,
     ) -> AppResult<bool> {
         let cached = self.0.keys.post(id);
         let mut cache = redis::pipe();
@@ -64,13 +68,16 @@ impl PostCache<'_> {
             None,
         ));
         let scripts = [&*scripts::PULLED, &*scripts::PUSH];
-        let steps = [
+        let mut steps = vec![
             vec![(slot(cached.as_bytes()), cache)],
             in_flight,
             vec![(slot(key.as_bytes()), outbox)],
         ];
-        let replies = self.0.in_order(&scripts, &steps).await?;
-        let added: i64 = redis::from_redis_value(replies.into_iter().last().unwrap_or(Value::Nil))
+        steps.extend(hint.map(|signal| vec![self.0.hint_step(signal)]));
+        let mut replies = self.0.in_order(&scripts, &steps).await?;
+        // The outbox's reply is the last but the hint's.
+        replies.truncate(replies.len().saturating_sub(usize::from(hint.is_some())));
+        let added: i64 = redis::from_redis_value(replies.pop().unwrap_or(Value::Nil))
             .map_err(bad("a publish"))?;
         Ok(added > 0)
     }

@@ -156,18 +156,35 @@ impl RedisStore {
     /// Publishes a hint (one message, whoever listens; nothing if nobody
     /// does), bounded by the timeout.
     pub async fn hint(&self, signal: Signal) -> AppResult<()> {
-        let cluster = self.is_cluster();
-        let (channel, payload) = (&signal.channel(self.keys()), &signal.payload());
+        let (_, call) = self.hint_call(&signal);
         self.bounded(|mut c| async move {
-            let verb = if cluster { "SPUBLISH" } else { "PUBLISH" };
-            let _: i64 = redis::cmd(verb)
-                .arg(channel)
-                .arg(payload)
-                .query_async(&mut c)
-                .await?;
+            let _: i64 = call.query_async(&mut c).await?;
             Ok(())
         })
         .await
+    }
+
+    /// A hint as a pipeline's step, with its channel's slot: for the writes
+    /// it tells of to end with ([`RedisStore::in_order`]).
+    pub(super) fn hint_step(&self, signal: &Signal) -> (u16, redis::Pipeline) {
+        let (slot, call) = self.hint_call(signal);
+        let mut step = redis::pipe();
+        step.add_command(call);
+        (slot, step)
+    }
+
+    /// A hint's call and its channel's slot: `PUBLISH` on one node,
+    /// `SPUBLISH` (to the master of the channel's slot) on a cluster.
+    fn hint_call(&self, signal: &Signal) -> (u16, redis::Cmd) {
+        let verb = if self.is_cluster() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        };
+        let channel = signal.channel(self.keys());
+        let mut call = redis::cmd(verb);
+        call.arg(&channel).arg(signal.payload());
+        (super::slot(channel.as_bytes()), call)
     }
 }
 
