@@ -47,8 +47,7 @@ mod users;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
+use diesel_async::SimpleAsyncConnection;
 
 use crate::error::AppResult;
 use crate::settings::DatabaseSettings;
@@ -59,6 +58,7 @@ pub use jobs::{Claimed, JobTable};
 pub use pool::{
     drop_database, ensure_database, run_migrations, split_database_url, with_database, MIGRATIONS,
 };
+use pool::{Object, Pool};
 pub use profiles::{AccountRow, FollowList, IdRange, ProfileRecords, RelationshipRow};
 pub use users::{BigVRule, Blocked, EdgeChange, FollowedMany, UserRecords};
 
@@ -67,7 +67,7 @@ const FEED_ORDER: &str = r#"ORDER BY p.created_at_ms DESC, p.id::text COLLATE "C
 
 #[derive(Clone)]
 pub struct PgStore {
-    pool: Pool<AsyncPgConnection>,
+    pool: Pool,
     /// Connections checked out: one per query or transaction (tests count
     /// the queries a request makes with it).
     checkouts: Arc<AtomicU64>,
@@ -141,14 +141,14 @@ impl PgStore {
         self.instance
     }
 
-    async fn conn(&self) -> AppResult<Object<AsyncPgConnection>> {
+    async fn conn(&self) -> AppResult<Object> {
         self.checkouts.fetch_add(1, Ordering::Relaxed);
         Ok(self.pool.get().await?)
     }
 
     /// A connection for the process's own bookkeeping (heartbeats, idle
     /// workers' polls for jobs), left out of [`Self::queries`].
-    async fn uncounted_conn(&self) -> AppResult<Object<AsyncPgConnection>> {
+    async fn uncounted_conn(&self) -> AppResult<Object> {
         Ok(self.pool.get().await?)
     }
 

@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
+use deadpool::managed::{Manager, Metrics, RecycleError, RecycleResult};
 use diesel::sql_types::{BigInt, Text};
 use diesel::QueryableByName;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
-use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{
-    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+    AsyncDieselConnectionManager, ManagerConfig, PoolError, PoolableConnection, RecyclingMethod,
 };
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
@@ -19,12 +19,52 @@ use crate::settings::DatabaseSettings;
 
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
+/// A pooled connection used this recently is taken as it is (unless its
+/// socket has closed); one idle longer is checked with `SELECT 1` first.
+const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
+
+/// The service's PostgreSQL pool.
+pub type Pool = deadpool::managed::Pool<Checked>;
+
+/// A connection taken from the [`Pool`].
+pub type Object = deadpool::managed::Object<Checked>;
+
+/// diesel-async's connection manager, but for the check of a connection
+/// taken from the pool: a `SELECT 1` only after [`CHECK_AFTER_IDLE`]. A
+/// connection in steady use proves itself with every query, and one that
+/// PostgreSQL or the network closed is known by its closed socket; an idle
+/// one may have been broken by an outage nobody saw yet.
+pub struct Checked(AsyncDieselConnectionManager<AsyncPgConnection>);
+
+impl Manager for Checked {
+    type Type = AsyncPgConnection;
+    type Error = PoolError;
+
+    async fn create(&self) -> Result<AsyncPgConnection, PoolError> {
+        self.0.create().await
+    }
+
+    async fn recycle(
+        &self,
+        conn: &mut AsyncPgConnection,
+        metrics: &Metrics,
+    ) -> RecycleResult<PoolError> {
+        if metrics.last_used() >= CHECK_AFTER_IDLE {
+            return self.0.recycle(conn, metrics).await;
+        }
+        if conn.is_broken() {
+            return Err(RecycleError::Message("Broken connection".into()));
+        }
+        Ok(())
+    }
+}
+
 /// The advisory lock that lets one instance at a time run the migrations.
 const MIGRATION_LOCK: i64 = 0x6665_6564_6d69_6772; // "feedmigr"
 
 /// Creates the database if asked and missing, runs the embedded migrations,
 /// then opens the pool.
-pub(super) async fn connect(settings: &DatabaseSettings) -> AppResult<Pool<AsyncPgConnection>> {
+pub(super) async fn connect(settings: &DatabaseSettings) -> AppResult<Pool> {
     let url = settings.url.expose_secret().to_string();
     if settings.create_if_missing {
         ensure_database(&url).await?;
@@ -32,9 +72,10 @@ pub(super) async fn connect(settings: &DatabaseSettings) -> AppResult<Pool<Async
     run_migrations(&url).await?;
     let statement_timeout = settings.statement_timeout_ms;
     let mut config = ManagerConfig::default();
-    // A connection is checked (`SELECT 1`) when it is taken from the pool,
-    // so that the first requests after a PostgreSQL outage do not fail on
-    // connections it broke. Warm pages take none.
+    // A connection idle for a while is checked (`SELECT 1`) when it is
+    // taken from the pool ([`Checked`]), so that the first requests after a
+    // PostgreSQL outage do not fail on connections it broke. Warm pages
+    // take none.
     config.recycling_method = RecyclingMethod::Verified;
     // A connection is driven by a task of the runtime that opens it. Every
     // one is opened on the runtime that opened the pool (the requests'),
@@ -60,7 +101,7 @@ pub(super) async fn connect(settings: &DatabaseSettings) -> AppResult<Pool<Async
     });
     let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
     let wait = Duration::from_millis(settings.pool_timeout_ms);
-    Pool::builder(manager)
+    Pool::builder(Checked(manager))
         .max_size(settings.pool_size)
         .wait_timeout(Some(wait))
         .create_timeout(Some(wait))
