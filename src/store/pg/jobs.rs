@@ -6,14 +6,63 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Double, Text};
+use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::models::{JobRow, NewJob};
+use super::prepared::{Bind, Prepared};
 use super::schema::fanout_jobs;
 use super::PgStore;
 use crate::error::{AppError, AppResult, Message};
 use crate::types::{Job, JobId, JobKind, Payload, PostId, TaskId, UserId, Work};
+
+/// Claims the first job a worker may run at its pick, from the oldest or
+/// the newest (`claim_job`); one text per order, so that each connection
+/// prepares each once.
+macro_rules! claim_sql {
+    ($order:literal) => {
+        concat!(
+            "UPDATE fanout_jobs SET lease_until = now() + make_interval(secs => $1::float8), \
+                attempts = attempts + (lease_until < now())::int, instance = $3, \
+                lease = (random() * 9007199254740991)::bigint \
+             WHERE id = (SELECT j.id FROM fanout_jobs j \
+                 WHERE NOT j.dead AND (j.lease_until < now() OR EXISTS ( \
+                     SELECT 1 FROM instances i WHERE i.id = j.instance AND i.id <> $3 \
+                     AND i.seen_at < now() - make_interval(secs => $4 / 1000.0))) \
+                 AND (j.follower_id IS NULL OR NOT EXISTS ( \
+                     SELECT 1 FROM fanout_jobs o WHERE o.author_id = j.author_id \
+                     AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
+                 AND (j.kind <> 'retract' OR NOT EXISTS ( \
+                     SELECT 1 FROM fanout_jobs d WHERE d.author_id = j.author_id \
+                     AND (d.kind = 'backfill' OR d.kind = 'deliver' AND d.post_id = j.post_id) \
+                     AND NOT d.dead)) \
+                 AND (j.kind = ANY ($6)) = $5 \
+                 ORDER BY j.id ",
+            $order,
+            " OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
+             RETURNING id, kind, author_id, post_id, follower_id, checkpoint, attempts, \
+                created_at_ms, lease, epoch, task_id, targets"
+        )
+    };
+}
+const CLAIM_FROM_OLDEST: &str = claim_sql!("ASC");
+const CLAIM_FROM_NEWEST: &str = claim_sql!("DESC");
+
+/// The SQL types of a claimed job's row ([`JobRow`]).
+type JobSql = (
+    BigInt,
+    Text,
+    BigInt,
+    Nullable<BigInt>,
+    Nullable<BigInt>,
+    BigInt,
+    Integer,
+    BigInt,
+    BigInt,
+    Nullable<BigInt>,
+    Nullable<BigInt>,
+    Nullable<Array<BigInt>>,
+);
 
 /// The fan-out jobs table and the instances' heartbeats
 /// ([`PgStore::jobs`]).
@@ -83,12 +132,12 @@ impl JobTable<'_> {
     pub async fn heartbeat(self) -> AppResult<()> {
         // Bookkeeping of the process, not a query of a request: uncounted.
         let mut conn = self.0.uncounted_conn().await?;
-        diesel::sql_query(
+        Prepared::<BigInt>::new(
             "WITH gone AS (DELETE FROM instances WHERE seen_at < now() - interval '1 day') \
              INSERT INTO instances (id, seen_at) VALUES ($1, now()) \
              ON CONFLICT (id) DO UPDATE SET seen_at = now()",
+            vec![Bind::BigInt(self.0.instance)],
         )
-        .bind::<BigInt, _>(self.0.instance)
         .execute(&mut conn)
         .await?;
         Ok(())
@@ -112,42 +161,24 @@ impl JobTable<'_> {
     ) -> AppResult<Option<Claimed>> {
         // Idle workers poll a few times a second: bookkeeping, uncounted.
         let mut conn = self.0.uncounted_conn().await?;
-        let (order, skip) = if pick < 0 {
-            ("DESC", -pick - 1)
+        let (text, skip) = if pick < 0 {
+            (CLAIM_FROM_NEWEST, -pick - 1)
         } else {
-            ("ASC", pick)
+            (CLAIM_FROM_OLDEST, pick)
         };
-        let row: Option<JobRow> = diesel::sql_query(format!(
-            "UPDATE fanout_jobs SET lease_until = now() + make_interval(secs => $1::float8), \
-                attempts = attempts + (lease_until < now())::int, instance = $3, \
-                lease = (random() * 9007199254740991)::bigint \
-             WHERE id = (SELECT j.id FROM fanout_jobs j \
-                 WHERE NOT j.dead AND (j.lease_until < now() OR EXISTS ( \
-                     SELECT 1 FROM instances i WHERE i.id = j.instance AND i.id <> $3 \
-                     AND i.seen_at < now() - make_interval(secs => $4::float8))) \
-                 AND (j.follower_id IS NULL OR NOT EXISTS ( \
-                     SELECT 1 FROM fanout_jobs o WHERE o.author_id = j.author_id \
-                     AND o.follower_id = j.follower_id AND o.id < j.id AND NOT o.dead)) \
-                 AND (j.kind <> 'retract' OR NOT EXISTS ( \
-                     SELECT 1 FROM fanout_jobs d WHERE d.author_id = j.author_id \
-                     AND (d.kind = 'backfill' OR d.kind = 'deliver' AND d.post_id = j.post_id) \
-                     AND NOT d.dead)) \
-                 AND (j.kind = ANY ($6)) = $5 \
-                 ORDER BY j.id {order} OFFSET $2 LIMIT 1 FOR UPDATE SKIP LOCKED) \
-             RETURNING id, kind, author_id, post_id, follower_id, checkpoint, attempts, \
-                created_at_ms, lease, epoch, task_id, targets"
-        ))
-        .bind::<BigInt, _>(lease.as_secs() as i64)
-        .bind::<BigInt, _>(skip)
-        .bind::<BigInt, _>(self.0.instance)
-        .bind::<diesel::sql_types::Double, _>(QUIET_INSTANCE.as_secs_f64())
-        .bind::<diesel::sql_types::Bool, _>(bulk)
-        .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(
-            JobKind::BULK.map(JobKind::as_str).to_vec(),
-        )
-        .get_result(&mut conn)
-        .await
-        .optional()?;
+        let bulk_kinds = JobKind::BULK.map(JobKind::as_str);
+        let binds = vec![
+            Bind::BigInt(lease.as_secs() as i64),
+            Bind::BigInt(skip),
+            Bind::BigInt(self.0.instance),
+            Bind::BigInt(QUIET_INSTANCE.as_millis() as i64),
+            Bind::Bool(bulk),
+            Bind::Texts(&bulk_kinds),
+        ];
+        let row: Option<JobRow> = Prepared::<JobSql>::new(text, binds)
+            .get_result(&mut conn)
+            .await
+            .optional()?;
         Ok(row.map(Claimed::from))
     }
 
@@ -159,15 +190,18 @@ impl JobTable<'_> {
         lease: Duration,
     ) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
-        let n = diesel::sql_query(
+        let binds = vec![
+            Bind::BigInt(job.id.0),
+            Bind::BigInt(job.lease),
+            Bind::BigInt(checkpoint),
+            Bind::BigInt(lease.as_secs() as i64),
+        ];
+        let n = Prepared::<BigInt>::new(
             "UPDATE fanout_jobs SET checkpoint = $3, \
                 lease_until = now() + make_interval(secs => $4::float8) \
              WHERE id = $1 AND lease = $2",
+            binds,
         )
-        .bind::<BigInt, _>(job.id)
-        .bind::<BigInt, _>(job.lease)
-        .bind::<BigInt, _>(checkpoint)
-        .bind::<BigInt, _>(lease.as_secs() as i64)
         .execute(&mut conn)
         .await?;
         held(n, job.id)
@@ -296,23 +330,20 @@ impl JobTable<'_> {
         after: i64,
         limit: i64,
     ) -> AppResult<Vec<UserId>> {
-        #[derive(QueryableByName)]
-        struct Id {
-            #[diesel(sql_type = BigInt)]
-            id: UserId,
-        }
         let mut conn = self.0.conn().await?;
-        let rows: Vec<Id> = diesel::sql_query(
+        let ids: Vec<i64> = Prepared::<BigInt>::new(
             "SELECT id FROM ((SELECT follower_id AS id FROM follows \
                  WHERE followee_id = $1 AND follower_id > $2 ORDER BY follower_id LIMIT $3) \
                UNION ALL SELECT $1 WHERE $1 > $2) r ORDER BY id LIMIT $3",
+            vec![
+                Bind::BigInt(author.0),
+                Bind::BigInt(after),
+                Bind::BigInt(limit),
+            ],
         )
-        .bind::<BigInt, _>(author)
-        .bind::<BigInt, _>(after)
-        .bind::<BigInt, _>(limit)
         .load(&mut conn)
         .await?;
-        Ok(rows.into_iter().map(|r| r.id).collect())
+        Ok(ids.into_iter().map(UserId).collect())
     }
 }
 

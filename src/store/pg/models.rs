@@ -291,7 +291,7 @@ impl TryFrom<TaskRow> for Task {
 
 /// A claimed fan-out job as stored; [`crate::types::Job`] once its kind
 /// is known.
-#[derive(Debug, Clone, QueryableByName)]
+#[derive(Debug, Clone, Queryable, QueryableByName)]
 pub struct JobRow {
     #[diesel(sql_type = BigInt)]
     pub id: i64,

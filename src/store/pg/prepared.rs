@@ -28,6 +28,8 @@ pub enum Bind<'a> {
     OptText(Option<&'a str>),
     /// A `BIGINT` or NULL.
     OptBigInt(Option<i64>),
+    /// An array of `TEXT`.
+    Texts(&'a [&'a str]),
 }
 
 /// A query's text with its binds. The text names the binds as PostgreSQL
@@ -94,6 +96,7 @@ impl<ST> QueryFragment<Pg> for Prepared<'_, ST> {
                 Bind::Text(v) => out.push_bind_param::<Text, _>(*v)?,
                 Bind::OptText(v) => out.push_bind_param::<Nullable<Text>, _>(v)?,
                 Bind::OptBigInt(v) => out.push_bind_param::<Nullable<BigInt>, _>(v)?,
+                Bind::Texts(v) => out.push_bind_param::<Array<Text>, _>(*v)?,
             }
         }
         out.push_sql(rest);
