@@ -129,6 +129,13 @@ pub static REDIS_RESENT: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
+pub static REDIS_LINKS_FAILED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "redis_read_links_failed_total",
+        "Reads whose link straight to a Redis node failed (its connection, not Redis's answer: a node restarted, a network cut, no answer in time), sent again on the other connections",
+    )
+});
+
 pub static PG_ERRORS: LazyLock<IntCounter> =
     LazyLock::new(|| counter("postgres_errors_total", "Failed PostgreSQL calls"));
 
@@ -288,6 +295,7 @@ pub fn render() -> String {
     LazyLock::force(&PG_ERRORS);
     LazyLock::force(&REDIS_UNREPLICATED);
     LazyLock::force(&REDIS_RESENT);
+    LazyLock::force(&REDIS_LINKS_FAILED);
     FEED_PAGES.with_label_values(&["redis", "none"]);
     for reason in Fallback::ALL {
         FEED_PAGES.with_label_values(&["postgres", reason.as_str()]);

@@ -192,9 +192,10 @@ enum Op {
     /// after a resharding it has not seen, until a call finds it out (on a
     /// cluster; nothing on one node).
     Reshard,
-    /// The store's read links to the masters are cut from the masters'
-    /// side, as by a restart or a network cut: the next reads on them fail
-    /// and are sent again (on a cluster; nothing on one node).
+    /// The store's read links to the nodes (the single node, or each
+    /// master) are cut from the nodes' side, as by a restart or a network
+    /// cut: the next reads on them fail and are sent again through the
+    /// store's other connections.
     CutLinks,
     /// Redis forgets its scripts (a restart, a failover to a replica that
     /// never ran them): every call must load what it runs again.
@@ -3238,7 +3239,8 @@ fn run_the_model() {
                 "model soak: {rounds} rounds of 16 cases, {} pages ({} of lists, {} of homes \
                  with an exclusive list) and {} live streams ({} of lists) checked \
                  ({} resumes past the replay, {} notifications), {} jobs taken over from a quiet instance, no \
-                 departure ({} cluster calls resent after a wrong slot map)",
+                 departure ({} cluster calls resent after a wrong slot map, {} reads resent after \
+                 their link was cut)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&LIST_PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&APART_PAGES, Ordering::Relaxed),
@@ -3247,7 +3249,8 @@ fn run_the_model() {
                 AtomicUsize::load(&GAPS, Ordering::Relaxed),
                 AtomicUsize::load(&TOLD, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
-                feed_service::metrics::REDIS_RESENT.get()
+                feed_service::metrics::REDIS_RESENT.get(),
+                feed_service::metrics::REDIS_LINKS_FAILED.get()
             );
             eprintln!("{}", windows_read());
         }
@@ -3260,7 +3263,8 @@ fn run_the_model() {
                 "model: {cases} cases from seed {seed}, {} pages ({} of lists, {} of homes with an \
                  exclusive list) and {} live streams ({} of lists) checked ({} \
                  resumes past the replay, {} notifications), {} jobs taken over from a quiet instance, {:.1} s ({} \
-                 cluster calls resent after a wrong slot map)",
+                 cluster calls resent after a wrong slot map, {} reads resent after their link was \
+                 cut)",
                 AtomicUsize::load(&PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&LIST_PAGES, Ordering::Relaxed),
                 AtomicUsize::load(&APART_PAGES, Ordering::Relaxed),
@@ -3270,7 +3274,8 @@ fn run_the_model() {
                 AtomicUsize::load(&TOLD, Ordering::Relaxed),
                 AtomicUsize::load(&TAKEOVERS, Ordering::Relaxed),
                 started.elapsed().as_secs_f64(),
-                feed_service::metrics::REDIS_RESENT.get()
+                feed_service::metrics::REDIS_RESENT.get(),
+                feed_service::metrics::REDIS_LINKS_FAILED.get()
             );
             eprintln!("{}", windows_read());
         }

@@ -1462,3 +1462,50 @@ async fn clause_12_hidden_accounts_drop_their_posts_and_their_outboxes_from_ever
     assert_eq!(z.ttl(&hidden).await, -1);
     assert_eq!(read(&z, HOME_9).await.1, [200].into());
 }
+
+/// The ids a read of `keys` by `view` finds at or below `max`, per list.
+async fn ids_below(
+    store: &RedisStore,
+    view: Scope,
+    keys: &[String],
+    max: Option<i64>,
+) -> Vec<Vec<i64>> {
+    let ranges = store.feeds().ranges(view, keys, max, 2).await.unwrap();
+    ranges
+        .into_iter()
+        .map(|range| match range {
+            Range::Read(read) => read.entries.iter().map(|e| e.id.0).collect(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn reads_go_on_the_stores_own_links_and_land_when_those_are_cut() {
+    let mut z = Zsets::new().await;
+    let keys: Vec<String> = (1..=3).map(|n| z.key(n)).collect();
+    for key in &keys {
+        let list = entries(&[(10, 1), (9, 2), (8, 3), (7, 4)]);
+        z.built(key, 100, None, &list).await;
+    }
+    let (on_links, resent) = (z.store.calls_on_links(), z.store.calls_resent());
+    for round in 0..2 {
+        // From the top (a pipeline), below a cursor at the places the top
+        // left (a transaction), and by a view that never read (the script).
+        let top = ids_below(&z.store, VIEW, &keys, None).await;
+        assert_eq!(top, vec![vec![1, 2, 3, 4]; 3], "round {round}");
+        let below = ids_below(&z.store, VIEW, &keys, Some(at(9))).await;
+        assert_eq!(below, vec![vec![2, 3, 4]; 3], "round {round}");
+        let searched = ids_below(&z.store, view(round), &keys, Some(at(8))).await;
+        assert_eq!(searched, vec![vec![3, 4]; 3], "round {round}");
+        if round == 0 {
+            assert_eq!(z.store.calls_on_links(), on_links + 3);
+            assert_eq!(z.store.calls_resent(), resent, "no link failed");
+            z.store.cut_links().await;
+        }
+    }
+    assert!(
+        z.store.calls_resent() > resent,
+        "the read on the cut link was sent again"
+    );
+}

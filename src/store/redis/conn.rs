@@ -42,13 +42,15 @@ pub(super) enum Topology {
         /// The multiplexed connections calls are spread over, in turn.
         lanes: Arc<[Mutex<Option<MultiplexedConnection>>]>,
         next: Arc<AtomicU64>,
+        /// Links straight to the node, for reads.
+        links: Option<Arc<Links>>,
     },
     Cluster {
         pool: cluster::Pool,
         shared: Arc<Mutex<Option<cluster::ClusterConnection>>>,
         nodes: Arc<NodeCache>,
         /// Links straight to the masters, for reads.
-        links: Arc<Links>,
+        links: Option<Arc<Links>>,
         /// Bumped whenever `shared` is dropped: a `WAIT` covers only the
         /// writes of its own connection, so one sent after a swap proves
         /// nothing of writes sent before it.
@@ -58,12 +60,19 @@ pub(super) enum Topology {
 
 /// A connection of either topology.
 pub enum Conn {
-    /// A clone of the process's multiplexed connection to the single node.
-    Single(MultiplexedConnection),
+    /// A clone of one of the process's multiplexed connections to the
+    /// single node, with its links straight to the node and whether the
+    /// calls made on it only read.
+    Single(MultiplexedConnection, Option<Arc<Links>>, Use),
     /// A clone of the process's multiplexed cluster connection, with the
     /// process's last view of the cluster's nodes, its links straight to
     /// the masters, and whether the calls made on it only read.
-    Shared(cluster::ClusterConnection, Arc<NodeCache>, Arc<Links>, Use),
+    Shared(
+        cluster::ClusterConnection,
+        Arc<NodeCache>,
+        Option<Arc<Links>>,
+        Use,
+    ),
 }
 
 /// What the calls on a cluster connection do.
@@ -72,14 +81,13 @@ pub enum Use {
     /// Anything: they go through the cluster connection, which a `WAIT`
     /// covers.
     Any,
-    /// They only read: a pipeline for one master goes on its link.
+    /// They only read: a pipeline for one node goes on a link to it.
     Reads,
 }
 
 impl Conn {
-    /// This connection, for calls that only read: on a cluster a pipeline
-    /// for one master goes straight to it (`links.rs`); on a single node
-    /// nothing changes.
+    /// This connection, for calls that only read: a pipeline for one node
+    /// goes straight to it on a link (`links.rs`).
     pub fn reads(self) -> Conn {
         self.to(Use::Reads)
     }
@@ -88,15 +96,17 @@ impl Conn {
     pub fn to(self, how: Use) -> Conn {
         match self {
             Conn::Shared(c, nodes, links, _) => Conn::Shared(c, nodes, links, how),
-            single => single,
+            Conn::Single(c, links, _) => Conn::Single(c, links, how),
         }
     }
 
-    /// The links straight to the masters, if this is a cluster connection
-    /// whose calls only read.
+    /// The links straight to the nodes, if this connection's calls only
+    /// read.
     fn reading(&self) -> Option<Arc<Links>> {
         match self {
-            Conn::Shared(_, _, links, Use::Reads) => Some(links.clone()),
+            Conn::Shared(_, _, links, Use::Reads) | Conn::Single(_, links, Use::Reads) => {
+                links.clone()
+            }
             _ => None,
         }
     }
@@ -105,7 +115,7 @@ impl Conn {
     /// `None` on a single node, where calls share one pipeline instead.
     fn multiplexed(&self) -> Option<cluster::ClusterConnection> {
         match self {
-            Conn::Single(_) => None,
+            Conn::Single(..) => None,
             Conn::Shared(c, ..) => Some(c.clone()),
         }
     }
@@ -115,7 +125,7 @@ impl Conn {
     async fn node_map(&mut self, fresh: bool) -> RedisResult<Arc<NodeMap>> {
         let cache = match self {
             Conn::Shared(_, cache, ..) => cache.clone(),
-            Conn::Single(_) => Arc::default(),
+            Conn::Single(..) => Arc::default(),
         };
         if !fresh {
             if let Some(map) = cache.fresh() {
@@ -141,11 +151,17 @@ impl Conn {
         Ok(())
     }
 
-    /// Counts calls sent again one at a time after a node refused them.
+    /// Counts calls sent again after a node refused them or their read
+    /// link failed (on a cluster in `redis_cluster_calls_resent_total`
+    /// too).
     fn count_resent(&self, n: u64) {
-        crate::metrics::REDIS_RESENT.inc_by(n);
-        if let Conn::Shared(_, cache, ..) = self {
-            cache.resent.fetch_add(n, Ordering::Relaxed);
+        match self {
+            Conn::Shared(_, cache, ..) => {
+                crate::metrics::REDIS_RESENT.inc_by(n);
+                cache.resent.fetch_add(n, Ordering::Relaxed);
+            }
+            Conn::Single(_, Some(links), _) => links.count_resent(n),
+            Conn::Single(_, None, _) => {}
         }
     }
 
@@ -214,7 +230,7 @@ impl Conn {
         let Some(base) = self.multiplexed() else {
             let mut out = Vec::with_capacity(pipes.len());
             for (_, pipe) in pipes {
-                out.push(pipe.query_async(self).await?);
+                out.push(self.on_the_node(&pipe).await?);
             }
             return Ok(out);
         };
@@ -236,6 +252,24 @@ impl Conn {
             },
         )
         .await
+    }
+
+    /// A pipeline on the single node: on a link if its calls only read
+    /// (sent again on the multiplexed connection if the link fails), else
+    /// on the multiplexed connection.
+    async fn on_the_node(&mut self, pipe: &Pipeline) -> RedisResult<Vec<Value>> {
+        if let Some(links) = self.reading() {
+            let sent = links
+                .send(&links.seed(), |mut link| async move {
+                    pipe.query_async(&mut link).await
+                })
+                .await;
+            match sent {
+                Err(e) if e.is_io_error() || e.is_timeout() => self.count_resent(1),
+                sent => return sent,
+            }
+        }
+        pipe.query_async(self).await
     }
 
     /// Runs each pipeline, all of whose commands share its slot, as one
@@ -383,7 +417,22 @@ impl Conn {
         };
         let Some(base) = self.multiplexed() else {
             let all: Vec<usize> = (0..keys.len()).collect();
-            let cmd = evalsha(&all);
+            let cmd = &evalsha(&all);
+            if let Some(links) = self.reading() {
+                let sent = links
+                    .send(&links.seed(), |mut link| async move {
+                        loading(&mut link, script, |c| {
+                            let cmd = cmd.clone();
+                            Box::pin(async move { cmd.query_async(c).await })
+                        })
+                        .await
+                    })
+                    .await;
+                match sent {
+                    Err(e) if e.is_io_error() || e.is_timeout() => self.count_resent(1),
+                    sent => return per_key(sent?, keys.len()),
+                }
+            }
             let reply = loading(self, script, |c| {
                 let cmd = cmd.clone();
                 Box::pin(async move { cmd.query_async(c).await })
@@ -495,7 +544,7 @@ impl Conn {
                     let pipe = &pipe;
                     links
                         .send(addr, |mut link| async move {
-                            link.send_packed_commands(pipe, 0, total).await
+                            link.req_packed_commands(pipe, 0, total).await
                         })
                         .await
                 }
@@ -626,7 +675,7 @@ async fn wait_on(
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Single(c, ..) => c.req_packed_command(cmd),
             Conn::Shared(c, ..) => c.req_packed_command(cmd),
         }
     }
@@ -638,14 +687,14 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Single(c, ..) => c.req_packed_commands(pipeline, offset, count),
             Conn::Shared(c, ..) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Conn::Single(c) => c.get_db(),
+            Conn::Single(c, ..) => c.get_db(),
             Conn::Shared(c, ..) => c.get_db(),
         }
     }
@@ -653,12 +702,6 @@ impl ConnectionLike for Conn {
 
 /// Connections of the cluster pool: the process uses one (multiplexed).
 const CLUSTER_POOL: usize = 2;
-
-/// Links to each master for reads (`links.rs`). One: the more of a
-/// master's reads travel together, the fewer reads and writes of the
-/// socket each costs the master and the service (measured: four links
-/// cost a first page a third more of Redis's CPU than one).
-const LINKS_PER_MASTER: usize = 1;
 
 impl Topology {
     pub(super) fn new(settings: &RedisSettings, timeout: Duration) -> AppResult<Self> {
@@ -673,13 +716,16 @@ impl Topology {
             let lanes = (0..settings.single_pool_size())
                 .map(|_| Mutex::new(None))
                 .collect();
+            let links = Links::new(settings.url.expose_secret(), timeout)
+                .map_err(|e| AppError::internal("redis.url", e))?;
             return Ok(Topology::Single {
                 pool,
                 lanes,
                 next: Arc::default(),
+                links: links.map(Arc::new),
             });
         }
-        let links = Links::new(&nodes[0], LINKS_PER_MASTER, timeout)
+        let links = Links::new(&nodes[0], timeout)
             .map_err(|e| AppError::internal("redis.cluster_urls", e))?;
         let builder = cluster::Config::from_urls(nodes)
             .builder()
@@ -692,22 +738,30 @@ impl Topology {
             pool,
             shared: Arc::new(Mutex::new(None)),
             nodes: Arc::default(),
-            links: Arc::new(links),
+            links: links.map(Arc::new),
             generation: Arc::default(),
         })
     }
 
     pub(super) async fn get(&self) -> AppResult<Conn> {
         match self {
-            Topology::Single { pool, lanes, next } => {
+            Topology::Single {
+                pool,
+                lanes,
+                next,
+                links,
+            } => {
+                let conn =
+                    |c: &MultiplexedConnection| Conn::Single(c.clone(), links.clone(), Use::Any);
                 let lane = &lanes[next.fetch_add(1, Ordering::Relaxed) as usize % lanes.len()];
                 if let Some(c) = lock(lane).as_ref() {
-                    return Ok(Conn::Single(c.clone()));
+                    return Ok(conn(c));
                 }
                 let object = pool.get().await?;
                 let mut slot = lock(lane);
-                let conn = slot.get_or_insert_with(|| deadpool_redis::Connection::take(object));
-                Ok(Conn::Single(conn.clone()))
+                Ok(conn(slot.get_or_insert_with(|| {
+                    deadpool_redis::Connection::take(object)
+                })))
             }
             Topology::Cluster {
                 pool,
@@ -742,6 +796,9 @@ impl Topology {
     /// connection caught in a failover has been seen to time out every call
     /// for good, its map still pointing at the dead master.)
     pub(super) fn reset(&self) {
+        if let Some(links) = self.links() {
+            links.clear();
+        }
         if let Topology::Single { lanes, .. } = self {
             for lane in lanes.iter() {
                 lock(lane).take();
@@ -750,7 +807,6 @@ impl Topology {
         if let Topology::Cluster {
             shared,
             nodes,
-            links,
             generation,
             ..
         } = self
@@ -760,33 +816,36 @@ impl Topology {
             generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             drop(slot);
             nodes.forget();
-            links.clear();
         }
     }
 
-    /// Calls sent again one at a time after a node refused them (a slot
-    /// that moved, a failover); 0 on a single node.
+    /// Calls sent again after a node refused them (a slot that moved, a
+    /// failover) or their read link failed.
     pub(super) fn resent(&self) -> u64 {
         match self {
-            Topology::Single { .. } => 0,
+            Topology::Single { links, .. } => links.as_ref().map_or(0, |l| l.resent()),
             Topology::Cluster { nodes, .. } => nodes.resent.load(Ordering::Relaxed),
         }
     }
 
-    /// Cuts the links to the masters from the masters' side (tests;
-    /// nothing on a single node).
+    /// The links straight to the nodes, for reads (none if the nodes are
+    /// not reached over plain TCP).
+    fn links(&self) -> Option<&Arc<Links>> {
+        match self {
+            Topology::Single { links, .. } | Topology::Cluster { links, .. } => links.as_ref(),
+        }
+    }
+
+    /// Cuts the links to the nodes from the nodes' side (tests).
     pub(super) async fn cut_links(&self) {
-        if let Topology::Cluster { links, .. } = self {
+        if let Some(links) = self.links() {
             links.cut().await;
         }
     }
 
-    /// Calls sent straight to a master on its link (0 on a single node).
+    /// Calls sent straight to a node on a link.
     pub(super) fn sent_on_links(&self) -> u64 {
-        match self {
-            Topology::Single { .. } => 0,
-            Topology::Cluster { links, .. } => links.sent(),
-        }
+        self.links().map_or(0, |links| links.sent())
     }
 
     /// How many times the cluster connection has been replaced (0 on a

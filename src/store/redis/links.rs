@@ -1,91 +1,96 @@
-//! Multiplexed connections straight to each master of a cluster, for
-//! reads. A read's pipeline for one master goes out on that master's link
-//! as it would to a single node, instead of through the cluster client's
-//! routing task (one task and two channels fewer per call, and no one task
-//! every call of the process queues on). Writes stay on the cluster
-//! connection: a `WAIT` sent on it covers only the writes sent on it.
+//! Connections straight to each node that holds keys, for reads: to each
+//! master of a cluster, or to the single node. A read's pipeline for one
+//! node goes out on a [`Link`] to it, instead of through redis-rs's
+//! connections (on a cluster, through the cluster client's routing task
+//! every call of the process queues on). Writes stay on redis-rs's
+//! connections: a `WAIT` sent on the cluster connection covers only the
+//! writes sent on it.
 //!
-//! Bounded by construction: `lanes` links per master the cluster names,
-//! opened when first used and dropped when one fails or the topology is
-//! reset. A read a link cannot carry (a link that fails, a MOVED after a
-//! resharding) is sent again through the cluster connection, which
-//! follows the cluster wherever it moved.
+//! Bounded by construction: one link per node per thread of the runtime
+//! (a thread's reads share it, and its task runs on that thread), opened
+//! when first used and dropped when one fails or the topology is reset. A
+//! read a link cannot carry (a link that fails, a MOVED after a resharding)
+//! is sent again through redis-rs's connection, which follows the cluster
+//! wherever it moved.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::ConnectionLike;
 use redis::{
-    AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult,
+    Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult,
+    Value,
 };
 
-/// A master's address.
+use super::wire::Link;
+
+/// A node's address.
 pub(super) type Addr = (String, u16);
 
-/// A master's links, by lane (`None`: not opened yet).
-type Lanes = Vec<Option<MultiplexedConnection>>;
-
-/// The process's links to the masters of its cluster.
+/// The process's links to the nodes it reads from.
 pub struct Links {
     /// How to reach a node (credentials, database) but for its address.
     info: ConnectionInfo,
-    config: AsyncConnectionConfig,
-    lanes: usize,
-    next: AtomicUsize,
+    timeout: Duration,
     /// Calls sent on a link, for tests.
     sent: AtomicU64,
-    open: Mutex<HashMap<Addr, Lanes>>,
+    /// Calls sent again on other connections after their link failed (on
+    /// a single node; a cluster counts its own).
+    resent: AtomicU64,
+    open: Mutex<HashMap<(Addr, ThreadId), Link>>,
 }
 
 impl Links {
-    /// Links like `seed` (a seed node's URL), `lanes` per master, each
-    /// call on them bounded by `timeout`.
-    pub(super) fn new(seed: &str, lanes: usize, timeout: Duration) -> RedisResult<Links> {
-        Ok(Links {
-            info: seed.into_connection_info()?,
-            config: AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(timeout))
-                .set_response_timeout(Some(timeout)),
-            lanes: lanes.max(1),
-            next: AtomicUsize::new(0),
+    /// Links like `seed` (a node's URL), each call on them bounded by
+    /// `timeout`. `None` if the seed is not reached over plain TCP (TLS, a
+    /// Unix socket): its reads then stay on redis-rs's connections.
+    pub(super) fn new(seed: &str, timeout: Duration) -> RedisResult<Option<Links>> {
+        let info = seed.into_connection_info()?;
+        if !matches!(info.addr(), ConnectionAddr::Tcp(..)) {
+            return Ok(None);
+        }
+        Ok(Some(Links {
+            info,
+            timeout,
             sent: AtomicU64::new(0),
+            resent: AtomicU64::new(0),
             open: Mutex::default(),
-        })
+        }))
     }
 
-    fn open(&self) -> MutexGuard<'_, HashMap<Addr, Lanes>> {
+    /// The address of the seed node: on a single node, the node.
+    pub(super) fn seed(&self) -> Addr {
+        match self.info.addr() {
+            ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+            _ => unreachable!("links are made for TCP addresses alone"),
+        }
+    }
+
+    fn open(&self) -> MutexGuard<'_, HashMap<(Addr, ThreadId), Link>> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A link to the master at `addr`: the next of its lanes in turn,
-    /// opened if it is not.
-    async fn to(&self, addr: &Addr) -> RedisResult<MultiplexedConnection> {
-        let lane = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes;
-        if let Some(link) = self.open().get(addr).and_then(|lanes| lanes[lane].clone()) {
-            return Ok(link);
+    /// This thread's link to the node at `addr`, opened if it is not.
+    async fn to(&self, addr: &Addr) -> RedisResult<Link> {
+        let key = (addr.clone(), std::thread::current().id());
+        if let Some(link) = self.open().get(&key).filter(|l| !l.is_closed()) {
+            return Ok(link.clone());
         }
-        let info = self
-            .info
-            .clone()
-            .set_addr(ConnectionAddr::Tcp(addr.0.clone(), addr.1));
-        let link = redis::Client::open(info)?
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await?;
-        let mut open = self.open();
-        let lanes = open
-            .entry(addr.clone())
-            .or_insert_with(|| vec![None; self.lanes]);
-        Ok(lanes[lane].get_or_insert(link).clone())
+        let link = Link::open(&addr.0, addr.1, &self.info, self.timeout).await?;
+        self.open().insert(key, link.clone());
+        Ok(link)
     }
 
-    /// Runs `call` on a link to the master at `addr`; if it fails, the
-    /// links to that master are dropped (the next call opens anew).
+    /// Runs `call` on this thread's link to the node at `addr`. If the link
+    /// fails (not the node's answer: its connection), every link to that
+    /// node is dropped (the next calls open anew).
     pub(super) async fn send<T, F, Fut>(&self, addr: &Addr, call: F) -> RedisResult<T>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         self.sent.fetch_add(1, Ordering::Relaxed);
@@ -93,8 +98,12 @@ impl Links {
             Ok(link) => call(link).await,
             Err(e) => Err(e),
         };
-        if sent.is_err() {
-            self.open().remove(addr);
+        if sent
+            .as_ref()
+            .is_err_and(|e| e.is_io_error() || e.is_timeout())
+        {
+            crate::metrics::REDIS_LINKS_FAILED.inc();
+            self.open().retain(|(a, _), _| a != addr);
         }
         sent
     }
@@ -104,32 +113,69 @@ impl Links {
         self.sent.load(Ordering::Relaxed)
     }
 
-    /// Cuts every open link from its master's side, as a master's restart
-    /// or a network cut would, leaving it in place for the next call on it
-    /// to find dead (tests).
+    /// Counts `n` calls sent again after their link failed.
+    pub(super) fn count_resent(&self, n: u64) {
+        self.resent.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Calls sent again after their link failed (on a single node).
+    pub(super) fn resent(&self) -> u64 {
+        self.resent.load(Ordering::Relaxed)
+    }
+
+    /// Cuts every open link from its node's side, as a node's restart or a
+    /// network cut would, leaving it in place for the next call on it to
+    /// find dead (tests): each is killed from a connection of its own, so
+    /// that its task, waiting for calls, does not see it yet.
     pub(super) async fn cut(&self) {
-        let open: Vec<MultiplexedConnection> =
-            self.open().values().flatten().flatten().cloned().collect();
-        for mut link in open {
-            if let Ok(id) = redis::cmd("CLIENT")
+        let open: Vec<(Addr, Link)> = (self.open().iter())
+            .map(|((addr, _), link)| (addr.clone(), link.clone()))
+            .collect();
+        for (addr, mut link) in open {
+            let id = redis::cmd("CLIENT")
                 .arg("ID")
                 .query_async::<i64>(&mut link)
-                .await
-            {
-                let _: RedisResult<()> = redis::cmd("CLIENT")
-                    .arg("KILL")
-                    .arg("ID")
-                    .arg(id)
-                    .arg("SKIPME")
-                    .arg("no")
-                    .query_async(&mut link)
-                    .await;
-            }
+                .await;
+            let killer = Link::open(&addr.0, addr.1, &self.info, self.timeout).await;
+            let (Ok(id), Ok(mut killer)) = (id, killer) else {
+                continue;
+            };
+            let kill = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).clone();
+            let _: RedisResult<i64> = kill.query_async(&mut killer).await;
         }
     }
 
     /// Drops every link.
     pub(super) fn clear(&self) {
         self.open().clear();
+    }
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut replies = self.call(cmd.get_packed_command(), 1).await?;
+            Ok(replies.pop().unwrap_or(Value::Nil))
+        })
+    }
+
+    /// A pipeline's `count` replies from its `offset`th (a transaction's
+    /// replies start with `MULTI`'s and each command's `QUEUED`).
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let mut replies = self
+                .call(pipeline.get_packed_pipeline(), offset + count)
+                .await?;
+            Ok(replies.split_off(offset))
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
     }
 }

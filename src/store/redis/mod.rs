@@ -17,6 +17,7 @@ pub mod pubsub;
 pub mod scripts;
 pub mod state;
 mod warm;
+mod wire;
 
 use std::cell::Cell;
 use std::future::Future;
@@ -132,21 +133,20 @@ impl RedisStore {
         self.round_trips.load(Ordering::Relaxed)
     }
 
-    /// Calls this store sent again one at a time after a cluster node
-    /// refused them (a slot that moved, a failover).
+    /// Calls this store sent again after a cluster node refused them (a
+    /// slot that moved, a failover) or their read link failed.
     pub fn calls_resent(&self) -> u64 {
         self.topology().resent()
     }
 
-    /// Cuts this store's read links to the masters from the masters' side,
-    /// as a restart or a network cut would: the next reads on them fail
-    /// and are sent again (tests; nothing on one node).
+    /// Cuts this store's read links to the nodes from the nodes' side, as
+    /// a restart or a network cut would: the next reads on them fail and
+    /// are sent again (tests).
     pub async fn cut_links(&self) {
         self.topology().cut_links().await;
     }
 
-    /// Calls this store sent straight to a cluster master on its link
-    /// (reads; 0 on a single node).
+    /// Calls this store sent straight to a node on a read link.
     pub fn calls_on_links(&self) -> u64 {
         self.topology().sent_on_links()
     }
