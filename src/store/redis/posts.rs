@@ -68,11 +68,12 @@ impl PostCache<'_> {
             None,
         ));
         let scripts = [&*scripts::PULLED, &*scripts::PUSH];
-        let mut steps = vec![
-            vec![(slot(cached.as_bytes()), cache)],
-            in_flight,
-            vec![(slot(key.as_bytes()), outbox)],
-        ];
+        // The post's cache and its delivery in flight go together (a reader
+        // pulls the outbox for it, where it is not yet), then the outbox
+        // entry that makes it seen, then the hint that it is there.
+        let mut first = vec![(slot(cached.as_bytes()), cache)];
+        first.extend(in_flight);
+        let mut steps = vec![first, vec![(slot(key.as_bytes()), outbox)]];
         steps.extend(hint.map(|signal| vec![self.0.hint_step(signal)]));
         let mut replies = self.0.in_order(&scripts, &steps).await?;
         // The outbox's reply is the last but the hint's.
