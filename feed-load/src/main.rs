@@ -155,7 +155,8 @@ struct Cli {
     /// Live streams held open in the streams scenario [default: 10000]
     #[arg(long, env = "FEED_LOAD_STREAMS", value_name = "N")]
     streams: Option<usize>,
-    /// Posts per author class while the streams are open [default: 20]
+    /// Posts per author class while the streams are open (a p99 of fewer
+    /// than 100 is their largest) [default: 100]
     #[arg(long, env = "FEED_LOAD_STREAM_POSTS", value_name = "N")]
     stream_posts: Option<usize>,
     /// Seconds of the sustained-publishing scenario [default: 600]
@@ -231,7 +232,7 @@ impl Options {
                 .unwrap_or_else(|| SCENARIOS.iter().map(|s| s.to_string()).collect()),
             publishes: cli.publishes.unwrap_or(100),
             streams: cli.streams.unwrap_or(10_000),
-            stream_posts: cli.stream_posts.unwrap_or(20),
+            stream_posts: cli.stream_posts.unwrap_or(100),
             sustain_secs: cli.sustain_secs.unwrap_or(600.0),
             reseed: cli.reseed,
             redis_cluster: cli.redis_cluster.filter(|u| !u.trim().is_empty()),
