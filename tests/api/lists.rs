@@ -529,3 +529,26 @@ async fn a_list_stream_sends_its_members_posts_and_follows_its_members_at_once()
         "the stream of a deleted list ends"
     );
 }
+
+#[tokio::test]
+async fn following_an_exclusive_lists_member_again_keeps_its_posts_out_of_the_home_stream() {
+    let app = spawn_app().await;
+    let reader = app.create_user("reader").await;
+    let [ann, bob] = [app.create_user("ann").await, app.create_user("bob").await];
+    app.follow(&reader, &ann).await;
+    app.follow(&reader, &bob).await;
+    let list = new_list(&app, &reader, json!({"title": "apart", "exclusive": true})).await;
+    members(&app, &reader, Method::POST, &list, &[ann.id]).await;
+    let path = "/api/v1/streaming/user";
+    let (status, events) = Events::open_at(&app.address, path, &reader.token, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut events = events.unwrap();
+    // A follow asked again (it stands already) changes nothing the home
+    // shows: Ann's posts stay out of its stream, as out of its pages.
+    app.follow(&reader, &ann).await;
+    app.publish(&ann, "ann, apart").await;
+    app.publish(&bob, "bob").await;
+    assert_eq!(next_text(&mut events).await.as_deref(), Some("bob"));
+    let home = scroll(&app, &reader, "home", 5).await;
+    assert_eq!(home.len(), 1, "{home:?}");
+}

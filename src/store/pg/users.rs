@@ -566,13 +566,8 @@ async fn change_edge(
             .execute(conn)
             .await?
     }) == 1;
-    let shown = follow
-        && mutes::table
-            .find((follower, followee))
-            .count()
-            .get_result::<i64>(conn)
-            .await?
-            == 0;
+    // Shown unless muted or in one of the follower's exclusive lists.
+    let shown = follow && shown_now(conn, follower, followee).await?;
     if !changed {
         return Ok(EdgeChange {
             changed: false,
