@@ -18,8 +18,9 @@ use redis::{
 };
 use secrecy::ExposeSecret;
 
-use super::links::Links;
+use super::links::{self, Links};
 use super::nodes::{replicated_masters, slot, NodeCache, NodeMap};
+use super::wire::Link;
 use crate::error::{AppError, AppResult};
 use crate::settings::RedisSettings;
 
@@ -258,18 +259,30 @@ impl Conn {
     /// (sent again on the multiplexed connection if the link fails), else
     /// on the multiplexed connection.
     async fn on_the_node(&mut self, pipe: &Pipeline) -> RedisResult<Vec<Value>> {
-        if let Some(links) = self.reading() {
-            let sent = links
-                .send(&links.seed(), |mut link| async move {
-                    pipe.query_async(&mut link).await
-                })
-                .await;
-            match sent {
-                Err(e) if e.is_io_error() || e.is_timeout() => self.count_resent(1),
-                sent => return sent,
-            }
+        let on_link = |mut link: Link| async move { pipe.query_async(&mut link).await };
+        if let Some(sent) = self.on_the_nodes_link(on_link).await {
+            return sent;
         }
         pipe.query_async(self).await
+    }
+
+    /// `call` on this thread's link to the single node, if this
+    /// connection's reads go on links; `None` if they do not, or if the
+    /// link failed (counted: the caller sends the call again on the
+    /// multiplexed connection).
+    async fn on_the_nodes_link<T, F, Fut>(&self, call: F) -> Option<RedisResult<T>>
+    where
+        F: FnOnce(Link) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let links = self.reading()?;
+        match links.send(links.seed(), call).await {
+            Err(e) if links::failed(&e) => {
+                self.count_resent(1);
+                None
+            }
+            sent => Some(sent),
+        }
     }
 
     /// Runs each pipeline, all of whose commands share its slot, as one
@@ -418,20 +431,15 @@ impl Conn {
         let Some(base) = self.multiplexed() else {
             let all: Vec<usize> = (0..keys.len()).collect();
             let cmd = &evalsha(&all);
-            if let Some(links) = self.reading() {
-                let sent = links
-                    .send(&links.seed(), |mut link| async move {
-                        loading(&mut link, script, |c| {
-                            let cmd = cmd.clone();
-                            Box::pin(async move { cmd.query_async(c).await })
-                        })
-                        .await
-                    })
-                    .await;
-                match sent {
-                    Err(e) if e.is_io_error() || e.is_timeout() => self.count_resent(1),
-                    sent => return per_key(sent?, keys.len()),
-                }
+            let on_link = |mut link: Link| async move {
+                loading(&mut link, script, |c| {
+                    let cmd = cmd.clone();
+                    Box::pin(async move { cmd.query_async(c).await })
+                })
+                .await
+            };
+            if let Some(sent) = self.on_the_nodes_link(on_link).await {
+                return per_key(sent?, keys.len());
             }
             let reply = loading(self, script, |c| {
                 let cmd = cmd.clone();

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult,
-    Value,
+    Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisError, RedisFuture,
+    RedisResult, Value,
 };
 
 use super::wire::Link;
@@ -31,17 +31,26 @@ use super::wire::Link;
 /// A node's address.
 pub(super) type Addr = (String, u16);
 
+/// Whether an error is a link's failure (its connection, not the node's
+/// answer): the call may be sent again on another connection.
+pub(super) fn failed(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_timeout()
+}
+
 /// The process's links to the nodes it reads from.
 pub struct Links {
     /// How to reach a node (credentials, database) but for its address.
     info: ConnectionInfo,
+    /// The seed node's address: on a single node, the node.
+    seed: Addr,
     timeout: Duration,
     /// Calls sent on a link, for tests.
     sent: AtomicU64,
     /// Calls sent again on other connections after their link failed (on
     /// a single node; a cluster counts its own).
     resent: AtomicU64,
-    open: Mutex<HashMap<(Addr, ThreadId), Link>>,
+    /// Each thread's links, by node.
+    open: Mutex<HashMap<ThreadId, HashMap<Addr, Link>>>,
 }
 
 impl Links {
@@ -50,10 +59,11 @@ impl Links {
     /// Unix socket): its reads then stay on redis-rs's connections.
     pub(super) fn new(seed: &str, timeout: Duration) -> RedisResult<Option<Links>> {
         let info = seed.into_connection_info()?;
-        if !matches!(info.addr(), ConnectionAddr::Tcp(..)) {
+        let ConnectionAddr::Tcp(host, port) = info.addr() else {
             return Ok(None);
-        }
+        };
         Ok(Some(Links {
+            seed: (host.clone(), *port),
             info,
             timeout,
             sent: AtomicU64::new(0),
@@ -63,25 +73,29 @@ impl Links {
     }
 
     /// The address of the seed node: on a single node, the node.
-    pub(super) fn seed(&self) -> Addr {
-        match self.info.addr() {
-            ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
-            _ => unreachable!("links are made for TCP addresses alone"),
-        }
+    pub(super) fn seed(&self) -> &Addr {
+        &self.seed
     }
 
-    fn open(&self) -> MutexGuard<'_, HashMap<(Addr, ThreadId), Link>> {
+    fn open(&self) -> MutexGuard<'_, HashMap<ThreadId, HashMap<Addr, Link>>> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// This thread's link to the node at `addr`, opened if it is not.
     async fn to(&self, addr: &Addr) -> RedisResult<Link> {
-        let key = (addr.clone(), std::thread::current().id());
-        if let Some(link) = self.open().get(&key).filter(|l| !l.is_closed()) {
-            return Ok(link.clone());
+        let thread = std::thread::current().id();
+        let open = (self.open().get(&thread))
+            .and_then(|links| links.get(addr))
+            .filter(|l| !l.is_closed())
+            .cloned();
+        if let Some(link) = open {
+            return Ok(link);
         }
         let link = Link::open(&addr.0, addr.1, &self.info, self.timeout).await?;
-        self.open().insert(key, link.clone());
+        let mut open = self.open();
+        open.entry(thread)
+            .or_default()
+            .insert(addr.clone(), link.clone());
         Ok(link)
     }
 
@@ -98,12 +112,11 @@ impl Links {
             Ok(link) => call(link).await,
             Err(e) => Err(e),
         };
-        if sent
-            .as_ref()
-            .is_err_and(|e| e.is_io_error() || e.is_timeout())
-        {
+        if sent.as_ref().is_err_and(failed) {
             crate::metrics::REDIS_LINKS_FAILED.inc();
-            self.open().retain(|(a, _), _| a != addr);
+            for links in self.open().values_mut() {
+                links.remove(addr);
+            }
         }
         sent
     }
@@ -128,8 +141,9 @@ impl Links {
     /// find dead (tests): each is killed from a connection of its own, so
     /// that its task, waiting for calls, does not see it yet.
     pub(super) async fn cut(&self) {
-        let open: Vec<(Addr, Link)> = (self.open().iter())
-            .map(|((addr, _), link)| (addr.clone(), link.clone()))
+        let open: Vec<(Addr, Link)> = (self.open().values())
+            .flat_map(|links| links.iter())
+            .map(|(addr, link)| (addr.clone(), link.clone()))
             .collect();
         for (addr, mut link) in open {
             let id = redis::cmd("CLIENT")
@@ -176,6 +190,6 @@ impl ConnectionLike for Link {
     }
 
     fn get_db(&self) -> i64 {
-        0
+        self.db()
     }
 }

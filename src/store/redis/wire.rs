@@ -44,6 +44,8 @@ struct Call {
 pub(super) struct Link {
     calls: mpsc::Sender<Call>,
     timeout: Duration,
+    /// The database it selected.
+    db: i64,
 }
 
 impl Link {
@@ -70,7 +72,11 @@ impl Link {
             .map_err(|_| timed_out())??;
         let (calls, queue) = mpsc::channel(QUEUED);
         tokio::spawn(wire.serve(queue));
-        Ok(Link { calls, timeout })
+        Ok(Link {
+            calls,
+            timeout,
+            db: info.redis_settings().db(),
+        })
     }
 
     /// Sends `packed` (a pipeline of commands that get `replies` replies)
@@ -93,6 +99,11 @@ impl Link {
         tokio::time::timeout(self.timeout, exchange)
             .await
             .map_err(|_| timed_out())?
+    }
+
+    /// The database it selected.
+    pub(super) fn db(&self) -> i64 {
+        self.db
     }
 
     /// Whether its connection's task has ended (the next call fails).
