@@ -37,6 +37,7 @@
 //! memory.
 
 mod accounts;
+mod answering;
 mod between;
 mod bodies;
 pub mod cut;
@@ -76,7 +77,7 @@ use crate::store::redis::state::PulledChange;
 use crate::store::redis::RedisStore;
 use crate::types::AccountStatus;
 use crate::types::{Cursor, JobId, Prev, UserId};
-use crate::types::{Post, User};
+use crate::types::{Post, PostId, User};
 
 pub use between::{Bounds, Feed};
 pub use maintenance::JOBS_VACUUM_DEAD_ROWS;
@@ -167,6 +168,8 @@ struct Inner {
     /// Posts' bodies, authors and times (never change; bounded by posts
     /// and bytes, oldest out first).
     bodies: bodies::SharedBodies,
+    /// This instance's publishes not answered yet (its streams wait for them).
+    answering: answering::Answering,
     /// Fan-out jobs not dead, as last counted (see `maintain_forever`).
     backlog: std::sync::atomic::AtomicI64,
     /// Which accounts exist, as this instance last saw.
@@ -217,6 +220,7 @@ impl Engine {
                 stats: Stats::default(),
                 marked: Mutex::new(HashMap::new()),
                 bodies: bodies::SharedBodies::new(tuning.body_cache_posts, tuning.body_cache_bytes),
+                answering: answering::Answering::default(),
                 tuning,
                 backlog: Default::default(),
                 members: Default::default(),
@@ -372,6 +376,18 @@ impl Engine {
     fn deferred_to_job(&self) {
         self.deferred();
         self.inner.wake.notify_waiters();
+    }
+
+    /// Notes `post`'s publish as under way here until the guard drops.
+    fn publishing(&self, post: PostId) -> answering::Publishing<'_> {
+        self.inner.answering.publishing(post)
+    }
+
+    /// Returns once `post`'s publish here has answered, if it is one of
+    /// this instance's, or after [`answering::MOST_HELD`] from `since`.
+    pub(crate) async fn answered(&self, post: PostId, since: tokio::time::Instant) {
+        let deadline = since + answering::MOST_HELD;
+        self.inner.answering.answered(post, deadline).await
     }
 
     /// Keeps posts' bodies in this instance's cache.

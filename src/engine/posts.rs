@@ -142,8 +142,10 @@ impl Posts<'_> {
             post: post.id,
             score: post.created_at_ms,
         };
-        // Remembered first, for this instance's streams that hear the hint.
+        // Remembered first, for this instance's streams that hear the hint;
+        // they hold it until this publish has answered.
         self.0.remember(std::slice::from_ref(&post));
+        let _publishing = self.0.publishing(post.id);
         let cache = || async {
             let mark = self.0.inner.redis.write_mark();
             self.0

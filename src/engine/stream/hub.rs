@@ -37,12 +37,6 @@ const RELOAD_CHUNK: usize = 64;
 /// Posts heard of read at once; the hints behind them wait, in order.
 const READS_AHEAD: usize = 32;
 
-/// How long after its hint a post is told to the streams here, at the
-/// least. The publish that sent the hint gets its own answer from Redis at
-/// the same moment: this lets it answer its client before thousands of
-/// streams take the cores (a post reaches them that much later).
-const HEAD_START: Duration = Duration::from_millis(2);
-
 pub(super) struct Hub {
     pub engine: Engine,
     /// Itself, for the tasks it starts.
@@ -874,19 +868,21 @@ impl Hub {
     }
 
     /// The post a hint says was published, read if a stream here shows
-    /// its author, and told no sooner than [`HEAD_START`] after the hint.
+    /// its author, and told once its publish has answered if it is one of
+    /// this instance's (see [`Engine::answered`]).
     async fn read_news(&self, signal: Option<Signal>) -> (Option<Signal>, Option<Heard>) {
-        let told_at = tokio::time::Instant::now() + HEAD_START;
+        let hinted = tokio::time::Instant::now();
         let heard = match signal {
             Some(Signal::Published { author, post, .. }) => match self.wanted(author) {
-                Some(profiles) => Some(hear(&self.engine, author, post, profiles).await),
+                Some(profiles) => {
+                    let heard = hear(&self.engine, author, post, profiles).await;
+                    self.engine.answered(post, hinted).await;
+                    Some(heard)
+                }
                 None => None,
             },
             _ => None,
         };
-        if heard.is_some() {
-            tokio::time::sleep_until(told_at).await;
-        }
         (signal, heard)
     }
 
