@@ -77,7 +77,7 @@ pub struct Options {
     /// Drop and reseed even if the database already holds this graph.
     pub reseed: bool,
     /// Seed nodes of a Redis Cluster (comma-separated `redis://` URLs): the
-    /// fan-out and read scenarios run on it too, after the single node,
+    /// fan-out, read and streams scenarios run on it too, after the single node,
     /// each against the same-run baselines of its own Redis.
     pub redis_cluster: Option<String>,
     /// Database name and key prefix of the run.
@@ -169,7 +169,7 @@ struct Cli {
     /// Drop and seed again even if the database holds this graph
     #[arg(long, env = "FEED_LOAD_RESEED")]
     reseed: bool,
-    /// A Redis Cluster's seed nodes (redis://HOST:PORT,…): the fan-out and read scenarios run on it too [default: none]
+    /// A Redis Cluster's seed nodes (redis://HOST:PORT,…): the fan-out, read and streams scenarios run on it too [default: none]
     #[arg(long, env = "FEED_LOAD_REDIS_CLUSTER", value_name = "URLS")]
     redis_cluster: Option<String>,
     /// The run's database [default: feed_load]

@@ -189,20 +189,7 @@ pub async fn run(o: Options) -> R<()> {
 
     // Live streams: delivery latency, an ordinary author and the mega big-V.
     if o.runs("streams") {
-        let at = (service.base.as_str(), service.child.id());
-        let (rows, account, failures) =
-            crate::streams::streams(&o, &layout, run.pg, at, &keys, &single).await?;
-        let report = &mut *run.report;
-        for (label, lat, goal) in rows {
-            let row = Row::latency(&label, &lat);
-            report.rows.push(match goal {
-                Some((target, met)) => row.with_goal(target, met),
-                None => row,
-            });
-            report.latencies.push((label, lat));
-        }
-        report.streams = account;
-        report.failures.extend(failures);
+        run.streams(&single, &service).await?;
     }
 
     // Sustained publishing: does the job queue stay small?
@@ -234,10 +221,15 @@ pub async fn run(o: Options) -> R<()> {
     // otherwise take the cluster part's jobs.
     drop(service);
 
-    // The same fan-outs and reads on the cluster, against its own baselines.
+    // The same fan-outs, reads and streams on the cluster, against its own baselines.
     if let Some(cluster) = &cluster {
         let service = start_service(&o, &db_url, cluster, &client, &keys).await?;
         let baselines = run.on_redis(cluster, &service).await?;
+        if o.runs("streams") {
+            let admin = Admin::new(&client, &service.base, &keys)?;
+            run.big_vs(cluster, &admin, BigVs::BigAuthors).await?;
+            run.streams(cluster, &service).await?;
+        }
         drop(service);
         run.report.baselines["cluster"] = baselines;
     }
@@ -335,6 +327,30 @@ impl Run<'_> {
 
     /// Makes exactly `who` big-V through `admin`'s service on `target`
     /// (see `big_v.rs`), recorded in the report.
+    /// The live streams on `target` through `service`: their rows, and
+    /// their account in the report's `streams` (a cluster's under its
+    /// `cluster` key).
+    async fn streams(&mut self, target: &Target, service: &Service) -> R<()> {
+        let at = (service.base.as_str(), service.child.id());
+        let (rows, account, failures) =
+            crate::streams::streams(self.o, self.layout, self.pg, at, self.keys, target).await?;
+        let report = &mut *self.report;
+        for (label, lat, goal) in rows {
+            let row = Row::latency(&label, &lat);
+            report.rows.push(match goal {
+                Some((target, met)) => row.with_goal(target, met),
+                None => row,
+            });
+            report.latencies.push((label, lat));
+        }
+        match target.is_cluster() {
+            true => report.streams["cluster"] = account,
+            false => report.streams = account,
+        }
+        report.failures.extend(failures);
+        Ok(())
+    }
+
     async fn big_vs(&mut self, target: &Target, admin: &Admin<'_>, who: BigVs) -> R<()> {
         let mut record = big_v::reach(self.pg, admin, self.layout, who).await?;
         record["redis"] = json!(target.name);

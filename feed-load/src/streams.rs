@@ -148,12 +148,14 @@ pub async fn streams(
         (
             author,
             fans.len(),
-            format!("stream delivery, {author_followers} followers"),
+            target.label(&format!("stream delivery, {author_followers} followers")),
         ),
         (
             l.mega,
             readers.len(),
-            format!("stream delivery, big-V of {mega_followers} followers"),
+            target.label(&format!(
+                "stream delivery, big-V of {mega_followers} followers"
+            )),
         ),
     ];
     let mut authors = Vec::with_capacity(classes.len());
