@@ -133,40 +133,48 @@ async fn the_load_tool_runs_a_small_scenario_end_to_end() {
         publishes, 4,
         "one publish row per author class: {scenarios:?}"
     );
-    // Live streams: an ordinary author's and the mega big-V's posts, every
-    // event arrived (the run checks it), one hint per post; for each, the
-    // delivery from the answer and from the publish sent, and the
-    // publishes' own latency.
+    // Live streams, on each topology: an ordinary author's and the mega
+    // big-V's posts, every event arrived (the run checks it), one hint per
+    // post; for each, the delivery from the answer and from the publish
+    // sent, and the publishes' own latency.
+    let topologies = if cluster_urls.is_empty() { 1 } else { 2 };
     let deliveries: Vec<&&str> = scenarios
         .iter()
         .filter(|s| s.starts_with("stream delivery, "))
         .collect();
-    assert_eq!(deliveries.len(), 6, "six stream rows: {scenarios:?}");
+    assert_eq!(
+        deliveries.len(),
+        6 * topologies,
+        "six stream rows per topology: {scenarios:?}"
+    );
     for suffix in [", from the publish sent", ": its publish, 50 streams open"] {
         let with = deliveries.iter().filter(|s| s.ends_with(suffix)).count();
-        assert_eq!(with, 2, "{suffix}: {deliveries:?}");
+        assert_eq!(with, 2 * topologies, "{suffix}: {deliveries:?}");
     }
-    assert_eq!(report["streams"]["streams_open"], 50);
-    // One hint per post from its publish, and a second when its delivery
-    // job writes an outbox entry the publish could not: never per follower.
-    let (hints, posts) = (
-        report["streams"]["hints"].as_u64().unwrap(),
-        report["streams"]["posts"].as_u64().unwrap(),
-    );
-    assert!(
-        posts <= hints && hints <= 2 * posts,
-        "{hints} hints for {posts} posts"
-    );
-    // The service's own count of the pages the streams read meanwhile.
-    let counted = &report["streams"]["service_counted"];
-    let pages: f64 = counted
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(series, _)| series.starts_with("feed_pages_total"))
-        .map(|(_, n)| n.as_f64().unwrap())
-        .sum();
-    assert!(pages >= 1.0, "the streams read pages: {counted}");
+    let on_the_cluster = (topologies == 2).then(|| &report["streams"]["cluster"]);
+    for streams in std::iter::once(&report["streams"]).chain(on_the_cluster) {
+        assert_eq!(streams["streams_open"], 50);
+        // One hint per post from its publish, and a second when its delivery
+        // job writes an outbox entry the publish could not: never per follower.
+        let (hints, posts) = (
+            streams["hints"].as_u64().unwrap(),
+            streams["posts"].as_u64().unwrap(),
+        );
+        assert!(
+            posts <= hints && hints <= 2 * posts,
+            "{hints} hints for {posts} posts"
+        );
+        // The service's own count of the pages the streams read meanwhile.
+        let counted = &streams["service_counted"];
+        let pages: f64 = counted
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(series, _)| series.starts_with("feed_pages_total"))
+            .map(|(_, n)| n.as_f64().unwrap())
+            .sum();
+        assert!(pages >= 1.0, "the streams read pages: {counted}");
+    }
     for row in rows.iter().filter(|r| {
         let name = r["scenario"].as_str().unwrap();
         name.starts_with("reads") || name.starts_with("publish")
