@@ -325,8 +325,6 @@ impl Run<'_> {
         Ok(target::baselines(writes, zrev_before, zrev_after))
     }
 
-    /// Makes exactly `who` big-V through `admin`'s service on `target`
-    /// (see `big_v.rs`), recorded in the report.
     /// The live streams on `target` through `service`: their rows, and
     /// their account in the report's `streams` (a cluster's under its
     /// `cluster` key).
@@ -351,6 +349,8 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Makes exactly `who` big-V through `admin`'s service on `target`
+    /// (see `big_v.rs`), recorded in the report.
     async fn big_vs(&mut self, target: &Target, admin: &Admin<'_>, who: BigVs) -> R<()> {
         let mut record = big_v::reach(self.pg, admin, self.layout, who).await?;
         record["redis"] = json!(target.name);
