@@ -5,7 +5,7 @@
 //! behind thousands of its own post's events.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -27,17 +27,25 @@ pub struct Answering {
 }
 
 /// A publish under way: its post leaves [`Answering`] when this drops.
-pub struct Publishing<'a> {
-    answering: &'a Answering,
+/// The publish hands it to whoever writes its answer, who drops it once
+/// the answer is written.
+pub struct Publishing {
+    answering: Arc<Answering>,
     post: PostId,
+}
+
+impl std::fmt::Debug for Publishing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Publishing").field(&self.post).finish()
+    }
 }
 
 impl Answering {
     /// Notes `post`'s publish as under way until the returned guard drops.
-    pub fn publishing(&self, post: PostId) -> Publishing<'_> {
+    pub fn publishing(self: &Arc<Self>, post: PostId) -> Publishing {
         self.lock().insert(post);
         Publishing {
-            answering: self,
+            answering: self.clone(),
             post,
         }
     }
@@ -67,7 +75,7 @@ impl Answering {
     }
 }
 
-impl Drop for Publishing<'_> {
+impl Drop for Publishing {
     fn drop(&mut self) {
         self.answering.lock().remove(&self.post);
         self.answering.answered.notify_waiters();
@@ -80,7 +88,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_post_is_held_until_its_publish_answers() {
-        let answering = std::sync::Arc::new(Answering::default());
+        let answering = Arc::new(Answering::default());
         let publishing = answering.publishing(PostId(7));
         let waiter = {
             let answering = answering.clone();
@@ -103,7 +111,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_post_of_another_instance_or_a_stalled_publish_is_not_held_past_the_bound() {
-        let answering = Answering::default();
+        let answering = Arc::new(Answering::default());
         let far = Instant::now() + Duration::from_secs(60);
         tokio::time::timeout(Duration::from_secs(10), answering.answered(PostId(1), far))
             .await

@@ -79,6 +79,7 @@ use crate::types::AccountStatus;
 use crate::types::{Cursor, JobId, Prev, UserId};
 use crate::types::{Post, PostId, User};
 
+pub use answering::Publishing;
 pub use between::{Bounds, Feed};
 pub use maintenance::JOBS_VACUUM_DEAD_ROWS;
 pub use policy::{FeedSettings, SettingsPatch, MAX_ACTIVE_WINDOW_SECS, MAX_CAP};
@@ -104,10 +105,14 @@ pub struct Page {
 
 /// What a publish answered: the post, and whether it is the answer to an
 /// earlier publish with the same key (a retry).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Publication {
     pub post: Post,
     pub replayed: bool,
+    /// This instance's streams hold the post back while this lives (a new
+    /// post only): drop it once the answer is written, so that the answer
+    /// does not wait for the cores behind the post's own events.
+    pub held: Option<Publishing>,
 }
 
 /// Counters of this engine's work (tests assert read costs with them).
@@ -169,7 +174,7 @@ struct Inner {
     /// and bytes, oldest out first).
     bodies: bodies::SharedBodies,
     /// This instance's publishes not answered yet (its streams wait for them).
-    answering: answering::Answering,
+    answering: Arc<answering::Answering>,
     /// Fan-out jobs not dead, as last counted (see `maintain_forever`).
     backlog: std::sync::atomic::AtomicI64,
     /// Which accounts exist, as this instance last saw.
@@ -220,7 +225,7 @@ impl Engine {
                 stats: Stats::default(),
                 marked: Mutex::new(HashMap::new()),
                 bodies: bodies::SharedBodies::new(tuning.body_cache_posts, tuning.body_cache_bytes),
-                answering: answering::Answering::default(),
+                answering: Arc::default(),
                 tuning,
                 backlog: Default::default(),
                 members: Default::default(),
@@ -379,7 +384,7 @@ impl Engine {
     }
 
     /// Notes `post`'s publish as under way here until the guard drops.
-    fn publishing(&self, post: PostId) -> answering::Publishing<'_> {
+    fn publishing(&self, post: PostId) -> Publishing {
         self.inner.answering.publishing(post)
     }
 

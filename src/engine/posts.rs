@@ -143,9 +143,9 @@ impl Posts<'_> {
             score: post.created_at_ms,
         };
         // Remembered first, for this instance's streams that hear the hint;
-        // they hold it until this publish has answered.
+        // they hold it until this publish's answer is written (`held`).
         self.0.remember(std::slice::from_ref(&post));
-        let _publishing = self.0.publishing(post.id);
+        let held = self.0.publishing(post.id);
         let cache = || async {
             let mark = self.0.inner.redis.write_mark();
             self.0
@@ -167,6 +167,7 @@ impl Posts<'_> {
         Ok(Publication {
             post,
             replayed: false,
+            held: Some(held),
         })
     }
 
@@ -199,6 +200,7 @@ impl Posts<'_> {
         Ok(Some(Publication {
             post,
             replayed: true,
+            held: None,
         }))
     }
 

@@ -6,7 +6,7 @@ use super::errors::ErrorBody;
 use super::views::PostView;
 use super::JsonObject;
 use crate::domain::{parse_id, IdempotencyKey, PostBody, PostMeta};
-use crate::engine::Engine;
+use crate::engine::{Engine, Publishing};
 use crate::error::AppError;
 use crate::types::PostId;
 
@@ -87,7 +87,20 @@ pub async fn create(
     if published.replayed {
         res.insert_header((REPLAYED, "true"));
     }
-    Ok(res.json(PostView::from(&published.post)))
+    let answer = res.json(PostView::from(&published.post));
+    after_the_answer(published.held);
+    Ok(answer)
+}
+
+/// Lets this instance's streams tell a new post once its publish's answer
+/// is written: the task that drops `held` runs after the connection's
+/// current turn, in which actix writes the answer to the socket. (Dropped
+/// at once, the streams' events would wake first and the answer would
+/// wait for the cores behind them.)
+pub(crate) fn after_the_answer(held: Option<Publishing>) {
+    if let Some(held) = held {
+        actix_web::rt::spawn(async move { drop(held) });
+    }
 }
 
 /// A live post (404 while its author and the caller block one another).

@@ -143,7 +143,9 @@ pub async fn create(
         .posts()
         .publish_keyed(caller.id, (&text, None), key.as_ref())
         .await?;
-    status(&req, &engine, &published.post).await
+    let answer = status(&req, &engine, &published.post).await;
+    crate::http::posts::after_the_answer(published.held);
+    answer
 }
 
 /// The status of one post.
