@@ -2,6 +2,16 @@
 //! same transaction as the change it serves, claimed by one worker at a time
 //! (`FOR UPDATE SKIP LOCKED` and a lease), checkpointed, and deleted when its
 //! work is done.
+//!
+//! A job's own bookkeeping (its claim, checkpoints and end, and the
+//! instances' heartbeats) commits without waiting for the disk (`quick!`):
+//! a dozen such commits a post would otherwise queue each
+//! publish's commit behind their flushes. PostgreSQL flushes its log in
+//! order, so a crash of the database loses at most the last of them, and
+//! what it finds is the state of a moment before: a job claimed or
+//! checkpointed earlier, or not yet finished, which runs again from there,
+//! as after a worker that stopped (its writes to Redis are idempotent).
+//! The changes themselves, and the jobs with them, wait for the disk.
 
 use std::time::Duration;
 
@@ -22,10 +32,11 @@ use crate::types::{Job, JobId, JobKind, Payload, PostId, TaskId, UserId, Work};
 macro_rules! claim_sql {
     ($order:literal) => {
         concat!(
+            quick!(),
             "UPDATE fanout_jobs SET lease_until = now() + make_interval(secs => $1::float8), \
                 attempts = attempts + (lease_until < now())::int, instance = $3, \
                 lease = (random() * 9007199254740991)::bigint \
-             WHERE id = (SELECT j.id FROM fanout_jobs j \
+             FROM quick WHERE id = (SELECT j.id FROM fanout_jobs j \
                  WHERE NOT j.dead AND (j.lease_until < now() OR EXISTS ( \
                      SELECT 1 FROM instances i WHERE i.id = j.instance AND i.id <> $3 \
                      AND i.seen_at < now() - make_interval(secs => $4 / 1000.0))) \
@@ -45,6 +56,15 @@ macro_rules! claim_sql {
         )
     };
 }
+/// The start of a bookkeeping statement that commits without waiting for
+/// the disk (see the module's doc): a `quick` that the statement names in
+/// its `FROM` (or `USING`), as PostgreSQL runs only what is named.
+macro_rules! quick {
+    () => {
+        "WITH quick AS (SELECT set_config('synchronous_commit', 'off', true)) "
+    };
+}
+
 const CLAIM_FROM_OLDEST: &str = claim_sql!("ASC");
 const CLAIM_FROM_NEWEST: &str = claim_sql!("DESC");
 
@@ -133,9 +153,12 @@ impl JobTable<'_> {
         // Bookkeeping of the process, not a query of a request: uncounted.
         let mut conn = self.0.uncounted_conn().await?;
         Prepared::<BigInt>::new(
-            "WITH gone AS (DELETE FROM instances WHERE seen_at < now() - interval '1 day') \
-             INSERT INTO instances (id, seen_at) VALUES ($1, now()) \
-             ON CONFLICT (id) DO UPDATE SET seen_at = now()",
+            concat!(
+                quick!(),
+                ", gone AS (DELETE FROM instances WHERE seen_at < now() - interval '1 day') \
+                 INSERT INTO instances (id, seen_at) SELECT $1, now() FROM quick \
+                 ON CONFLICT (id) DO UPDATE SET seen_at = now()"
+            ),
             vec![Bind::BigInt(self.0.instance)],
         )
         .execute(&mut conn)
@@ -197,9 +220,12 @@ impl JobTable<'_> {
             Bind::BigInt(lease.as_secs() as i64),
         ];
         let n = Prepared::<BigInt>::new(
-            "UPDATE fanout_jobs SET checkpoint = $3, \
-                lease_until = now() + make_interval(secs => $4::float8) \
-             WHERE id = $1 AND lease = $2",
+            concat!(
+                quick!(),
+                "UPDATE fanout_jobs SET checkpoint = $3, \
+                    lease_until = now() + make_interval(secs => $4::float8) \
+                 FROM quick WHERE id = $1 AND lease = $2"
+            ),
             binds,
         )
         .execute(&mut conn)
@@ -210,10 +236,12 @@ impl JobTable<'_> {
     /// Deletes a finished job, if its lease is still this holder's.
     pub async fn finish_job(self, id: JobId, lease: i64) -> AppResult<()> {
         let mut conn = self.0.conn().await?;
-        let n = diesel::delete(
-            fanout_jobs::table
-                .find(id)
-                .filter(fanout_jobs::lease.eq(lease)),
+        let n = Prepared::<BigInt>::new(
+            concat!(
+                quick!(),
+                "DELETE FROM fanout_jobs USING quick WHERE id = $1 AND lease = $2"
+            ),
+            vec![Bind::BigInt(id.0), Bind::BigInt(lease)],
         )
         .execute(&mut conn)
         .await?;
