@@ -52,6 +52,17 @@ pub const DELIVERY_P99_MS: f64 = 1000.0;
 /// A publish's answer, p99, below this while the streams run.
 pub const PUBLISH_P99_MS: f64 = 5.0;
 
+/// The real-time priority (`SCHED_FIFO`) of the thread that publishes. It
+/// stands for a client on a machine of its own: whatever else runs on the
+/// same cores (the tool's own parsing of the streams' events, say) must not
+/// delay its reading of an answer that has arrived, a delay of the tool
+/// and not of the service. (Linux's scheduler lets a woken thread of the
+/// usual class wait out the slice of the thread it finds running, some
+/// milliseconds, however nice it is.) Taken if the system allows it
+/// (root); the report says whether it was. The thread sends a request
+/// every 200 ms: it takes next to nothing from the service.
+const PUBLISHER_PRIORITY: i32 = 1;
+
 /// One row of the streams' table: its label, latencies, and its goal (the
 /// target, and whether it was met) if it has one.
 pub type StreamRow = (String, Latency, Option<(String, bool)>);
@@ -164,12 +175,12 @@ pub async fn streams(
         authors.push((class, token, label.clone()));
     }
     let posts = o.stream_posts;
-    let publish = publish_apart(base.to_string(), authors, posts);
+    let publish = publish_apart(base.to_string(), authors, posts, PUBLISHER_PRIORITY);
     let counted_before = counters(&client, base).await?;
     let cpu_before = Cpu::now(service);
     let (published, redis) = redis_stats::around(&target.store, target.name, publish).await?;
     let counted = since(&counted_before, &counters(&client, base).await?);
-    let published =
+    let (published, publisher_real_time) =
         published.map_err(|e| format!("{e} (the service counted meanwhile: {counted})"))?;
     // Deliveries still on their way come in; then the streams close.
     let expected: usize = classes.iter().map(|(_, n, _)| n * posts).sum();
@@ -282,6 +293,7 @@ pub async fn streams(
         "posts": published.len(),
         "deferred_writes": deferred,
         "events_before_the_publish_answer": early,
+        "publisher_real_time": publisher_real_time,
         "service_counted": counted,
         "classes": account,
     });
@@ -339,15 +351,18 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Publishes `posts` posts for each author (its class, token and label),
-/// one every [`EVERY`], from a thread and runtime of their own, as a client
-/// apart from the streams' readers would: its answers are timed without
-/// waiting behind the tool's own parsing of the streams' events. Per post:
-/// its author's class, when its publish was sent and when its answer came.
+/// one every [`EVERY`], from a thread and runtime of their own, at real-time
+/// `priority` if the system allows it, as a client apart from the streams'
+/// readers would: its answers are timed without waiting behind the tool's
+/// own parsing of the streams' events. Per post: its author's class, when
+/// its publish was sent and when its answer came; and whether the thread
+/// ran at that priority.
 async fn publish_apart(
     base: String,
     authors: Vec<(usize, String, String)>,
     posts: usize,
-) -> R<HashMap<i64, (usize, Instant, Instant)>> {
+    priority: i32,
+) -> R<(HashMap<i64, (usize, Instant, Instant)>, bool)> {
     let run = async move {
         let client = reqwest::Client::builder()
             .tcp_nodelay(true)
@@ -380,11 +395,13 @@ async fn publish_apart(
     };
     let (done, result) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
+        let real_time = run_in_real_time(priority);
         let out = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| e.to_string())
-            .and_then(|rt| rt.block_on(run));
+            .and_then(|rt| rt.block_on(run))
+            .map(|published| (published, real_time));
         let _ = done.send(out);
     });
     result
@@ -404,6 +421,17 @@ const COUNTED: [&str; 7] = [
     // The publishes' latency inside the service, beside the tool's own.
     "http_request_duration_seconds_bucket{method=\"POST\",route=\"/api/v1/posts\"",
 ];
+
+/// Runs the calling thread at real-time `priority` (`SCHED_FIFO`); false
+/// if the system refused.
+fn run_in_real_time(priority: i32) -> bool {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: a plain system call on the calling thread, with a parameter
+    // that lives through it.
+    unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) == 0 }
+}
 
 /// The service's [`COUNTED`] series now.
 pub async fn counters(client: &reqwest::Client, base: &str) -> R<BTreeMap<String, f64>> {
