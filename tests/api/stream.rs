@@ -438,9 +438,12 @@ async fn a_post_reaches_every_stream_of_an_instance_read_once_there_not_once_per
         assert_eq!(post_ids(&got), want);
         first = got;
     }
-    // One read of each post for the 40 streams; no stream read a page
-    // for them (a read per stream would be 40 × 2 sources per post).
-    assert_eq!(Stats::get(&stats.stream_news) - news, 6);
+    // One read of each post for the 40 streams, or two when its delivery
+    // job wrote its outbox entry before the publish's own Redis step and
+    // hinted it too (a worker polling between the two); no stream read a
+    // page for them (a read per stream would be 40 × 2 sources per post).
+    let read = Stats::get(&stats.stream_news) - news;
+    assert!((6..=12).contains(&read), "{read} reads of 6 posts");
     // Nearly every event was sent as heard (a stream still finishing its
     // opening read when a post came reads it instead).
     let sent_as_heard = Stats::get(&stats.stream_posts_heard) - heard;
