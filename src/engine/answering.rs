@@ -26,9 +26,9 @@ pub struct Answering {
     answered: Notify,
 }
 
-/// A publish under way: its post leaves [`Answering`] when this drops.
-/// The publish hands it to whoever writes its answer, who drops it once
-/// the answer is written.
+/// A publish under way: its post leaves the publishes under way when this
+/// drops. The publish hands it to whoever writes its answer, who drops it
+/// once the answer is written.
 pub struct Publishing {
     answering: Arc<Answering>,
     post: PostId,
