@@ -7,8 +7,9 @@
 //! instances' heartbeats) commits without waiting for the disk (`quick!`):
 //! a dozen such commits a post would otherwise queue each
 //! publish's commit behind their flushes. PostgreSQL flushes its log in
-//! order, so a crash of the database loses at most the last of them, and
-//! what it finds is the state of a moment before: a job claimed or
+//! order, so a crash of the database loses only the latest of them (at
+//! most three `wal_writer_delay`s' worth, 600 ms by default), and what it
+//! finds is the state of a moment before: a job claimed or
 //! checkpointed earlier, or not yet finished, which runs again from there,
 //! as after a worker that stopped (its writes to Redis are idempotent).
 //! The changes themselves, and the jobs with them, wait for the disk.
